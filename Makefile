@@ -1,0 +1,39 @@
+# workspace: the two commands are `make up` and `make test` (see README.md).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: up down images test unit venv
+
+# The venv is (re)built when the package definition changes.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python 3.11 or newer is needed as $(PYTHON); set PYTHON=/path/to/python3.11")'
+	@echo "[venv] creating $(VENV) and installing the package (log: $(VENV).log)"
+	@$(PYTHON) -m venv $(VENV) > $(VENV).log 2>&1 || { echo "error: creating the virtual environment failed; read $(VENV).log"; exit 1; }
+	@$(VENV)/bin/pip install -e '.[test]' >> $(VENV).log 2>&1 || { echo "error: installing the Python packages failed (is PyPI reachable?); read $(VENV).log"; exit 1; }
+	@touch $@
+
+venv: $(STAMP)
+
+## make up: set everything up and run the hub on http://127.0.0.1:8000
+up: $(STAMP)
+	@$(PY) -m workspace.deploy up
+
+## make down: stop the hub and its containers; all data is kept
+down: $(STAMP)
+	@$(PY) -m workspace.deploy down
+
+## make images: build the single-user images whose definition changed
+images: $(STAMP)
+	@$(PY) -m workspace.deploy images
+
+## make test: set up (engine, proxy, images) and run the whole suite
+test: $(STAMP)
+	@$(PY) -m workspace.deploy prepare
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+## make unit: only the tests that need no Docker engine
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -1,0 +1,12 @@
+# Server settings of the workspace base image (read by jupyterhub-singleuser).
+c = get_config()  # noqa: F821
+
+# Terminals open bash as a login shell: /etc/profile sets PATH and enables
+# completion through /etc/bash.bashrc. Plain `sh` has no completion or history.
+c.ServerApp.terminado_settings = {"shell_command": ["/bin/bash", "-l"]}
+
+# Campuses are often air-gapped: nothing in the image may call home.
+c.LabApp.news_url = None
+c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
+# The extension manager would query a package index; keep it read-only.
+c.LabApp.extension_manager = "readonly"

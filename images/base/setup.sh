@@ -1,0 +1,23 @@
+#!/bin/bash
+# Runs inside the image's root filesystem (chroot) with a clean environment.
+# Arguments: none. Reads /tmp/requirements.txt. Prints what it does.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
+
+# The user every container runs as. uid/gid 1000 own the bind-mounted home.
+groupadd --gid 1000 jovyan
+useradd --uid 1000 --gid 1000 --shell /bin/bash --home-dir /openbayes/home --no-create-home jovyan
+mkdir -p /openbayes/home && chown 1000:1000 /openbayes/home
+
+# --system-site-packages keeps the user site enabled: `pip install --user`
+# lands under $PYTHONUSERBASE (in the persistent home) instead of failing.
+python3 -m venv --system-site-packages /opt/venv
+/opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -q --upgrade pip
+/opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -q -r /tmp/requirements.txt
+
+# sshd is installed for a later feature but must not carry build-time host keys.
+rm -f /etc/ssh/ssh_host_*
+
+sed -i 's/^# *en_US.UTF-8/en_US.UTF-8/' /etc/locale.gen && locale-gen >/dev/null
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /tmp/requirements.txt /root/.cache

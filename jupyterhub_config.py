@@ -1,0 +1,88 @@
+# JupyterHub configuration of a workspace deployment.
+#
+# Values come from the environment and the data directory (see
+# workspace/settings.py for every WORKSPACE_* variable). The options of the
+# workspace spawner are traitlets with help strings: list them with
+#   .venv/bin/python -c "from workspace.spawner import DockerWorkspaceSpawner as S; print(S.class_get_help())"
+# Put site-specific changes in $WORKSPACE_DATA_DIR/jupyterhub_config.d/*.py,
+# which are loaded last (e.g. a production authenticator, see README).
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from workspace.engine import bridge_gateway  # noqa: E402
+from workspace.settings import Settings  # noqa: E402
+
+c = get_config()  # noqa: F821
+settings = Settings.from_env(base=HERE)
+data = settings.data_dir
+
+# -- hub, proxy, database ------------------------------------------------------
+# The proxy is public on 127.0.0.1; the hub listens on the Docker bridge
+# gateway so that containers reach its API.
+gateway = bridge_gateway()
+c.JupyterHub.ip = settings.ip
+c.JupyterHub.port = settings.port
+c.JupyterHub.hub_ip = gateway
+c.JupyterHub.hub_connect_ip = gateway
+c.JupyterHub.hub_port = settings.hub_port
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{settings.proxy_api_port}"
+chp = HERE / ".node" / "node_modules" / ".bin" / "configurable-http-proxy"
+if chp.exists():
+    c.ConfigurableHTTPProxy.command = [str(chp)]
+c.ConfigurableHTTPProxy.pid_file = str(data / "run" / "proxy.pid")
+
+c.JupyterHub.db_url = f"sqlite:///{data / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(data / "jupyterhub_cookie_secret")
+c.JupyterHub.pid_file = str(data / "run" / "jupyterhub.pid")
+
+# A hub restart (upgrade, crash) must not stop anyone's workspace: the
+# running containers are found again from the spawner state. `make down`
+# stops the servers explicitly before it stops the hub.
+c.JupyterHub.cleanup_servers = False
+
+# -- workspaces: named servers -------------------------------------------------
+c.JupyterHub.allow_named_servers = True
+c.JupyterHub.named_server_limit_per_user = 0  # no limit; resource types limit later
+# Login lands on the hub's home page, where a student picks or creates a
+# workspace: no server is spawned behind their back.
+c.JupyterHub.redirect_to_server = False
+# Spawn requests return at once; the page follows the progress stream.
+c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 0}
+
+c.JupyterHub.spawner_class = "workspace.spawner.DockerWorkspaceSpawner"
+c.DockerWorkspaceSpawner.image = settings.image
+c.DockerWorkspaceSpawner.home_root = str(data / "homes")
+c.DockerWorkspaceSpawner.deployment = settings.deployment
+c.DockerWorkspaceSpawner.network_name = "bridge"
+c.DockerWorkspaceSpawner.start_timeout = 180
+c.DockerWorkspaceSpawner.http_timeout = 120
+
+# -- login: one shared password for users, one for the admin ------------------
+# Any user name logs in with the user password, so a class can try it at once.
+# For LDAP, OAuth or NativeAuthenticator, see README ("Authentication").
+c.JupyterHub.authenticator_class = "shared-password"
+c.SharedPasswordAuthenticator.user_password = settings.secrets["WORKSPACE_USER_PASSWORD"] or None
+c.SharedPasswordAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN_PASSWORD"] or None
+c.Authenticator.admin_users = {settings.admin_user}
+c.Authenticator.allow_all = True
+
+# -- the operator's API token (used by `make down` and the tests) -------------
+if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
+    c.JupyterHub.services = [
+        {"name": "workspace-admin", "api_token": settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]},
+    ]
+    c.JupyterHub.load_roles = [
+        {
+            "name": "workspace-admin",
+            "description": "Operator tasks: create users, start and stop any server.",
+            "scopes": ["admin:users", "admin:servers", "list:users", "read:users", "tokens"],
+            "services": ["workspace-admin"],
+        }
+    ]
+
+# -- site overrides -------------------------------------------------------------
+for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):
+    load_subconfig(str(extra))  # noqa: F821

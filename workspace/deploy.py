@@ -1,0 +1,263 @@
+"""Setup commands behind the Makefile: `up`, `down`, `images`, `prepare`.
+
+    python -m workspace.deploy up        engine, proxy, images, data; start the hub
+    python -m workspace.deploy down      stop the servers, the hub and its containers; keep data
+    python -m workspace.deploy images    build the images whose definition changed
+    python -m workspace.deploy prepare   engine, proxy and images, without the hub (for tests)
+
+Each step prints a line with its duration; a failure ends with one sentence
+and the log to read (see workspace/steps.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from . import engine, images
+from .settings import Settings
+from .steps import SetupError, fail, run_logged, say, step
+
+ROOT = Path(__file__).resolve().parent.parent
+CHP_VERSION = "^4.6"
+PREFIX = "up"
+
+
+def ensure_proxy(settings: Settings) -> Path:
+    """Install configurable-http-proxy from npm into ./.node (once)."""
+    chp = ROOT / ".node" / "node_modules" / ".bin" / "configurable-http-proxy"
+    if chp.exists():
+        return chp
+    if shutil.which("npm") is None:
+        raise SetupError("npm is not installed; run `apt-get install -y npm` (or install Node.js) and try again.")
+    log = settings.path("logs", "npm.log")
+    with step(PREFIX, "install configurable-http-proxy (npm)"):
+        run_logged(
+            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(ROOT / ".node"),
+             f"configurable-http-proxy@{CHP_VERSION}"],
+            log,
+            "Installing configurable-http-proxy with npm failed (is the npm registry reachable?)",
+        )
+    return chp
+
+
+def build_images(settings: Settings, force: bool = False) -> list[str]:
+    builder = images.ImageBuilder(log=settings.path("logs", "image-build.log"))
+    return [builder.build(d, force=force) for d in images.definitions(ROOT / "images")]
+
+
+def prepare(settings: Settings) -> None:
+    """Everything but the hub: engine, proxy, images, data directories."""
+    for sub in ("logs", "run", "homes"):
+        settings.path(sub).mkdir(parents=True, exist_ok=True)
+    engine.ensure_engine(settings.path("logs", "dockerd.log"))
+    ensure_proxy(settings)
+    build_images(settings)
+
+
+# -- the hub process -----------------------------------------------------------
+
+
+def hub_pid(settings: Settings) -> int | None:
+    """The pid of this deployment's running hub, or None."""
+    try:
+        pid = int(settings.path("run", "jupyterhub.pid").read_text().strip())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+def hub_answers(settings: Settings) -> str | None:
+    """JupyterHub's version if the hub answers on its public URL, else None."""
+    try:
+        with urllib.request.urlopen(f"{settings.url}/hub/api/", timeout=3) as r:
+            return json.load(r).get("version")
+    except (OSError, ValueError):
+        return None
+
+
+def port_in_use(ip: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((ip, port))
+            return False
+        except OSError:
+            return True
+
+
+def start_hub(settings: Settings, wait_s: float = 90) -> None:
+    log = settings.path("logs", "jupyterhub.log")
+    gateway = engine.bridge_gateway()
+    for ip, port, what in (
+        (settings.ip, settings.port, "WORKSPACE_PORT"),
+        ("127.0.0.1", settings.proxy_api_port, "WORKSPACE_PROXY_API_PORT"),
+        (gateway, settings.hub_port, "WORKSPACE_HUB_PORT"),
+    ):
+        if port_in_use(ip, port):
+            raise SetupError(
+                f"Port {port} on {ip} is already in use by another program; stop it, "
+                f"or choose another port with {what}=<port> make up."
+            )
+    with step(PREFIX, f"start JupyterHub (log: {log})"):
+        env = dict(os.environ, WORKSPACE_DATA_DIR=str(settings.data_dir), PATH=_venv_path())
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(ROOT / "jupyterhub_config.py")],
+                cwd=settings.data_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        deadline = time.monotonic() + wait_s
+        while not hub_answers(settings):
+            if proc.poll() is not None:
+                raise SetupError(f"JupyterHub exited with status {proc.returncode} at start.", log)
+            if time.monotonic() > deadline:
+                raise SetupError(f"JupyterHub did not answer on {settings.url} within {wait_s:.0f} s.", log)
+            time.sleep(0.5)
+
+
+def _venv_path() -> str:
+    return f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+
+
+def up(settings: Settings) -> None:
+    started = time.monotonic()
+    prepare(settings)
+    generated = settings.generate_missing_secrets()
+    if hub_pid(settings) and hub_answers(settings):
+        say(PREFIX, f"JupyterHub is already running at {settings.url}")
+    else:
+        start_hub(settings)
+    say(PREFIX, f"ready in {time.monotonic() - started:.1f} s")
+    print(
+        f"""
+JupyterHub {hub_answers(settings)} is running at {settings.url}/
+
+  Log in as any user name with the user password; the admin logs in as
+  "{settings.admin_user}" with the admin password.""",
+    )
+    if generated:
+        print("\n  Generated now and shown only this once (kept in {}):".format(settings.secrets_file))
+        for name in generated:
+            print(f"    {name}={settings.secrets[name]}")
+    else:
+        print(f"  The passwords are in {settings.secrets_file}.")
+    print(f"\n  Logs: {settings.path('logs')}/   Stop with: make down\n")
+
+
+def api(settings: Settings, method: str, path: str, body=None):
+    """Call the hub's REST API with the operator token."""
+    req = urllib.request.Request(
+        f"{settings.url}/hub/api{path}",
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"token {settings.secrets['WORKSPACE_ADMIN_API_TOKEN']}"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        raw = r.read()
+        return json.loads(raw) if raw else None
+
+
+def stop_servers(settings: Settings, wait_s: float = 300) -> int:
+    """Stop every running server through the hub, so each stops the normal way."""
+    users = api(settings, "GET", "/users?state=active")
+    pending = []
+    for user in users:
+        for server in user.get("servers", {}):
+            path = f"/users/{user['name']}/servers/{server}" if server else f"/users/{user['name']}/server"
+            api(settings, "DELETE", path)
+            pending.append((user["name"], server))
+    deadline = time.monotonic() + wait_s
+    while pending and time.monotonic() < deadline:
+        time.sleep(1)
+        active = {
+            (u["name"], s) for u in api(settings, "GET", "/users?state=active") for s in u.get("servers", {})
+        }
+        pending = [p for p in pending if p in active]
+    return len(pending)
+
+
+def down(settings: Settings) -> None:
+    pid = hub_pid(settings)
+    if pid and hub_answers(settings) and settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
+        with step("down", "stop the workspaces through the hub"):
+            try:
+                left = stop_servers(settings)
+            except (OSError, urllib.error.HTTPError) as e:
+                say("down", f"could not stop the workspaces through the hub ({e}); removing their containers")
+                left = 0
+            if left:
+                say("down", f"{left} workspace(s) did not stop in time; removing their containers")
+    if pid:
+        with step("down", f"stop JupyterHub (pid {pid})"):
+            os.kill(pid, signal.SIGTERM)
+            if not _wait_exit(pid, 30):
+                say("down", f"JupyterHub (pid {pid}) did not exit in 30 s; killing it")
+                os.kill(pid, signal.SIGKILL)
+                _wait_exit(pid, 10)
+    else:
+        say("down", "JupyterHub is not running")
+    removed = remove_containers(settings.deployment)
+    if removed:
+        say("down", f"removed {removed} leftover container(s)")
+    say("down", f"stopped; all data is kept in {settings.data_dir}")
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def remove_containers(deployment: str) -> int:
+    c = engine.client()
+    if c is None:
+        return 0
+    found = c.containers.list(all=True, filters={"label": f"workspace.deployment={deployment}"})
+    for container in found:
+        container.remove(force=True)
+    return len(found)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="workspace-admin", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["up", "down", "images", "prepare"])
+    parser.add_argument("--force", action="store_true", help="images: rebuild even when unchanged")
+    args = parser.parse_args(argv)
+    settings = Settings.from_env(base=ROOT)
+    try:
+        if args.command == "up":
+            up(settings)
+        elif args.command == "down":
+            down(settings)
+        elif args.command == "images":
+            settings.path("logs").mkdir(parents=True, exist_ok=True)
+            engine.ensure_engine(settings.path("logs", "dockerd.log"))
+            build_images(settings, force=args.force)
+        elif args.command == "prepare":
+            prepare(settings)
+    except SetupError as e:
+        fail(e)
+    except KeyboardInterrupt:
+        fail(SetupError("Interrupted."))
+
+
+if __name__ == "__main__":
+    main()

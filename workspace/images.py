@@ -1,0 +1,216 @@
+"""Single-user images, built without a container registry.
+
+An image definition is a folder under `images/`:
+
+- `packages.txt`      Debian bookworm packages (one per line, `#` comments)
+- `requirements.txt`  Python packages for `/opt/venv`; `jupyterhub` is pinned by
+                      the builder to the hub's exact version
+- `setup.sh`          runs inside the root filesystem (chroot) after debootstrap
+- `rootfs/`           files copied over the root filesystem last
+
+The build is: `debootstrap --variant=minbase` → chroot `setup.sh` (venv + pip)
+→ `tar | docker import`. No `FROM` and no pull, so it works where no registry
+can be reached. The image is tagged `NAME:<hash of its inputs>` and
+`NAME:latest`; an unchanged definition is not rebuilt.
+
+A `Dockerfile` beside the definition builds the same image where a registry
+can be reached (see README); it is not used here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import jupyterhub
+
+from .steps import SetupError, run_logged, say, step
+
+# Bump when the build procedure itself changes in a way that alters images.
+BUILDER_VERSION = "1"
+SUITE = "bookworm"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+PREFIX = "images"
+
+
+def default_mirror() -> str:
+    """The Debian mirror the host's apt uses, so the build reaches what apt reaches."""
+    for source in sorted(Path("/etc/apt").glob("sources.list*")) + sorted(
+        Path("/etc/apt/sources.list.d").glob("*")
+    ):
+        if not source.is_file():
+            continue
+        for line in source.read_text(errors="replace").splitlines():
+            words = line.split()
+            if line.startswith("URIs:") and len(words) > 1 and not words[1].endswith("-security"):
+                return words[1]
+            if words[:1] == ["deb"] and len(words) > 2 and "security" not in words[1]:
+                return words[1]
+    return "http://deb.debian.org/debian"
+
+
+@dataclass
+class ImageDefinition:
+    """One image folder under `images/`."""
+
+    path: Path
+    name: str
+
+    @property
+    def packages(self) -> list[str]:
+        lines = (self.path / "packages.txt").read_text().splitlines()
+        return [w for line in lines if (w := line.split("#", 1)[0].strip())]
+
+    def requirements(self) -> str:
+        """requirements.txt with jupyterhub pinned to the hub's own version."""
+        text = (self.path / "requirements.txt").read_text()
+        return f"{text.rstrip()}\njupyterhub=={jupyterhub.__version__}\n"
+
+    def inputs_hash(self) -> str:
+        """A hash of everything that goes into the image."""
+        h = hashlib.sha256()
+        h.update(f"builder={BUILDER_VERSION} suite={SUITE}\n".encode())
+        h.update(self.requirements().encode())
+        for f in sorted(p for p in self.path.rglob("*") if p.is_file()):
+            if f.name in ("Dockerfile", "requirements.txt"):
+                continue  # the Dockerfile is another route to the same image
+            rel = f.relative_to(self.path).as_posix()
+            h.update(f"{rel} {f.stat().st_mode & 0o777:o}\n".encode())
+            h.update(f.read_bytes())
+        return h.hexdigest()[:12]
+
+    @property
+    def tag(self) -> str:
+        return f"{self.name}:{self.inputs_hash()}"
+
+
+class ImageBuilder:
+    """Builds image definitions into the local Docker engine."""
+
+    def __init__(self, log: Path, mirror: str | None = None, workdir: Path | None = None):
+        self.log = log
+        self.mirror = mirror or default_mirror()
+        self.workdir = workdir or Path("/var/tmp")
+        self.client = docker.from_env()
+
+    def exists(self, tag: str) -> bool:
+        try:
+            self.client.images.get(tag)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+    def build(self, definition: ImageDefinition, force: bool = False) -> str:
+        """Build `definition` unless an image of the same inputs exists; return its tag."""
+        tag = definition.tag
+        if not force and self.exists(tag):
+            self.client.images.get(tag).tag(definition.name, "latest")
+            say(PREFIX, f"{tag} is up to date (inputs unchanged), not rebuilt")
+            return tag
+        for tool in ("debootstrap", "chroot", "tar", "docker"):
+            if shutil.which(tool) is None:
+                raise SetupError(
+                    f"Cannot build images: `{tool}` is not installed; run "
+                    "`apt-get install -y debootstrap docker.io` and try again."
+                )
+        say(PREFIX, f"building {tag} (log: {self.log})")
+        build_dir = Path(tempfile.mkdtemp(prefix="workspace-image-", dir=self.workdir))
+        rootfs = build_dir / "rootfs"
+        try:
+            with step(PREFIX, f"debootstrap {SUITE} from {self.mirror}"):
+                run_logged(
+                    [
+                        "debootstrap",
+                        "--variant=minbase",
+                        f"--include={','.join(definition.packages)}",
+                        SUITE,
+                        str(rootfs),
+                        self.mirror,
+                    ],
+                    self.log,
+                    "Installing the Debian base system failed (is the Debian mirror reachable?)",
+                )
+            with step(PREFIX, "venv and pip install in the chroot"):
+                self._setup(definition, rootfs)
+            with step(PREFIX, "copy image files"):
+                shutil.copytree(definition.path / "rootfs", rootfs, dirs_exist_ok=True, symlinks=True)
+            with step(PREFIX, f"docker import as {tag}"):
+                self._import(rootfs, tag)
+            self.client.images.get(tag).tag(definition.name, "latest")
+        finally:
+            self._unmount(rootfs)
+            shutil.rmtree(build_dir, ignore_errors=True)
+        size = self.client.images.get(tag).attrs["Size"]
+        say(PREFIX, f"{tag} built, {size / 1e6:.0f} MB")
+        return tag
+
+    def _setup(self, definition: ImageDefinition, rootfs: Path) -> None:
+        # pip in the chroot needs DNS and the host's CA bundle, and a clean
+        # environment so that host pip settings (constraints, local wheels) stay out.
+        shutil.copy2("/etc/resolv.conf", rootfs / "etc/resolv.conf")
+        shutil.copy2(CA_BUNDLE, rootfs / "tmp/ca-certificates.crt")
+        (rootfs / "tmp/requirements.txt").write_text(definition.requirements())
+        shutil.copy2(definition.path / "setup.sh", rootfs / "tmp/setup.sh")
+        for target, args in (("proc", ["-t", "proc", "proc"]), ("dev", ["--bind", "/dev"])):
+            run_logged(["mount", *args, str(rootfs / target)], self.log, f"Mounting /{target} in the chroot failed")
+        run_logged(
+            [
+                "env", "-i",
+                "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME=/root",
+                "PIP_CERT=/tmp/ca-certificates.crt",
+                "chroot", str(rootfs), "/bin/bash", "/tmp/setup.sh",
+            ],
+            self.log,
+            "Installing the image's Python packages failed (is PyPI reachable?)",
+        )
+        self._unmount(rootfs)
+        for leftover in ("tmp/setup.sh", "tmp/ca-certificates.crt"):
+            (rootfs / leftover).unlink(missing_ok=True)
+        # The containers get their DNS from Docker; do not ship the build host's.
+        (rootfs / "etc/resolv.conf").write_text("")
+
+    def _unmount(self, rootfs: Path) -> None:
+        for target in ("dev", "proc"):
+            path = rootfs / target
+            if os.path.ismount(path):
+                subprocess.run(["umount", "-l", str(path)], check=False)
+
+    def _import(self, rootfs: Path, tag: str) -> None:
+        changes = [
+            "USER 1000",
+            "WORKDIR /openbayes/home",
+            "ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "ENV LANG=C.UTF-8",
+            "ENV SHELL=/bin/bash",
+            "ENV HOME=/openbayes/home",
+            "ENV PYTHONUSERBASE=/openbayes/home/.local",
+            f"LABEL workspace.image={tag}",
+            'CMD ["jupyterhub-singleuser"]',
+        ]
+        cmd = "tar --numeric-owner -C {root} -c . | docker import {changes} - {tag}".format(
+            root=shlex.quote(str(rootfs)),
+            changes=" ".join(f"-c {shlex.quote(c)}" for c in changes),
+            tag=shlex.quote(tag),
+        )
+        run_logged(
+            ["bash", "-o", "pipefail", "-c", cmd],
+            self.log,
+            "Importing the image into Docker failed (is the Docker engine running?)",
+        )
+
+
+def definitions(root: Path) -> list[ImageDefinition]:
+    """The image definitions under `root` (a folder per image, named workspace-<folder>)."""
+    return [
+        ImageDefinition(path=p, name=f"workspace-{p.name}")
+        for p in sorted(root.iterdir())
+        if (p / "packages.txt").is_file()
+    ]

@@ -1,0 +1,61 @@
+"""Steps of the setup commands (`make up`, `make images`, `make test`).
+
+Every long setup step prints one line when it ends, with its duration, and
+sends the output of the commands it runs to a log file. A step that fails
+stops the command with one sentence saying what failed and what to do, and
+the path of the log to read: never a traceback as the only message.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class SetupError(Exception):
+    """A setup step failed; `str(err)` is the sentence shown to the operator."""
+
+    def __init__(self, message: str, log: Path | None = None):
+        self.log = log
+        if log is not None:
+            message = f"{message} Read {log} for the details."
+        super().__init__(message)
+
+
+def say(prefix: str, message: str) -> None:
+    print(f"[{prefix}] {message}", flush=True)
+
+
+@contextmanager
+def step(prefix: str, title: str):
+    """Time a step and print `[prefix] title ... 12.3 s` when it ends."""
+    started = time.monotonic()
+    try:
+        yield
+    except SetupError:
+        say(prefix, f"{title} ... failed after {time.monotonic() - started:.1f} s")
+        raise
+    say(prefix, f"{title} ... {time.monotonic() - started:.1f} s")
+
+
+def run_logged(cmd, log: Path, failure: str, **kwargs) -> None:
+    """Run `cmd`, appending its output to `log`; raise SetupError(failure) if it fails."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        out.write(f"\n$ {cmd if isinstance(cmd, str) else ' '.join(map(str, cmd))}\n".encode())
+        out.flush()
+        try:
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, **kwargs)
+        except FileNotFoundError as e:
+            raise SetupError(f"{failure} ({e.filename} is not installed).", log) from e
+    if proc.returncode != 0:
+        raise SetupError(f"{failure} (exit status {proc.returncode}).", log)
+
+
+def fail(err: SetupError) -> None:
+    """Print the one sentence of a failed setup and exit non-zero."""
+    print(f"\nerror: {err}", file=sys.stderr, flush=True)
+    sys.exit(1)

@@ -40,19 +40,20 @@ CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PREFIX = "images"
 
 
-def default_mirror() -> str:
+def default_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
     """The Debian mirror the host's apt uses, so the build reaches what apt reaches."""
-    for source in sorted(Path("/etc/apt").glob("sources.list*")) + sorted(
-        Path("/etc/apt/sources.list.d").glob("*")
-    ):
+    sources = sorted(apt_dir.glob("sources.list")) + sorted(apt_dir.glob("sources.list.d/*"))
+    for source in sources:
         if not source.is_file():
             continue
         for line in source.read_text(errors="replace").splitlines():
             words = line.split()
-            if line.startswith("URIs:") and len(words) > 1 and not words[1].endswith("-security"):
+            if words[:1] == ["URIs:"] and len(words) > 1 and "security" not in words[1]:
                 return words[1]
-            if words[:1] == ["deb"] and len(words) > 2 and "security" not in words[1]:
-                return words[1]
+            if words[:1] == ["deb"] and len(words) > 2:
+                uri = next((w for w in words[1:] if not w.startswith("[")), "")
+                if "://" in uri and "security" not in uri:
+                    return uri
     return "http://deb.debian.org/debian"
 
 

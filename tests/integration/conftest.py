@@ -1,0 +1,79 @@
+"""Fixtures that run the real thing: a Docker engine, the image, a JupyterHub.
+
+Everything here is marked `docker`: it skips with a reason when no engine
+answers, and that skip fails the run under CI=true (see tests/conftest.py).
+When a test fails, the hub's log and the logs of its containers are attached
+to the report.
+"""
+
+from __future__ import annotations
+
+import docker
+import pytest
+
+from workspace import engine
+from workspace.settings import Settings
+
+from .hub import Hub
+
+_running_hubs: list[Hub] = []
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.docker)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and report.when == "call":
+        for hub in _running_hubs:
+            report.sections.append((f"hub {hub.deployment} log", hub.log_tail()))
+            try:
+                report.sections.append((f"hub {hub.deployment} containers", hub.container_logs()))
+            except docker.errors.DockerException as e:
+                report.sections.append((f"hub {hub.deployment} containers", f"unavailable: {e}"))
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    c = engine.client()
+    if c is None:
+        pytest.skip("no Docker engine answers: start dockerd, or run `make test`, which starts one")
+    return c
+
+
+@pytest.fixture(scope="session")
+def image(docker_client):
+    name = Settings.from_env({}).image
+    try:
+        docker_client.images.get(name)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"the image {name} is not built: run `make images` (or `make test`, which builds it)")
+    return name
+
+
+@pytest.fixture(scope="session")
+def start_hub(tmp_path_factory, image):
+    """Start hubs on demand; all are stopped, and their containers removed, at the end."""
+    started = []
+
+    def start(**env) -> Hub:
+        hub = Hub(tmp_path_factory.mktemp("hub"), **env).start()
+        started.append(hub)
+        _running_hubs.append(hub)
+        return hub
+
+    yield start
+    for hub in started:
+        hub.stop()
+        _running_hubs.remove(hub)
+
+
+@pytest.fixture(scope="session")
+def hub(start_hub) -> Hub:
+    """The suite's shared hub with the default configuration."""
+    return start_hub()

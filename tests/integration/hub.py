@@ -1,0 +1,161 @@
+"""A real JupyterHub process run from the project's jupyterhub_config.py.
+
+Each `Hub` gets its own data directory, free ports and deployment name, so
+tests never touch the data or containers of a `make up` deployment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import requests
+
+from workspace import deploy, engine
+from workspace.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+USER_PASSWORD = "student-pass-1234"
+ADMIN_PASSWORD = "admin-pass-" + "x" * 32
+
+
+def free_port(ip: str) -> int:
+    with socket.socket() as s:
+        s.bind((ip, 0))
+        return s.getsockname()[1]
+
+
+class Hub:
+    def __init__(self, data_dir: Path, **env):
+        self.data_dir = data_dir
+        self.deployment = f"wstest-{uuid.uuid4().hex[:8]}"
+        gateway = engine.bridge_gateway()
+        self.env = {
+            "WORKSPACE_DATA_DIR": str(data_dir),
+            "WORKSPACE_PORT": str(free_port("127.0.0.1")),
+            "WORKSPACE_PROXY_API_PORT": str(free_port("127.0.0.1")),
+            "WORKSPACE_HUB_PORT": str(free_port(gateway)),
+            "WORKSPACE_DEPLOYMENT": self.deployment,
+            "WORKSPACE_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            "WORKSPACE_USER_PASSWORD": USER_PASSWORD,
+            "WORKSPACE_ADMIN_API_TOKEN": uuid.uuid4().hex,
+            **env,
+        }
+        self.settings = Settings.from_env(self.env)
+        self.url = self.settings.url
+        self.log_path = data_dir / "logs" / "jupyterhub.log"
+        self.proc: subprocess.Popen | None = None
+
+    # -- process ------------------------------------------------------------
+
+    def start(self, timeout: float = 60) -> "Hub":
+        for sub in ("logs", "run", "homes"):
+            (self.data_dir / sub).mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, **self.env)
+        env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(ROOT / "jupyterhub_config.py")],
+                cwd=self.data_dir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterHub exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if deploy.hub_answers(self.settings):
+                return self
+            time.sleep(0.3)
+        raise RuntimeError(f"JupyterHub did not answer in {timeout} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            try:
+                deploy.stop_servers(self.settings, wait_s=60)
+            except Exception as e:  # the hub may be broken by the test; clean up anyway
+                print(f"stopping servers through the hub failed: {e}")
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        deploy.remove_containers(self.deployment)
+
+    def log_tail(self, lines: int = 80) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    # -- REST API -----------------------------------------------------------
+
+    @property
+    def admin_token(self) -> str:
+        return self.env["WORKSPACE_ADMIN_API_TOKEN"]
+
+    def api(self, method: str, path: str, token: str | None = None, **kwargs) -> requests.Response:
+        headers = kwargs.pop("headers", {})
+        headers["Authorization"] = f"token {token or self.admin_token}"
+        return requests.request(method, f"{self.url}/hub/api{path}", headers=headers, timeout=30, **kwargs)
+
+    def create_user(self, name: str) -> None:
+        r = self.api("POST", f"/users/{name}")
+        assert r.status_code in (201, 409), r.text
+
+    def user_token(self, name: str) -> str:
+        """A token of `name` obtained with the shared user password, as a student would."""
+        self.create_user(name)
+        r = requests.post(
+            f"{self.url}/hub/api/users/{name}/tokens",
+            json={"auth": {"username": name, "password": USER_PASSWORD}},
+            timeout=30,
+        )
+        assert r.status_code == 201, r.text
+        return r.json()["token"]
+
+    def spawn(self, user: str, server: str, token: str, user_options: dict | None = None) -> requests.Response:
+        return self.api(
+            "POST", f"/users/{user}/servers/{server}", token=token,
+            json={"user_options": user_options or {}, "display_name": server},
+        )
+
+    def progress(self, user: str, server: str, token: str, timeout: float = 180) -> list[dict]:
+        """Follow the progress stream (server-sent events) to its end."""
+        events = []
+        with requests.get(
+            f"{self.url}/hub/api/users/{user}/servers/{server}/progress",
+            headers={"Authorization": f"token {token}"}, stream=True, timeout=timeout,
+        ) as r:
+            assert r.status_code == 200, r.text
+            for line in r.iter_lines(decode_unicode=True):
+                if line and line.startswith("data:"):
+                    event = json.loads(line[5:])
+                    events.append(event)
+                    if event.get("ready") or event.get("failed"):
+                        break
+        return events
+
+    def wait_stopped(self, user: str, server: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            model = self.api("GET", f"/users/{user}").json()
+            s = model.get("servers", {}).get(server)
+            if not s:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"{user}/{server} did not stop in {timeout} s")
+
+    def containers(self, **labels):
+        c = engine.client()
+        filters = [f"workspace.deployment={self.deployment}"] + [f"workspace.{k}={v}" for k, v in labels.items()]
+        return c.containers.list(all=True, filters={"label": filters})
+
+    def container_logs(self) -> str:
+        out = []
+        for c in self.containers():
+            out.append(f"--- container {c.name} ({c.status}) ---\n{c.logs(tail=100).decode(errors='replace')}")
+        return "\n".join(out)

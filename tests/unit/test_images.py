@@ -1,0 +1,62 @@
+import os
+from pathlib import Path
+
+import jupyterhub
+
+from workspace.images import ImageDefinition, default_mirror, definitions
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_definition(tmp_path: Path) -> ImageDefinition:
+    d = tmp_path / "demo"
+    (d / "rootfs/etc").mkdir(parents=True)
+    (d / "packages.txt").write_text("# comment\npython3\n\ngit  # version control\n")
+    (d / "requirements.txt").write_text("jupyterlab>=4\n")
+    (d / "setup.sh").write_text("#!/bin/bash\n")
+    (d / "rootfs/etc/motd").write_text("hi\n")
+    return ImageDefinition(path=d, name="workspace-demo")
+
+
+def test_packages_skip_comments_and_blank_lines(tmp_path):
+    assert make_definition(tmp_path).packages == ["python3", "git"]
+
+
+def test_requirements_pin_the_hub_version(tmp_path):
+    reqs = make_definition(tmp_path).requirements()
+    assert f"jupyterhub=={jupyterhub.__version__}" in reqs.splitlines()
+    assert "jupyterlab>=4" in reqs
+
+
+def test_hash_is_stable_and_follows_every_input(tmp_path):
+    d = make_definition(tmp_path)
+    first = d.inputs_hash()
+    assert d.inputs_hash() == first
+    assert d.tag == f"workspace-demo:{first}"
+
+    (d.path / "Dockerfile").write_text("FROM debian:bookworm\n")
+    assert d.inputs_hash() == first, "the Dockerfile is another route, not an input"
+
+    (d.path / "rootfs/etc/motd").write_text("changed\n")
+    changed = d.inputs_hash()
+    assert changed != first
+
+    os.chmod(d.path / "rootfs/etc/motd", 0o600)
+    assert d.inputs_hash() != changed, "file modes go into the image too"
+
+
+def test_the_shipped_definitions_are_found():
+    names = [d.name for d in definitions(ROOT / "images")]
+    assert "workspace-base" in names
+
+
+def test_mirror_is_read_from_apt_sources(tmp_path):
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d/debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example.edu/debian\nSuites: bookworm\n\n"
+        "Types: deb\nURIs: http://mirror.example.edu/debian-security\n"
+    )
+    assert default_mirror(tmp_path) == "http://mirror.example.edu/debian"
+    (tmp_path / "sources.list").write_text("deb [arch=amd64] http://old.example.edu/debian bookworm main\n")
+    assert default_mirror(tmp_path) == "http://old.example.edu/debian"
+    assert default_mirror(tmp_path / "missing") == "http://deb.debian.org/debian"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import docker
 
-from .steps import SetupError, run_logged, say, step
+from .steps import SetupError, apt_install, say, step
 
 PREFIX = "engine"
 DEFAULT_GATEWAY = "172.17.0.1"
@@ -60,14 +60,7 @@ def ensure_engine(log: Path, wait_s: float = 60) -> docker.DockerClient:
         )
     if shutil.which("dockerd") is None:
         with step(PREFIX, "install docker.io (Debian)"):
-            env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-            run_logged(["apt-get", "update"], log, "`apt-get update` failed", env=env)
-            run_logged(
-                ["apt-get", "install", "-y", "docker.io"],
-                log,
-                "Installing Docker (`apt-get install docker.io`) failed",
-                env=env,
-            )
+            apt_install(["docker.io"], log, "Running workspaces")
     with step(PREFIX, f"start dockerd (log: {log})"):
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:

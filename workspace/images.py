@@ -7,14 +7,16 @@ An image definition is a folder under `images/`:
                       the builder to the hub's exact version
 - `setup.sh`          runs inside the root filesystem (chroot) after debootstrap
 - `rootfs/`           files copied over the root filesystem last
+- `Dockerfile`        the same image for sites with a registry; its USER, ENV,
+                      WORKDIR and CMD lines are the image settings of both routes
 
 The build is: `debootstrap --variant=minbase` → chroot `setup.sh` (venv + pip)
 → `tar | docker import`. No `FROM` and no pull, so it works where no registry
 can be reached. The image is tagged `NAME:<hash of its inputs>` and
 `NAME:latest`; an unchanged definition is not rebuilt.
 
-A `Dockerfile` beside the definition builds the same image where a registry
-can be reached (see README); it is not used here.
+The `Dockerfile` builds the same image where a registry can be reached
+(see README); here only its image settings are read.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ from pathlib import Path
 import docker
 import jupyterhub
 
-from .steps import SetupError, run_logged, say, step
+from .steps import apt_install, run_logged, say, step
 
 # Bump when the build procedure itself changes in a way that alters images.
 BUILDER_VERSION = "1"
 SUITE = "bookworm"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PREFIX = "images"
+# Dockerfile instructions that `docker import --change` accepts.
+IMPORT_INSTRUCTIONS = {"CMD", "ENTRYPOINT", "ENV", "EXPOSE", "LABEL", "USER", "VOLUME", "WORKDIR"}
 
 
 def default_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
@@ -80,12 +84,26 @@ class ImageDefinition:
         h.update(f"builder={BUILDER_VERSION} suite={SUITE}\n".encode())
         h.update(self.requirements().encode())
         for f in sorted(p for p in self.path.rglob("*") if p.is_file()):
-            if f.name in ("Dockerfile", "requirements.txt"):
-                continue  # the Dockerfile is another route to the same image
+            if f.name == "requirements.txt":
+                continue  # hashed above, with the hub's version pinned
             rel = f.relative_to(self.path).as_posix()
             h.update(f"{rel} {f.stat().st_mode & 0o777:o}\n".encode())
             h.update(f.read_bytes())
         return h.hexdigest()[:12]
+
+    def image_config(self) -> list[str]:
+        """The image settings (USER, WORKDIR, ENV, CMD ...) of the definition's Dockerfile.
+
+        The Dockerfile is the one place they are written; `docker import -c`
+        takes the same instructions.
+        """
+        text = (self.path / "Dockerfile").read_text().replace("\\\n", " ")
+        changes = []
+        for line in text.splitlines():
+            words = line.split(None, 1)
+            if len(words) == 2 and words[0].upper() in IMPORT_INSTRUCTIONS:
+                changes.append(f"{words[0].upper()} {' '.join(words[1].split())}")
+        return changes
 
     @property
     def tag(self) -> str:
@@ -115,12 +133,9 @@ class ImageBuilder:
             self.client.images.get(tag).tag(definition.name, "latest")
             say(PREFIX, f"{tag} is up to date (inputs unchanged), not rebuilt")
             return tag
-        for tool in ("debootstrap", "chroot", "tar", "docker"):
-            if shutil.which(tool) is None:
-                raise SetupError(
-                    f"Cannot build images: `{tool}` is not installed; run "
-                    "`apt-get install -y debootstrap docker.io` and try again."
-                )
+        if shutil.which("debootstrap") is None:
+            with step(PREFIX, "install debootstrap (Debian)"):
+                apt_install(["debootstrap"], self.log, "Building images")
         say(PREFIX, f"building {tag} (log: {self.log})")
         build_dir = Path(tempfile.mkdtemp(prefix="workspace-image-", dir=self.workdir))
         rootfs = build_dir / "rootfs"
@@ -143,7 +158,7 @@ class ImageBuilder:
             with step(PREFIX, "copy image files"):
                 shutil.copytree(definition.path / "rootfs", rootfs, dirs_exist_ok=True, symlinks=True)
             with step(PREFIX, f"docker import as {tag}"):
-                self._import(rootfs, tag)
+                self._import(definition, rootfs, tag)
             self.client.images.get(tag).tag(definition.name, "latest")
         finally:
             self._unmount(rootfs)
@@ -184,18 +199,8 @@ class ImageBuilder:
             if os.path.ismount(path):
                 subprocess.run(["umount", "-l", str(path)], check=False)
 
-    def _import(self, rootfs: Path, tag: str) -> None:
-        changes = [
-            "USER 1000",
-            "WORKDIR /openbayes/home",
-            "ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "ENV LANG=C.UTF-8",
-            "ENV SHELL=/bin/bash",
-            "ENV HOME=/openbayes/home",
-            "ENV PYTHONUSERBASE=/openbayes/home/.local",
-            f"LABEL workspace.image={tag}",
-            'CMD ["jupyterhub-singleuser"]',
-        ]
+    def _import(self, definition: ImageDefinition, rootfs: Path, tag: str) -> None:
+        changes = definition.image_config() + [f"LABEL workspace.image={tag}"]
         cmd = "tar --numeric-owner -C {root} -c . | docker import {changes} - {tag}".format(
             root=shlex.quote(str(rootfs)),
             changes=" ".join(f"-c {shlex.quote(c)}" for c in changes),

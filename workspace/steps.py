@@ -8,6 +8,7 @@ the path of the log to read: never a traceback as the only message.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -53,6 +54,20 @@ def run_logged(cmd, log: Path, failure: str, **kwargs) -> None:
             raise SetupError(f"{failure} ({e.filename} is not installed).", log) from e
     if proc.returncode != 0:
         raise SetupError(f"{failure} (exit status {proc.returncode}).", log)
+
+
+def apt_install(packages: list[str], log: Path, why: str) -> None:
+    """Install Debian packages (as root), for a fresh machine that lacks them."""
+    if os.geteuid() != 0:
+        raise SetupError(f"{why} needs {' '.join(packages)}; install them as root (`apt-get install -y {' '.join(packages)}`).")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run_logged(["apt-get", "update"], log, "`apt-get update` failed (is the Debian mirror reachable?)", env=env)
+    run_logged(
+        ["apt-get", "install", "-y", "--no-install-recommends", *packages],
+        log,
+        f"Installing {' '.join(packages)} with apt-get failed",
+        env=env,
+    )
 
 
 def fail(err: SetupError) -> None:

@@ -15,6 +15,10 @@ def make_definition(tmp_path: Path) -> ImageDefinition:
     (d / "requirements.txt").write_text("jupyterlab>=4\n")
     (d / "setup.sh").write_text("#!/bin/bash\n")
     (d / "rootfs/etc/motd").write_text("hi\n")
+    (d / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nRUN apt-get update \\\n && echo USER 0\nUSER 1000\n"
+        "ENV A=1 \\\n    B=2\nWORKDIR /openbayes/home\nCMD [\"jupyterhub-singleuser\"]\n"
+    )
     return ImageDefinition(path=d, name="workspace-demo")
 
 
@@ -34,8 +38,9 @@ def test_hash_is_stable_and_follows_every_input(tmp_path):
     assert d.inputs_hash() == first
     assert d.tag == f"workspace-demo:{first}"
 
-    (d.path / "Dockerfile").write_text("FROM debian:bookworm\n")
-    assert d.inputs_hash() == first, "the Dockerfile is another route, not an input"
+    (d.path / "Dockerfile").write_text((d.path / "Dockerfile").read_text().replace("B=2", "B=3"))
+    assert d.inputs_hash() != first, "the Dockerfile's settings go into the image"
+    first = d.inputs_hash()
 
     (d.path / "rootfs/etc/motd").write_text("changed\n")
     changed = d.inputs_hash()
@@ -43,6 +48,15 @@ def test_hash_is_stable_and_follows_every_input(tmp_path):
 
     os.chmod(d.path / "rootfs/etc/motd", 0o600)
     assert d.inputs_hash() != changed, "file modes go into the image too"
+
+
+def test_image_settings_come_from_the_dockerfile(tmp_path):
+    assert make_definition(tmp_path).image_config() == [
+        "USER 1000",
+        "ENV A=1 B=2",
+        "WORKDIR /openbayes/home",
+        'CMD ["jupyterhub-singleuser"]',
+    ]
 
 
 def test_the_shipped_definitions_are_found():

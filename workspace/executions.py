@@ -1,0 +1,311 @@
+"""Workspaces, executions and snapshots: the records, the state machine, the lineage.
+
+Every start of a workspace is a new execution, numbered #1, #2 ... per
+workspace. An execution continues from a parent (or starts fresh), restores
+the nearest output in the parent's lineage, and leaves a snapshot (its output)
+when it stops.
+
+    queued -> preparing -> pulling -> restoring -> running -> saving -> stopped
+                                                             saving -> save_failed -> saving
+    any state before running -> failed (nothing ran) or stopped (cancelled)
+
+Every transition is stored with its time (`Transition`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select, update
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
+
+from .db import Base, utcnow
+from .errors import UserError
+
+STATES = ("queued", "preparing", "pulling", "restoring", "running", "saving", "save_failed", "stopped", "failed")
+ACTIVE = ("queued", "preparing", "pulling", "restoring", "running")
+FINAL = ("stopped", "failed")
+STOP_REASONS = ("user", "idle", "max_runtime", "admin", "error", "lost")
+
+TRANSITIONS: dict[str, set[str]] = {
+    "queued": {"preparing", "failed", "stopped"},
+    "preparing": {"pulling", "restoring", "failed", "stopped"},
+    "pulling": {"restoring", "failed", "stopped"},
+    "restoring": {"running", "failed", "stopped", "saving"},
+    "running": {"saving", "failed"},
+    "saving": {"stopped", "save_failed", "saving"},
+    "save_failed": {"saving"},
+    "stopped": set(),
+    "failed": set(),
+}
+
+
+class InvalidTransition(Exception):
+    pass
+
+
+class Workspace(Base):
+    __tablename__ = "workspaces"
+    __table_args__ = (UniqueConstraint("owner", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+    executions: Mapped[list["Execution"]] = relationship(
+        back_populates="workspace", order_by="Execution.number", foreign_keys="Execution.workspace_id"
+    )
+
+
+class Snapshot(Base):
+    """An immutable saved home (the output of one execution)."""
+
+    __tablename__ = "snapshots"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    backend: Mapped[str] = mapped_column(String(32))
+    bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    files: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    deleted: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class Execution(Base):
+    __tablename__ = "executions"
+    __table_args__ = (UniqueConstraint("workspace_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    # what the user asked to continue from, and what was actually restored
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("executions.id"), nullable=True)
+    restored_from_id: Mapped[int | None] = mapped_column(ForeignKey("executions.id"), nullable=True)
+    state: Mapped[str] = mapped_column(String(32), default="queued", index=True)
+    stop_reason: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    stop_detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    image: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    container_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    node: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    live_key: Mapped[str] = mapped_column(String(64), unique=True)
+    snapshot_key: Mapped[str] = mapped_column(String(64), unique=True)
+    snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"), nullable=True)
+    restore_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    restore_files: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    restore_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    save_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    save_files: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    save_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # live figures of a save in progress (files, bytes, rates, ETA)
+    save_progress: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    # who is working on the execution's home (a save may be finished by another process)
+    lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lease_until: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    started: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    stopped: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+
+    workspace: Mapped[Workspace] = relationship(back_populates="executions", foreign_keys=[workspace_id])
+    parent: Mapped["Execution | None"] = relationship(remote_side=[id], foreign_keys=[parent_id])
+    restored_from: Mapped["Execution | None"] = relationship(remote_side=[id], foreign_keys=[restored_from_id])
+    snapshot: Mapped[Snapshot | None] = relationship(foreign_keys=[snapshot_id])
+    transitions: Mapped[list["Transition"]] = relationship(back_populates="execution", order_by="Transition.id")
+
+    @property
+    def has_output(self) -> bool:
+        return self.snapshot is not None and self.snapshot.deleted is None
+
+    def to(self, session: Session, state: str, message: str | None = None) -> None:
+        """Move to `state`, storing the transition with its time."""
+        if state not in TRANSITIONS.get(self.state, set()):
+            raise InvalidTransition(f"execution #{self.number}: {self.state} -> {state} is not allowed")
+        now = utcnow()
+        self.state = state
+        if state == "running" and self.started is None:
+            self.started = now
+        if state in FINAL:
+            self.stopped = now
+        session.add(Transition(execution=self, state=state, at=now, message=message))
+
+    def as_dict(self) -> dict:
+        def stats(prefix):
+            b, f, s = (getattr(self, f"{prefix}_{k}") for k in ("bytes", "files", "seconds"))
+            return None if b is None and f is None and s is None else {"bytes": b, "files": f, "seconds": s}
+
+        return {
+            "number": self.number,
+            "state": self.state,
+            "parent": self.parent.number if self.parent else None,
+            "restored_from": self.restored_from.number if self.restored_from else None,
+            "stop_reason": self.stop_reason,
+            "stop_detail": self.stop_detail,
+            "error": self.error,
+            "image": self.image,
+            "started": _iso(self.started),
+            "stopped": _iso(self.stopped),
+            "created": _iso(self.created),
+            "has_output": self.has_output,
+            "snapshot_bytes": self.snapshot.bytes if self.has_output else None,
+            "snapshot_files": self.snapshot.files if self.has_output else None,
+            "restore": stats("restore"),
+            "save": stats("save"),
+            "save_progress": self.save_progress if self.state == "saving" else None,
+            "transitions": [{"state": t.state, "at": _iso(t.at), "message": t.message} for t in self.transitions],
+        }
+
+
+class Transition(Base):
+    __tablename__ = "transitions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    execution_id: Mapped[int] = mapped_column(ForeignKey("executions.id"), index=True)
+    state: Mapped[str] = mapped_column(String(32))
+    at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    execution: Mapped[Execution] = relationship(back_populates="transitions")
+
+
+def _iso(t: dt.datetime | None) -> str | None:
+    return t.isoformat() + "Z" if t else None
+
+
+# -- queries ------------------------------------------------------------------------
+
+
+def get_or_create_workspace(session: Session, owner: str, name: str) -> Workspace:
+    ws = session.scalar(select(Workspace).where(Workspace.owner == owner, Workspace.name == name))
+    if ws is None:
+        ws = Workspace(owner=owner, name=name)
+        session.add(ws)
+        session.flush()
+    return ws
+
+
+def find_workspace(session: Session, owner: str, name: str) -> Workspace | None:
+    return session.scalar(select(Workspace).where(Workspace.owner == owner, Workspace.name == name))
+
+
+def execution_by_number(session: Session, ws: Workspace, number: int) -> Execution | None:
+    return session.scalar(select(Execution).where(Execution.workspace_id == ws.id, Execution.number == number))
+
+
+def latest_with_output(session: Session, ws: Workspace) -> Execution | None:
+    for ex in sorted(ws.executions, key=lambda e: e.number, reverse=True):
+        if ex.has_output:
+            return ex
+    return None
+
+
+def nearest_output(execution: Execution | None) -> Execution | None:
+    """The execution itself if it has output, else its nearest ancestor with output."""
+    seen = set()
+    while execution is not None and execution.id not in seen:
+        if execution.has_output:
+            return execution
+        seen.add(execution.id)
+        execution = execution.parent
+    return None
+
+
+def parse_continue_from(value) -> str | int:
+    """`latest` (default), `fresh`, or an execution number; anything else is a 400."""
+    if value is None or value == "":
+        return "latest"
+    if isinstance(value, bool):
+        raise _bad_continue(value)
+    if isinstance(value, int):
+        if value < 1:
+            raise _bad_continue(value)
+        return value
+    if isinstance(value, str):
+        v = value.strip().lower().lstrip("#")
+        if v in ("latest", "fresh"):
+            return v
+        if v.isdigit() and int(v) >= 1:
+            return int(v)
+    raise _bad_continue(value)
+
+
+def _bad_continue(value) -> UserError:
+    return UserError(
+        400,
+        f"“Continue from” must be “latest”, “fresh” or the number of an earlier execution "
+        f"of this workspace (like 3), not {value!r}.",
+    )
+
+
+def plan_continuation(session: Session, ws: Workspace, choice: str | int) -> tuple[Execution | None, Execution | None]:
+    """(parent, restore_from) for a new execution of `ws`.
+
+    `parent` is what the user chose; `restore_from` the execution whose output
+    is restored (the parent or its nearest ancestor with output), or None for
+    an empty home.
+    """
+    if choice == "fresh":
+        return None, None
+    if choice == "latest":
+        latest = latest_with_output(session, ws)
+        if latest is None:
+            # no output yet: continue the lineage of the newest execution, if any
+            newest = max(ws.executions, key=lambda e: e.number, default=None)
+            return newest, nearest_output(newest)
+        return latest, latest
+    parent = execution_by_number(session, ws, choice)
+    if parent is None:
+        numbers = sorted(e.number for e in ws.executions)
+        known = f"It has executions {_ranges(numbers)}." if numbers else "It has no executions yet."
+        raise UserError(400, f"Workspace “{ws.name}” has no execution #{choice}. {known}")
+    return parent, nearest_output(parent)
+
+
+def _ranges(numbers: list[int]) -> str:
+    parts, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            parts.append(f"#{start}" if start == n else f"#{start}–#{n}")
+            start = None
+    return ", ".join(parts)
+
+
+def new_execution(session: Session, ws: Workspace, parent: Execution | None, restore_from: Execution | None,
+                  image: str | None = None) -> Execution:
+    number = (max((e.number for e in ws.executions), default=0)) + 1
+    token = uuid.uuid4().hex
+    ex = Execution(
+        workspace=ws, number=number, parent=parent, restored_from=restore_from, image=image,
+        state="queued", live_key=f"x{token}", snapshot_key=f"s{token}",
+    )
+    session.add(ex)
+    session.add(Transition(execution=ex, state="queued", at=utcnow()))
+    session.flush()
+    return ex
+
+
+# -- leases: one process at a time works on an execution's home ------------------
+
+
+def claim(session: Session, execution_id: int, owner: str, ttl: dt.timedelta) -> bool:
+    """Take (or renew) the lease on an execution; False if another owner holds it."""
+    now = utcnow()
+    result = session.execute(
+        update(Execution)
+        .where(Execution.id == execution_id)
+        .where((Execution.lease_until.is_(None)) | (Execution.lease_until < now) | (Execution.lease_owner == owner))
+        .values(lease_owner=owner, lease_until=now + ttl)
+    )
+    session.flush()
+    return result.rowcount == 1
+
+
+def release_claim(session: Session, execution_id: int, owner: str) -> None:
+    session.execute(
+        update(Execution)
+        .where(Execution.id == execution_id, Execution.lease_owner == owner)
+        .values(lease_owner=None, lease_until=None)
+    )

@@ -49,12 +49,17 @@ c.JupyterHub.named_server_limit_per_user = 0  # no limit; resource types limit l
 # Login lands on the hub's home page, where a student picks or creates a
 # workspace: no server is spawned behind their back.
 c.JupyterHub.redirect_to_server = False
-# Spawn requests return at once; the page follows the progress stream.
-c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 0}
+# A spawn request returns within a second, after its input is validated (so
+# bad input is a 400 and records nothing); the page then follows the progress
+# stream, which replays from the first event.
+c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 1}
 
 c.JupyterHub.spawner_class = "workspace.spawner.DockerWorkspaceSpawner"
 c.DockerWorkspaceSpawner.image = settings.image
-c.DockerWorkspaceSpawner.home_root = str(data / "homes")
+if len(settings.images) > 1:
+    c.DockerWorkspaceSpawner.allowed_images = settings.images
+c.DockerWorkspaceSpawner.db_url = settings.db_url
+c.DockerWorkspaceSpawner.store_root = str(settings.store_dir)
 c.DockerWorkspaceSpawner.deployment = settings.deployment
 c.DockerWorkspaceSpawner.network_name = "bridge"
 c.DockerWorkspaceSpawner.start_timeout = 180

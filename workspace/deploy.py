@@ -24,9 +24,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from . import engine, images
+from . import engine, homes, images
 from .settings import Settings
-from .steps import SetupError, fail, run_logged, say, step
+from .steps import SetupError, apt_install, fail, run_logged, say, step
 
 ROOT = Path(__file__).resolve().parent.parent
 CHP_VERSION = "^4.6"
@@ -56,13 +56,38 @@ def build_images(settings: Settings, force: bool = False) -> list[str]:
     return [builder.build(d, force=force) for d in images.definitions(ROOT / "images")]
 
 
+def ensure_store(settings: Settings) -> None:
+    """Put the home store on btrfs (constant-time restore and save) when possible."""
+    store = settings.store_dir
+    if homes.is_btrfs(store):
+        say(PREFIX, f"home store {store} is on btrfs (snapshots)")
+        return
+    if os.geteuid() != 0:
+        say(PREFIX, f"home store {store} is not on btrfs and mounting one needs root: homes will be copied")
+        return
+    log = settings.path("logs", "store.log")
+    if shutil.which("mkfs.btrfs") is None:
+        with step(PREFIX, "install btrfs-progs (Debian)"):
+            apt_install(["btrfs-progs"], log, "A btrfs home store")
+    image = settings.path("store.btrfs")
+    with step(PREFIX, f"mount the btrfs home store {image} ({settings.store_size}, sparse) at {store}"):
+        try:
+            homes.mount_loop_btrfs(image, store, size=settings.store_size)
+        except subprocess.CalledProcessError as e:
+            raise SetupError(
+                f"Mounting the btrfs home store failed ({(e.stderr or b'').decode().strip() or e}); "
+                f"set WORKSPACE_STORE_DIR to a directory on btrfs, or remove {image} to start afresh.",
+            ) from e
+
+
 def prepare(settings: Settings) -> None:
-    """Everything but the hub: engine, proxy, images, data directories."""
-    for sub in ("logs", "run", "homes"):
+    """Everything but the hub: engine, proxy, images, data directories, home store."""
+    for sub in ("logs", "run"):
         settings.path(sub).mkdir(parents=True, exist_ok=True)
     engine.ensure_engine(settings.path("logs", "dockerd.log"))
     ensure_proxy(settings)
     build_images(settings)
+    ensure_store(settings)
 
 
 # -- the hub process -----------------------------------------------------------

@@ -13,6 +13,11 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_USER_PASSWORD`   the password every other user logs in with (8+ characters)
 - `WORKSPACE_IMAGE`           single-user image (default `workspace-base:latest`)
 - `WORKSPACE_DEPLOYMENT`      name that labels this deployment's containers (default `workspace`)
+- `WORKSPACE_IMAGES`          images a user may choose, comma-separated (default: only WORKSPACE_IMAGE)
+- `WORKSPACE_STORE_DIR`       the home store (default `<data dir>/store`; a btrfs image is
+                              mounted there by `make up` when the data dir is not on btrfs)
+- `WORKSPACE_STORE_SIZE`      size of that sparse btrfs image (default 200G; takes only what is used)
+- `WORKSPACE_DB_URL`          the workspace database (default SQLite `<data dir>/workspace.sqlite`)
 
 Passwords and the admin API token that are not set are generated once and
 kept in `<data dir>/secrets.env` (mode 600).
@@ -55,6 +60,10 @@ class Settings:
     admin_user: str = "admin"
     image: str = "workspace-base:latest"
     deployment: str = "workspace"
+    images: list[str] = field(default_factory=list)
+    store_dir: Path | None = None
+    store_size: str = "200G"
+    db_url: str = ""
     secrets: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -72,7 +81,11 @@ class Settings:
             admin_user=environ.get("WORKSPACE_ADMIN_USER", "admin"),
             image=environ.get("WORKSPACE_IMAGE", "workspace-base:latest"),
             deployment=environ.get("WORKSPACE_DEPLOYMENT", "workspace"),
+            store_size=environ.get("WORKSPACE_STORE_SIZE", "200G"),
         )
+        s.images = [i.strip() for i in environ.get("WORKSPACE_IMAGES", "").split(",") if i.strip()] or [s.image]
+        s.store_dir = Path(environ.get("WORKSPACE_STORE_DIR") or s.data_dir / "store")
+        s.db_url = environ.get("WORKSPACE_DB_URL") or f"sqlite:///{s.data_dir / 'workspace.sqlite'}"
         stored = read_env_file(s.secrets_file)
         s.secrets = {n: environ.get(n) or stored.get(n, "") for n in SECRET_NAMES}
         return s

@@ -9,7 +9,8 @@ dockerspawner's `DockerSpawner`.
 from __future__ import annotations
 
 import asyncio
-import os
+import inspect
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,22 +20,47 @@ from dockerspawner import DockerSpawner
 from traitlets import Int, Unicode, default
 from traitlets.config import LoggingConfigurable
 
+from . import lifecycle
+from .copier import Transfer
+from .db import database
 from .errors import UserError
+from .executions import parse_continue_from
+from .homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
 
 
 class WorkspaceMixin(LoggingConfigurable):
     """Engine-independent behaviour of a workspace server.
 
     Mix in before the engine's spawner class:
-    `class MySpawner(WorkspaceMixin, SomeEngineSpawner)`.
+    `class MySpawner(WorkspaceMixin, SomeEngineSpawner)`. The engine class
+    provides `_container_exit()` (see DockerWorkspaceSpawner).
+
+    Every start is a new execution (a record in the workspace database)
+    whose home is restored from the chosen earlier execution, and every stop
+    saves the home as that execution's output (workspace/lifecycle.py).
     """
 
-    home_root = Unicode(
-        "/var/lib/workspace/homes",
+    db_url = Unicode(
+        "sqlite:////var/lib/workspace/workspace.sqlite",
         config=True,
-        help="""Host directory that holds the live homes, one per user and
-        workspace: `<home_root>/<user>/<workspace>`. Each is created and
-        chowned to `home_uid` before its container starts.""",
+        help="""SQLAlchemy URL of the workspace database (executions, snapshots).
+        A SQLite file by default; `postgresql://...` in production.""",
+    )
+
+    store_root = Unicode(
+        "/var/lib/workspace/store",
+        config=True,
+        help="""Directory of the home store: live homes and snapshots. On btrfs
+        (a subvolume-capable filesystem) restores and saves take constant time;
+        elsewhere homes are copied (see workspace/homes.py). `make up` mounts a
+        btrfs image there when the data directory is not on btrfs.""",
+    )
+
+    store_backend = Unicode(
+        "auto",
+        config=True,
+        help="""Home store backend: `btrfs`, `copy`, or `auto` (btrfs when
+        `store_root` is on btrfs, else copy).""",
     )
 
     home_mount = Unicode(
@@ -46,8 +72,8 @@ class WorkspaceMixin(LoggingConfigurable):
         later executions.""",
     )
 
-    home_uid = Int(1000, config=True, help="uid that owns the home (the image's user).")
-    home_gid = Int(1000, config=True, help="gid that owns the home (the image's group).")
+    home_uid = Int(1000, config=True, help="uid that owns a fresh home (the image's user).")
+    home_gid = Int(1000, config=True, help="gid that owns a fresh home (the image's group).")
 
     deployment = Unicode(
         "workspace",
@@ -56,29 +82,57 @@ class WorkspaceMixin(LoggingConfigurable):
         that `make down` and the tests find and clean up only their own.""",
     )
 
+    execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
+    live_key = Unicode("", help="Store key of the current execution's live home.")
+
     @default("notebook_dir")
     def _default_notebook_dir(self):
         return self.home_mount
 
-    # -- the home ---------------------------------------------------------
+    # -- records and store ------------------------------------------------------
+
+    _stores: dict = {}
+
+    @property
+    def db(self):
+        return database(self.db_url)
+
+    @property
+    def home_store(self) -> HomeStore:
+        """The store of this hub process, set up (and cleaned of partial saves) once."""
+        key = (self.store_root, self.store_backend)
+        if key not in WorkspaceMixin._stores:
+            kwargs = {"uid": self.home_uid, "gid": self.home_gid, "parent": self}
+            if self.store_backend == "auto":
+                store = store_for(self.store_root, **kwargs)
+            else:
+                cls = {"btrfs": BtrfsHomeStore, "copy": CopyHomeStore}[self.store_backend]
+                store = cls(root=self.store_root, **kwargs).setup()
+            self.log.info("Home store: %s at %s", store.kind, self.store_root)
+            WorkspaceMixin._stores[key] = store
+        return WorkspaceMixin._stores[key]
 
     @property
     def home_dir(self) -> Path:
-        """The host directory of this workspace's live home."""
-        return Path(self.home_root) / self._path_safe(self.user.name) / self._path_safe(self.name or "default")
+        """The host directory of the current execution's live home."""
+        return self.home_store.live_path(self.live_key)
 
-    @staticmethod
-    def _path_safe(name: str) -> str:
-        # JupyterHub names never contain '/', but may be '.'-only or odd.
-        safe = name.replace("/", "_")
-        return f"_{safe}" if safe.startswith(".") else safe
+    def get_state(self):
+        state = super().get_state()
+        if self.execution_id is not None:
+            state["execution_id"] = self.execution_id
+            state["live_key"] = self.live_key
+        return state
 
-    def _prepare_home(self) -> Path:
-        """Create the live home and give it to the container user (blocking)."""
-        home = self.home_dir
-        home.mkdir(parents=True, exist_ok=True)
-        os.chown(home, self.home_uid, self.home_gid)
-        return home
+    def load_state(self, state):
+        super().load_state(state)
+        self.execution_id = state.get("execution_id")
+        self.live_key = state.get("live_key", "")
+
+    def clear_state(self):
+        super().clear_state()
+        self.execution_id = None
+        self.live_key = ""
 
     def workspace_env(self) -> dict[str, str]:
         home = self.home_mount
@@ -90,6 +144,7 @@ class WorkspaceMixin(LoggingConfigurable):
             "CONDA_PKGS_DIRS": f"{home}/.conda/pkgs",
             "TORCH_HOME": f"{home}/.cache/torch",
             "WORKSPACE_NAME": self.name or "",
+            "WORKSPACE_EXECUTION": str(getattr(self, "_execution_number", "") or ""),
         }
 
     def get_env(self):
@@ -126,22 +181,126 @@ class WorkspaceMixin(LoggingConfigurable):
             self._progress_changed.clear()
             await self._progress_changed.wait()
 
+    # -- validation: bad input is a 400 before anything happens ---------------
+
+    async def run_pre_spawn_hook(self):
+        # Runs inside the spawn request (within slow_spawn_timeout), so a
+        # UserError here is the request's 400 and nothing is recorded.
+        choice = parse_continue_from(self.user_options.get("continue_from"))
+        await self.run_blocking(lifecycle.check_continuation, self.db, self.user.name, self.name, choice)
+        result = super().run_pre_spawn_hook()
+        if inspect.isawaitable(result):
+            await result
+
     # -- start ----------------------------------------------------------------
 
     async def start(self):
         self._reset_progress()
+        self._restore_future = None
         started = time.monotonic()
-        self.emit_progress(5, "Preparing the home directory")
-        await self.run_blocking(self._prepare_home)
-        result = await super().start()
+        choice = parse_continue_from(self.user_options.get("continue_from"))
+        db, store = self.db, await self.run_blocking(lambda: self.home_store)
+        # A save that failed earlier is retried first, so "latest" can include it.
+        await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name)
+        plan = await self.run_blocking(lifecycle.begin, db, self.user.name, self.name, choice, self.image)
+        self.execution_id, self.live_key, self._execution_number = plan.execution_id, plan.live_key, plan.number
+        self.emit_progress(5, plan.describe())
+        try:
+            await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
+            await self.prepare_image()
+            await self._restore(plan)
+            result = await super().start()
+            await self.run_blocking(
+                lambda: lifecycle.transition(
+                    db, plan.execution_id, "running", container_id=self.container_record_id(),
+                    node=socket.gethostname(), image=self.image,
+                )
+            )
+        except asyncio.CancelledError:
+            # closed while preparing: stop() ends the execution without output
+            raise
+        except Exception as e:
+            message = getattr(e, "jupyterhub_message", None) or "The workspace could not be started."
+            await self._wait_restore()
+            await self.run_blocking(
+                lifecycle.discard, db, store, plan.execution_id, "failed", str(e), "error", message,
+            )
+            raise
         self.emit_progress(
-            90, f"Container started in {time.monotonic() - started:.1f} s; waiting for JupyterLab to answer"
+            90, f"Container started {time.monotonic() - started:.1f} s after the request; waiting for JupyterLab"
         )
         return result
 
+    async def _restore(self, plan) -> None:
+        if plan.restore_snapshot:
+            self.emit_progress(15, f"Restoring the home of #{plan.restore_from}")
+        loop = asyncio.get_running_loop()
+
+        def report(t: Transfer) -> None:
+            done = t.bytes / t.bytes_total if t.bytes_total else 1
+            loop.call_soon_threadsafe(self.emit_progress, 15 + int(45 * done), f"Restoring the home: {t.describe()}")
+
+        self._restore_future = self.executor.submit(
+            lifecycle.restore, self.db, self.home_store, plan, report if plan.restore_snapshot else None
+        )
+        stats = await asyncio.wrap_future(self._restore_future)
+        if plan.restore_snapshot:
+            how = f", sharing {stats.shared_files:,} files (snapshot)" if stats.shared_files else ""
+            self.emit_progress(
+                60,
+                f"Restored #{plan.restore_from}'s home: {stats.files:,} files, {stats.bytes / 1e6:,.1f} MB "
+                f"in {stats.seconds:.2f} s{how}",
+            )
+        else:
+            self.emit_progress(60, "Created an empty home")
+
+    async def _wait_restore(self) -> None:
+        """Wait for a restore still running in a thread (its awaiter may have been cancelled)."""
+        future = getattr(self, "_restore_future", None)
+        if future is not None and not future.done():
+            try:
+                await asyncio.wrap_future(future)
+            except Exception:
+                pass
+
+    async def prepare_image(self) -> None:
+        """Check that the image is there (engine-specific; see DockerWorkspaceSpawner)."""
+
+    # -- stop ---------------------------------------------------------------------
+
+    async def _container_exit(self) -> tuple[str, str | None]:
+        """(reason, detail) from the container's state before it is stopped; engine-specific."""
+        return "user", None
+
+    async def stop(self, now=False):
+        execution_id = self.execution_id
+        reason, detail = ("error", "The server failed to start.") if self._spawn_pending else await self._container_exit()
+        await self._wait_restore()
+        await super().stop(now)
+        if execution_id is None:
+            return
+        db, store = self.db, self.home_store
+        state = await self.run_blocking(lifecycle.state_of, db, execution_id)
+        if state in ("queued", "preparing", "pulling", "restoring"):
+            await self.run_blocking(
+                lifecycle.discard, db, store, execution_id, "stopped",
+                "Closed while preparing: nothing ran, so there is no output to save.", "user",
+            )
+            return
+        final = await self.run_blocking(lifecycle.save, db, store, execution_id, reason, detail)
+        if final == "stopped":
+            # the size of the snapshot is for the record; measure it off the stop path
+            self.executor.submit(self._measure_quietly, execution_id)
+
+    def _measure_quietly(self, execution_id: int) -> None:
+        try:
+            lifecycle.record_snapshot_size(self.db, self.home_store, execution_id)
+        except Exception:
+            self.log.exception("Measuring the snapshot of execution %s failed", execution_id)
+
     async def run_blocking(self, fn, *args):
         """Run blocking work in the spawner's thread pool, off the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        return await asyncio.wrap_future(self.executor.submit(fn, *args))
 
 
 class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
@@ -204,7 +363,38 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             "workspace.deployment": self.deployment,
             "workspace.user": self.user.name,
             "workspace.server": self.name or "",
+            "workspace.execution": str(self.execution_id or ""),
         }
+
+    def container_record_id(self) -> str:
+        return self.container_id
+
+    async def prepare_image(self) -> None:
+        self._image_checked = None
+        image_option = self.user_options.get("image")
+        if image_option:
+            self.image = await self.check_allowed(image_option)
+        await self.pull_image(self.image)
+        self._image_checked = self.image
+
+    async def _container_exit(self) -> tuple[str, str | None]:
+        try:
+            obj = await self.get_object()
+        except docker.errors.DockerException as e:
+            self.log.warning("Could not inspect the container of %s: %s", self._log_name, e)
+            return "user", None
+        if obj is None:
+            return "lost", "The container disappeared."
+        st = obj["State"]
+        if st.get("Running"):
+            return "user", None
+        if st.get("OOMKilled"):
+            return "lost", "The container ran out of memory and was killed."
+        code = st.get("ExitCode")
+        if code == 0:
+            return "user", "Shut down from inside the workspace."
+        what = " (killed)" if code == 137 else ""
+        return "lost", f"The container exited with status {code}{what}."
 
     async def docker(self, method, *args, **kwargs):
         if method == "create_container":
@@ -212,7 +402,9 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         return await super().docker(method, *args, **kwargs)
 
     async def pull_image(self, image):
-        self.emit_progress(15, f"Checking image {image}")
+        if getattr(self, "_image_checked", None) == image:
+            return
+        self.emit_progress(10, f"Checking image {image}")
         try:
             await super().pull_image(image)
         except docker.errors.NotFound as e:
@@ -224,9 +416,9 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             ) from e
 
     async def create_object(self):
-        self.emit_progress(30, "Creating the container")
+        self.emit_progress(70, "Creating the container")
         return await super().create_object()
 
     async def start_object(self):
-        self.emit_progress(50, f"Starting container {self.container_name}")
+        self.emit_progress(80, f"Starting container {self.container_name}")
         return await super().start_object()

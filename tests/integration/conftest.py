@@ -8,10 +8,15 @@ to the report.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+
 import docker
 import pytest
 
 from workspace import engine
+from workspace.homes import mount_loop_btrfs
 from workspace.settings import Settings
 
 from .hub import Hub
@@ -57,12 +62,28 @@ def image(docker_client):
 
 
 @pytest.fixture(scope="session")
-def start_hub(tmp_path_factory, image):
-    """Start hubs on demand; all are stopped, and their containers removed, at the end."""
+def btrfs_dir(tmp_path_factory):
+    """A loop-mounted btrfs for the hubs' home stores, as `make up` makes one."""
+    if os.geteuid() != 0 or shutil.which("mkfs.btrfs") is None:
+        pytest.skip("a btrfs home store needs root and btrfs-progs (make test installs them)")
+    base = tmp_path_factory.mktemp("btrfs")
+    mnt = base / "mnt"
+    mount_loop_btrfs(base / "store.img", mnt, size="20G")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture(scope="session")
+def start_hub(tmp_path_factory, image, btrfs_dir):
+    """Start hubs on demand; all are stopped, and their containers removed, at the end.
+
+    Each hub keeps its homes on the shared btrfs unless `store_dir` says otherwise.
+    """
     started = []
 
-    def start(**env) -> Hub:
-        hub = Hub(tmp_path_factory.mktemp("hub"), **env).start()
+    def start(store_dir=None, **env) -> Hub:
+        data = tmp_path_factory.mktemp("hub")
+        hub = Hub(data, store_dir=store_dir or btrfs_dir / data.name, **env).start()
         started.append(hub)
         _running_hubs.append(hub)
         return hub

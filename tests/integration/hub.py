@@ -32,7 +32,7 @@ def free_port(ip: str) -> int:
 
 
 class Hub:
-    def __init__(self, data_dir: Path, **env):
+    def __init__(self, data_dir: Path, store_dir: Path | None = None, **env):
         self.data_dir = data_dir
         self.deployment = f"wstest-{uuid.uuid4().hex[:8]}"
         gateway = engine.bridge_gateway()
@@ -45,6 +45,7 @@ class Hub:
             "WORKSPACE_ADMIN_PASSWORD": ADMIN_PASSWORD,
             "WORKSPACE_USER_PASSWORD": USER_PASSWORD,
             "WORKSPACE_ADMIN_API_TOKEN": uuid.uuid4().hex,
+            "WORKSPACE_STORE_DIR": str(store_dir or data_dir / "store"),
             **env,
         }
         self.settings = Settings.from_env(self.env)
@@ -55,7 +56,7 @@ class Hub:
     # -- process ------------------------------------------------------------
 
     def start(self, timeout: float = 60) -> "Hub":
-        for sub in ("logs", "run", "homes"):
+        for sub in ("logs", "run"):
             (self.data_dir / sub).mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, **self.env)
         env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
@@ -153,6 +154,21 @@ class Hub:
         c = engine.client()
         filters = [f"workspace.deployment={self.deployment}"] + [f"workspace.{k}={v}" for k, v in labels.items()]
         return c.containers.list(all=True, filters={"label": filters})
+
+    def live_home(self, user: str, server: str) -> Path:
+        """The host directory mounted at /openbayes/home in the running workspace."""
+        (container,) = self.containers(user=user, server=server)
+        (mount,) = [m for m in container.attrs["Mounts"] if m["Destination"] == "/openbayes/home"]
+        return Path(mount["Source"])
+
+    def executions(self, user: str, server: str) -> list[dict]:
+        """The workspace's execution records, read from its database."""
+        from workspace.db import Database
+        from workspace.executions import find_workspace
+
+        with Database(self.settings.db_url, migrate=False).session() as s:
+            ws = find_workspace(s, user, server)
+            return [e.as_dict() for e in ws.executions] if ws else []
 
     def container_logs(self) -> str:
         out = []

@@ -29,7 +29,8 @@ def test_named_server_lifecycle(hub: Hub):
     print(f"spawn to ready: {time.monotonic() - started:.1f} s")
     messages = [e["message"] for e in events]
     # one event per phase the spawner ran, in order, before "ready"
-    phases = ["Preparing the home", "Checking image", "Creating the container", "Starting container"]
+    phases = ["Execution #1 starts with an empty home", "Checking image", "Created an empty home",
+              "Creating the container", "Starting container"]
     positions = [next(i for i, m in enumerate(messages) if m.startswith(p)) for p in phases]
     assert positions == sorted(positions), messages
     progress = [e["progress"] for e in events if "progress" in e]
@@ -52,7 +53,7 @@ def test_named_server_lifecycle(hub: Hub):
         json={"type": "file", "format": "text", "content": "hello from the browser\n"},
     )
     assert r.status_code in (200, 201), r.text
-    on_host = hub.data_dir / "homes" / user / server / "notes.txt"
+    on_host = hub.live_home(user, server) / "notes.txt"
     assert on_host.read_text() == "hello from the browser\n"
     assert on_host.stat().st_uid == 1000
 
@@ -78,8 +79,10 @@ def test_named_server_lifecycle(hub: Hub):
     assert r.status_code in (202, 204), r.text
     hub.wait_stopped(user, server)
     assert hub.containers(user=user, server=server) == []
-    # and the home is kept
-    assert on_host.read_text() == "hello from the browser\n"
+    # the home was saved as the execution's output, then the live copy released
+    (ex,) = hub.executions(user, server)
+    assert ex["state"] == "stopped" and ex["stop_reason"] == "user" and ex["has_output"], ex
+    assert not on_host.exists()
 
 
 async def terminal_run(base: str, term: str, token: str, command: str, until: str, timeout: float = 30) -> str:
@@ -143,12 +146,18 @@ def test_missing_image_is_a_sentence_not_a_traceback(start_hub):
     hub = start_hub(WORKSPACE_IMAGE="workspace-base:does-not-exist")
     token = hub.user_token("zoe")
     r = hub.spawn("zoe", "w1", token)
-    assert r.status_code in (201, 202), r.text
-    events = hub.progress("zoe", "w1", token)
-    assert events[-1].get("failed"), events
-    assert "is not installed on this server" in events[-1]["message"], events[-1]
-    assert "Traceback" not in events[-1]["message"]
+    sentence = "The image workspace-base:does-not-exist is not installed on this server."
+    if r.status_code >= 400:  # failed within the spawn request
+        message = r.json()["message"]
+    else:
+        events = hub.progress("zoe", "w1", token)
+        assert events[-1].get("failed"), events
+        message = events[-1]["message"]
+    assert sentence in message and "Traceback" not in message, message
     assert hub.containers(user="zoe") == []
+    (ex,) = hub.executions("zoe", "w1")
+    assert ex["state"] == "failed" and sentence in ex["error"], ex
+    assert not ex["has_output"]
 
 
 def test_wrong_password_gets_no_token(hub: Hub):

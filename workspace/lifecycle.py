@@ -1,0 +1,264 @@
+"""The life of an execution's home: plan and restore at start, save at stop.
+
+These functions block (database, file system) and are run in a thread pool
+by the spawner, or by the workspace service for saves it finishes after a
+crash. Rules they keep:
+
+- A live home is removed only after its snapshot is durable and recorded.
+- A save that fails (a full disk) leaves the live home and marks the
+  execution `save_failed` with a sentence; `finish_pending_saves()` retries it.
+- One process at a time works on an execution's home (a lease in the record).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from sqlalchemy import select
+
+from .copier import Transfer
+from .db import Database, utcnow
+from .executions import (
+    Execution,
+    Snapshot,
+    claim,
+    execution_by_number,
+    find_workspace,
+    get_or_create_workspace,
+    new_execution,
+    plan_continuation,
+    release_claim,
+)
+from .homes import HomeStore, HomeStoreError, StoreFullError
+
+log = logging.getLogger("workspace.lifecycle")
+
+LEASE = dt.timedelta(minutes=10)
+PROCESS = f"{os.uname().nodename}:{os.getpid()}"
+
+
+@dataclass
+class StartPlan:
+    execution_id: int
+    number: int
+    live_key: str
+    parent: int | None  # execution numbers
+    restore_from: int | None
+    restore_snapshot: str | None
+    restore_bytes: int | None
+    restore_files: int | None
+
+    def describe(self) -> str:
+        """The sentence the progress stream shows about what is restored."""
+        if self.restore_from is None and self.parent is None:
+            return f"Execution #{self.number} starts with an empty home"
+        if self.restore_from is None:
+            return (
+                f"Execution #{self.number} continues from #{self.parent}, which has no saved output "
+                f"and no earlier output in its lineage: starting with an empty home"
+            )
+        if self.restore_from != self.parent:
+            return (
+                f"Execution #{self.number} continues from #{self.parent}, which has no saved output "
+                f"(it was closed while preparing, or its save failed): restoring #{self.restore_from}, "
+                f"its nearest earlier execution with output"
+            )
+        return f"Execution #{self.number} continues from #{self.parent}"
+
+
+def check_continuation(db: Database, owner: str, name: str, choice) -> None:
+    """Raise the user's 400 now if `choice` names no execution of this workspace."""
+    if isinstance(choice, int):
+        with db.session() as s:
+            ws = find_workspace(s, owner, name)
+            if ws is None or execution_by_number(s, ws, choice) is None:
+                # plan_continuation words the error with the numbers that exist
+                plan_continuation(s, ws or get_or_create_workspace(s, owner, name), choice)
+
+
+def begin(db: Database, owner: str, name: str, choice, image: str | None) -> StartPlan:
+    """Record a new execution (state `preparing`) and decide what it restores."""
+    with db.session() as s:
+        ws = get_or_create_workspace(s, owner, name)
+        parent, source = plan_continuation(s, ws, choice)
+        ex = new_execution(s, ws, parent, source, image=image)
+        ex.to(s, "preparing")
+        snap = source.snapshot if source else None
+        return StartPlan(
+            execution_id=ex.id,
+            number=ex.number,
+            live_key=ex.live_key,
+            parent=parent.number if parent else None,
+            restore_from=source.number if source else None,
+            restore_snapshot=snap.key if snap else None,
+            restore_bytes=snap.bytes if snap else None,
+            restore_files=snap.files if snap else None,
+        )
+
+
+def transition(db: Database, execution_id: int, state: str, message: str | None = None, **fields) -> None:
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        for key, value in fields.items():
+            setattr(ex, key, value)
+        if ex.state != state:
+            ex.to(s, state, message)
+
+
+def state_of(db: Database, execution_id: int) -> str:
+    with db.session() as s:
+        return s.get(Execution, execution_id).state
+
+
+def restore(db: Database, store: HomeStore, plan: StartPlan, progress: Callable[[Transfer], None] | None) -> Transfer:
+    transition(db, plan.execution_id, "restoring", plan.describe())
+    stats = store.restore(plan.restore_snapshot, plan.live_key, progress)
+    if plan.restore_snapshot and not stats.files and plan.restore_files is not None:
+        # a snapshotting backend shares everything: report the home's size
+        stats.files, stats.bytes, stats.shared_files = plan.restore_files, plan.restore_bytes or 0, plan.restore_files
+    with db.session() as s:
+        ex = s.get(Execution, plan.execution_id)
+        ex.restore_bytes, ex.restore_files, ex.restore_seconds = stats.bytes, stats.files, round(stats.seconds, 3)
+    return stats
+
+
+def discard(db: Database, store: HomeStore, execution_id: int, state: str, message: str,
+            stop_reason: str | None = None, error: str | None = None) -> None:
+    """End an execution that never ran: its live home (if restored) is dropped, nothing is saved."""
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        live_key = ex.live_key
+        if ex.state in ("stopped", "failed"):
+            return
+        ex.stop_reason, ex.stop_detail, ex.error = stop_reason, message, error
+        ex.to(s, state, message)
+    store.release(live_key)
+
+
+class _SaveProgress:
+    """Writes a save's figures into the execution record, at most twice a second."""
+
+    def __init__(self, db: Database, execution_id: int):
+        self.db, self.execution_id, self.last = db, execution_id, 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self, t: Transfer) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.5 and t.files != t.files_total:
+            return
+        self.last = now
+        figures = {
+            "files": t.files, "files_total": t.files_total, "bytes": t.bytes, "bytes_total": t.bytes_total,
+            "files_per_s": round(t.files_per_s, 1), "mb_per_s": round(t.mb_per_s, 2),
+            "eta_s": None if t.eta_s is None else round(t.eta_s, 1), "text": t.describe(),
+        }
+        with self.lock, self.db.session() as s:
+            s.get(Execution, self.execution_id).save_progress = figures
+
+
+def save(db: Database, store: HomeStore, execution_id: int, stop_reason: str | None, detail: str | None,
+         owner: str = PROCESS) -> str:
+    """Save an execution's live home as its output and end it; returns the final state.
+
+    Idempotent: called again after a crash or a failed save, it finishes the job.
+    """
+    with db.session() as s:
+        if not claim(s, execution_id, owner, LEASE):
+            log.info("execution %s is being saved by another process", execution_id)
+            return s.get(Execution, execution_id).state
+        ex = s.get(Execution, execution_id)
+        if ex.state in ("stopped", "failed"):
+            release_claim(s, execution_id, owner)
+            return ex.state
+        live_key, snapshot_key = ex.live_key, ex.snapshot_key
+        parent = ex.restored_from.snapshot.key if ex.restored_from and ex.restored_from.has_output else None
+        if stop_reason and not ex.stop_reason:
+            ex.stop_reason, ex.stop_detail = stop_reason, detail
+        label = f"#{ex.number}"
+        ex.error = None
+        ex.to(s, "saving", "Saving the home")
+    try:
+        if store.has_snapshot(snapshot_key):
+            stats = Transfer()  # saved before a crash, not yet recorded
+        elif not store.has_live(live_key):
+            raise HomeStoreError(f"the live home of {label} is missing")
+        else:
+            stats = store.save(live_key, snapshot_key, parent, _SaveProgress(db, execution_id))
+    except (HomeStoreError, OSError) as e:
+        full = isinstance(e, StoreFullError)
+        message = (
+            "The home could not be saved because the storage is full. Nothing is lost: the home is kept "
+            "and the save is retried automatically; an administrator may need to free space."
+            if full else
+            "The home could not be saved. Nothing is lost: the home is kept and the save is retried "
+            "automatically."
+        )
+        log.error("save of execution %s failed: %s", execution_id, e)
+        with db.session() as s:
+            ex = s.get(Execution, execution_id)
+            ex.error = message
+            ex.to(s, "save_failed", str(e))
+            release_claim(s, execution_id, owner)
+        return "save_failed"
+
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        ex.snapshot = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key)) or Snapshot(
+            key=snapshot_key, backend=store.kind
+        )
+        ex.save_bytes, ex.save_files, ex.save_seconds = stats.bytes, stats.files, round(stats.seconds, 3)
+        ex.save_progress = None
+        ex.to(s, "stopped", ex.stop_detail)
+        release_claim(s, execution_id, owner)
+    # the snapshot is durable and recorded: the live home may go
+    store.release(live_key)
+    return "stopped"
+
+
+def record_snapshot_size(db: Database, store: HomeStore, execution_id: int) -> None:
+    """Measure an execution's snapshot (bytes, files) for the record; a walk, so run it after the stop."""
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        if not ex.has_output or ex.snapshot.files is not None:
+            return
+        key = ex.snapshot.key
+    size, files = store.measure(key)
+    with db.session() as s:
+        snap = s.scalar(select(Snapshot).where(Snapshot.key == key))
+        snap.bytes, snap.files = size, files
+
+
+def finish_pending_saves(db: Database, store: HomeStore, owner: str | None = None, name: str | None = None,
+                         skip: set[int] = frozenset()) -> list[int]:
+    """Retry the saves that failed or were interrupted (a crash, a full disk); return their ids."""
+    with db.session() as s:
+        q = select(Execution.id).where(Execution.state.in_(("saving", "save_failed")))
+        if owner is not None:
+            ws = find_workspace(s, owner, name)
+            if ws is None:
+                return []
+            q = q.where(Execution.workspace_id == ws.id)
+        ids = [i for i in s.scalars(q) if i not in skip]
+    done = []
+    for execution_id in ids:
+        if save(db, store, execution_id, None, None) == "stopped":
+            record_snapshot_size(db, store, execution_id)
+            done.append(execution_id)
+    return done
+
+
+def executions_in(db: Database, states: tuple[str, ...]) -> list[tuple[int, str, str, int]]:
+    """(id, owner, workspace, number) of the executions in `states`."""
+    with db.session() as s:
+        rows = s.execute(select(Execution).where(Execution.state.in_(states))).scalars()
+        return [(e.id, e.workspace.owner, e.workspace.name, e.number) for e in rows]
+
+
+def now() -> dt.datetime:
+    return utcnow()

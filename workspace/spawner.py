@@ -274,13 +274,36 @@ class WorkspaceMixin(LoggingConfigurable):
 
     async def stop(self, now=False):
         execution_id = self.execution_id
-        reason, detail = ("error", "The server failed to start.") if self._spawn_pending else await self._container_exit()
+        reason, detail = await self._container_exit()
         await self._wait_restore()
-        await super().stop(now)
+        await super().stop(now)  # the container is stopped and removed
+        await self._end_execution(execution_id, reason, detail)
+
+    async def run_post_stop_hook(self):
+        # JupyterHub calls stop() only while poll() says the server runs; for a
+        # container that died, or a start closed before its container existed,
+        # only this hook runs. End the execution here too (idempotent).
+        if self.execution_id is not None:
+            execution_id = self.execution_id
+            reason, detail = await self._container_exit()
+            await self._wait_restore()
+            await self.remove_dead_container()
+            await self._end_execution(execution_id, reason, detail)
+        result = super().run_post_stop_hook()
+        if inspect.isawaitable(result):
+            await result
+
+    async def remove_dead_container(self) -> None:
+        """Remove the container of an execution that died (engine-specific)."""
+
+    async def _end_execution(self, execution_id: int | None, reason: str, detail: str | None) -> None:
+        """Save the home of an execution that ran; drop the home of one that never did."""
         if execution_id is None:
             return
         db, store = self.db, self.home_store
         state = await self.run_blocking(lifecycle.state_of, db, execution_id)
+        if state in ("stopped", "failed"):
+            return
         if state in ("queued", "preparing", "pulling", "restoring"):
             await self.run_blocking(
                 lifecycle.discard, db, store, execution_id, "stopped",
@@ -376,6 +399,13 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             self.image = await self.check_allowed(image_option)
         await self.pull_image(self.image)
         self._image_checked = self.image
+
+    async def remove_dead_container(self) -> None:
+        if self.container_id:
+            try:
+                await self.remove_object()
+            except docker.errors.DockerException as e:
+                self.log.warning("Could not remove the container of %s: %s", self._log_name, e)
 
     async def _container_exit(self) -> tuple[str, str | None]:
         try:

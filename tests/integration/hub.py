@@ -140,6 +140,27 @@ class Hub:
                         break
         return events
 
+    def start_workspace(self, user: str, server: str, token: str, **user_options) -> list[dict]:
+        """Start a workspace and follow its progress to ready; return the events."""
+        r = self.spawn(user, server, token, user_options)
+        assert r.status_code in (201, 202), r.text
+        events = self.progress(user, server, token)
+        assert events[-1].get("ready"), events
+        return events
+
+    def stop_workspace(self, user: str, server: str, token: str | None = None) -> None:
+        r = self.api("DELETE", f"/users/{user}/servers/{server}", token=token)
+        assert r.status_code in (202, 204), r.text
+        self.wait_stopped(user, server)
+
+    def sh(self, user: str, server: str, script: str) -> str:
+        """Run a shell script in the workspace's container as its user; return stdout+stderr."""
+        (container,) = self.containers(user=user, server=server)
+        code, out = container.exec_run(["bash", "-lc", script], user="1000")
+        text = out.decode(errors="replace")
+        assert code == 0, f"exit {code}: {text}"
+        return text
+
     def wait_stopped(self, user: str, server: str, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

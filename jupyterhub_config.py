@@ -6,6 +6,7 @@
 #   .venv/bin/python -c "from workspace.spawner import DockerWorkspaceSpawner as S; print(S.class_get_help())"
 # Put site-specific changes in $WORKSPACE_DATA_DIR/jupyterhub_config.d/*.py,
 # which are loaded last (e.g. a production authenticator, see README).
+import os
 import sys
 from pathlib import Path
 
@@ -74,19 +75,48 @@ c.SharedPasswordAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN
 c.Authenticator.admin_users = {settings.admin_user}
 c.Authenticator.allow_all = True
 
-# -- the operator's API token (used by `make down` and the tests) -------------
+# -- services --------------------------------------------------------------------
+# workspace: the REST API (and later the pages); started and proxied by the hub
+# at /services/workspace/. workspace-admin: the operator's token, used by
+# `make down` and the tests.
+c.JupyterHub.services = [
+    {
+        "name": "workspace",
+        "url": f"http://127.0.0.1:{settings.service_port}",
+        "command": [sys.executable, "-m", "workspace.service"],
+        "cwd": str(HERE),
+        "environment": {k: v for k, v in os.environ.items() if k.startswith("WORKSPACE_")}
+        | {"WORKSPACE_DATA_DIR": str(data), "PYTHONPATH": str(HERE)},
+        "oauth_no_confirm": True,
+        "display": True,
+    },
+]
+c.JupyterHub.load_roles = [
+    {
+        # every user may use the workspace service (with their own rights there)
+        "name": "user",
+        "scopes": ["self", "access:services!service=workspace"],
+    },
+    {
+        "name": "workspace-service",
+        "description": "The workspace service: read users to tell admins from others.",
+        "scopes": ["list:users", "read:users"],
+        "services": ["workspace"],
+    },
+]
 if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
-    c.JupyterHub.services = [
-        {"name": "workspace-admin", "api_token": settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]},
-    ]
-    c.JupyterHub.load_roles = [
+    c.JupyterHub.services.append(
+        {"name": "workspace-admin", "api_token": settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]}
+    )
+    c.JupyterHub.load_roles.append(
         {
             "name": "workspace-admin",
             "description": "Operator tasks: create users, start and stop any server.",
-            "scopes": ["admin:users", "admin:servers", "list:users", "read:users", "tokens"],
+            "scopes": ["admin:users", "admin:servers", "list:users", "read:users", "tokens",
+                       "access:services!service=workspace"],
             "services": ["workspace-admin"],
         }
-    ]
+    )
 
 # -- site overrides -------------------------------------------------------------
 for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):

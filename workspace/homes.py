@@ -93,11 +93,17 @@ class HomeStore(LoggingConfigurable):
 
     kind = "abstract"
 
-    def setup(self) -> "HomeStore":
-        """Create the layout and remove partial snapshots left by a crash."""
+    def setup(self, clean: bool = True) -> "HomeStore":
+        """Create the layout and (with `clean`) remove partial snapshots left by a crash.
+
+        Only the process that runs the saves (the hub) cleans, at its start:
+        another process would remove a save in progress.
+        """
         for sub in ("live", "snapshots"):
             (Path(self.root) / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(Path(self.root) / "snapshots", 0o700)
+        if not clean:
+            return self
         for partial in (Path(self.root) / "snapshots").glob(PARTIAL + "*"):
             self.log.warning("Removing partial snapshot %s left by an interrupted save", partial)
             self._remove(partial)
@@ -326,10 +332,10 @@ def is_btrfs(path: str | Path) -> bool:
     return out.stdout.strip() == "btrfs"
 
 
-def store_for(root: str | Path, **kwargs) -> HomeStore:
+def store_for(root: str | Path, clean: bool = True, **kwargs) -> HomeStore:
     """The best backend for `root`: btrfs if it is on btrfs, else copying."""
     cls = BtrfsHomeStore if is_btrfs(root) and shutil.which("btrfs") else CopyHomeStore
-    return cls(root=str(root), **kwargs).setup()
+    return cls(root=str(root), **kwargs).setup(clean=clean)
 
 
 # -- a loop-mounted btrfs image for hosts whose data disk is not btrfs --------

@@ -23,7 +23,7 @@ from typing import Callable
 from sqlalchemy import select
 
 from .copier import Transfer
-from .db import Database, utcnow
+from .db import Database
 from .executions import (
     Execution,
     Snapshot,
@@ -169,6 +169,7 @@ def save(db: Database, store: HomeStore, execution_id: int, stop_reason: str | N
     Idempotent: called again after a crash or a failed save, it finishes the job.
     """
     with db.session() as s:
+        _forget_dead_owner(s, execution_id)
         if not claim(s, execution_id, owner, LEASE):
             log.info("execution %s is being saved by another process", execution_id)
             return s.get(Execution, execution_id).state
@@ -221,6 +222,18 @@ def save(db: Database, store: HomeStore, execution_id: int, stop_reason: str | N
     return "stopped"
 
 
+def _forget_dead_owner(session, execution_id: int) -> None:
+    """Drop a lease held by a process of this host that no longer exists (a crashed hub)."""
+    ex = session.get(Execution, execution_id)
+    if not ex.lease_owner:
+        return
+    host, _, pid = ex.lease_owner.rpartition(":")
+    if host == os.uname().nodename and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+        log.warning("taking over execution %s from %s, which is gone", execution_id, ex.lease_owner)
+        ex.lease_owner, ex.lease_until = None, None
+        session.flush()
+
+
 def record_snapshot_size(db: Database, store: HomeStore, execution_id: int) -> None:
     """Measure an execution's snapshot (bytes, files) for the record; a walk, so run it after the stop."""
     with db.session() as s:
@@ -252,13 +265,3 @@ def finish_pending_saves(db: Database, store: HomeStore, owner: str | None = Non
             done.append(execution_id)
     return done
 
-
-def executions_in(db: Database, states: tuple[str, ...]) -> list[tuple[int, str, str, int]]:
-    """(id, owner, workspace, number) of the executions in `states`."""
-    with db.session() as s:
-        rows = s.execute(select(Execution).where(Execution.state.in_(states))).scalars()
-        return [(e.id, e.workspace.owner, e.workspace.name, e.number) for e in rows]
-
-
-def now() -> dt.datetime:
-    return utcnow()

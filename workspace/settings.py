@@ -17,6 +17,7 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_STORE_DIR`       the home store (default `<data dir>/store`; a btrfs image is
                               mounted there by `make up` when the data dir is not on btrfs)
 - `WORKSPACE_STORE_SIZE`      size of that sparse btrfs image (default 200G; takes only what is used)
+- `WORKSPACE_SERVICE_PORT`    port of the workspace service (REST API) on 127.0.0.1 (default 8082)
 - `WORKSPACE_DB_URL`          the workspace database (default SQLite `<data dir>/workspace.sqlite`)
 
 Passwords and the admin API token that are not set are generated once and
@@ -57,6 +58,7 @@ class Settings:
     port: int = 8000
     hub_port: int = 8081
     proxy_api_port: int = 8001
+    service_port: int = 8082
     admin_user: str = "admin"
     image: str = "workspace-base:latest"
     deployment: str = "workspace"
@@ -78,6 +80,7 @@ class Settings:
             port=int(environ.get("WORKSPACE_PORT", 8000)),
             hub_port=int(environ.get("WORKSPACE_HUB_PORT", 8081)),
             proxy_api_port=int(environ.get("WORKSPACE_PROXY_API_PORT", 8001)),
+            service_port=int(environ.get("WORKSPACE_SERVICE_PORT", 8082)),
             admin_user=environ.get("WORKSPACE_ADMIN_USER", "admin"),
             image=environ.get("WORKSPACE_IMAGE", "workspace-base:latest"),
             deployment=environ.get("WORKSPACE_DEPLOYMENT", "workspace"),

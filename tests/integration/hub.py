@@ -41,6 +41,7 @@ class Hub:
             "WORKSPACE_PORT": str(free_port("127.0.0.1")),
             "WORKSPACE_PROXY_API_PORT": str(free_port("127.0.0.1")),
             "WORKSPACE_HUB_PORT": str(free_port(gateway)),
+            "WORKSPACE_SERVICE_PORT": str(free_port("127.0.0.1")),
             "WORKSPACE_DEPLOYMENT": self.deployment,
             "WORKSPACE_ADMIN_PASSWORD": ADMIN_PASSWORD,
             "WORKSPACE_USER_PASSWORD": USER_PASSWORD,
@@ -107,12 +108,18 @@ class Hub:
         r = self.api("POST", f"/users/{name}")
         assert r.status_code in (201, 409), r.text
 
-    def user_token(self, name: str) -> str:
+    def service_api(self, path: str, token: str | None, **params) -> requests.Response:
+        """GET from the workspace service's REST API."""
+        headers = {"Authorization": f"token {token}"} if token else {}
+        return requests.get(f"{self.url}/services/workspace/api{path}", headers=headers, params=params,
+                            timeout=30, allow_redirects=False)
+
+    def user_token(self, name: str, password: str = USER_PASSWORD) -> str:
         """A token of `name` obtained with the shared user password, as a student would."""
         self.create_user(name)
         r = requests.post(
             f"{self.url}/hub/api/users/{name}/tokens",
-            json={"auth": {"username": name, "password": USER_PASSWORD}},
+            json={"auth": {"username": name, "password": password}},
             timeout=30,
         )
         assert r.status_code == 201, r.text

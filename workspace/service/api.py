@@ -1,0 +1,118 @@
+"""REST API of the workspace service, under /services/workspace/api/.
+
+    GET /api/workspaces                                  the caller's workspaces
+    GET /api/workspaces/{name}/executions                every execution of one
+    GET /api/workspaces/{name}/executions/{number}       one execution (live save progress)
+
+Authentication is JupyterHub's (a token or the hub's login cookie through
+OAuth). A user sees their own workspaces; an admin may add `?user=NAME` to
+see anyone's. Errors are JSON: {"status": ..., "message": "<a sentence>"}.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+from jupyterhub.services.auth import HubOAuthenticated
+from sqlalchemy import select
+from tornado import web
+from tornado.ioloop import IOLoop
+
+from ..executions import Execution, Workspace, execution_by_number, find_workspace
+
+
+class APIHandler(HubOAuthenticated, web.RequestHandler):
+    """JSON in, JSON out, with errors as sentences."""
+
+    @property
+    def db(self):
+        return self.settings["workspace_db"]
+
+    def check_xsrf_cookie(self):
+        # token-authenticated API calls carry no xsrf cookie; the hub's auth checks the token
+        pass
+
+    async def blocking(self, fn, *args, **kwargs):
+        return await IOLoop.current().run_in_executor(None, partial(fn, *args, **kwargs))
+
+    def caller(self) -> dict:
+        user = self.get_current_user()
+        if not user:
+            raise web.HTTPError(403, "Log in to JupyterHub, or send a token in the Authorization header.")
+        return user
+
+    def owner(self) -> str:
+        """Whose workspaces: the caller's, or `?user=` for an admin."""
+        user = self.caller()
+        wanted = self.get_argument("user", None)
+        if wanted and wanted != user["name"]:
+            if not user.get("admin"):
+                raise web.HTTPError(403, "Only administrators may see other users' workspaces.")
+            return wanted
+        return user["name"]
+
+    def write_json(self, data, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+    def write_error(self, status_code, **kwargs):
+        message = self._reason
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, web.HTTPError):
+            message = getattr(exc, "jupyterhub_message", None) or exc.log_message or message
+        elif exc is not None:
+            message = "Something went wrong on the server; the administrators can find the details in its log."
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"status": status_code, "message": message}))
+
+
+def _workspace_summary(ws: Workspace) -> dict:
+    current = max(ws.executions, key=lambda e: e.number, default=None)
+    return {
+        "name": ws.name,
+        "owner": ws.owner,
+        "created": ws.created.isoformat() + "Z",
+        "executions": len(ws.executions),
+        "current": {"number": current.number, "state": current.state} if current else None,
+    }
+
+
+class WorkspacesHandler(APIHandler):
+    async def get(self):
+        owner = self.owner()
+
+        def load():
+            with self.db.session() as s:
+                rows = s.scalars(select(Workspace).where(Workspace.owner == owner).order_by(Workspace.name))
+                return [_workspace_summary(ws) for ws in rows]
+
+        self.write_json(await self.blocking(load))
+
+
+class ExecutionsHandler(APIHandler):
+    async def get(self, name: str, number: str | None = None):
+        owner = self.owner()
+
+        def load():
+            with self.db.session() as s:
+                ws = find_workspace(s, owner, name)
+                if ws is None:
+                    raise web.HTTPError(404, f"There is no workspace “{name}”.")
+                if number is None:
+                    return [e.as_dict() for e in sorted(ws.executions, key=lambda e: e.number)]
+                ex: Execution | None = execution_by_number(s, ws, int(number))
+                if ex is None:
+                    raise web.HTTPError(404, f"Workspace “{name}” has no execution #{number}.")
+                return ex.as_dict()
+
+        self.write_json(await self.blocking(load))
+
+
+def handlers(prefix: str) -> list:
+    return [
+        (rf"{prefix}api/workspaces/?", WorkspacesHandler),
+        (rf"{prefix}api/workspaces/([^/]+)/executions/?", ExecutionsHandler),
+        (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/?", ExecutionsHandler),
+    ]

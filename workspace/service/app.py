@@ -1,0 +1,102 @@
+"""The workspace service process, started and proxied by JupyterHub.
+
+    python -m workspace.service
+
+It serves the REST API (workspace/service/api.py) and runs the background
+job that finishes saves which failed (a full disk) or were interrupted (a
+crash): such homes are never left behind.
+
+Configuration comes from the environment: JupyterHub sets JUPYTERHUB_*, and
+the WORKSPACE_* variables are those of workspace/settings.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from urllib.parse import urlparse
+
+from jupyterhub.services.auth import HubOAuthCallbackHandler
+from jupyterhub.utils import url_path_join
+from tornado import web
+from tornado.httpserver import HTTPServer
+from tornado.ioloop import IOLoop
+
+from .. import lifecycle
+from ..db import database
+from ..homes import store_for
+from ..settings import Settings
+from .api import handlers
+
+log = logging.getLogger("workspace.service")
+
+# Saves that failed are retried this often (seconds).
+RETRY_INTERVAL = float(os.environ.get("WORKSPACE_SAVE_RETRY_INTERVAL", "60"))
+
+
+class HomeHandler(web.RequestHandler):
+    def get(self):
+        self.set_header("Content-Type", "application/json")
+        self.finish({"service": "workspace", "api": url_path_join(self.settings["prefix"], "api/workspaces")})
+
+
+def make_app(settings: Settings) -> web.Application:
+    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/workspace/")
+    db = database(settings.db_url)
+    return web.Application(
+        [
+            (prefix, HomeHandler),
+            (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
+            *handlers(prefix),
+        ],
+        prefix=prefix,
+        workspace_db=db,
+        cookie_secret=os.urandom(32),
+    )
+
+
+async def retry_saves(settings: Settings) -> None:
+    """Forever: finish the saves that failed or were interrupted."""
+    db = database(settings.db_url)
+    store = store_for(settings.store_dir, clean=False)
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            done = await loop.run_in_executor(None, lifecycle.finish_pending_saves, db, store)
+            if done:
+                log.info("finished %d pending save(s)", len(done))
+        except Exception:
+            log.exception("retrying pending saves failed")
+        await asyncio.sleep(RETRY_INTERVAL)
+
+
+def _die_with_the_hub() -> None:
+    """Ask the kernel to end this process when the hub that started it dies (Linux)."""
+    try:
+        import ctypes
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def main() -> None:
+    # A hub that crashed and restarts starts a new service on the same port.
+    _die_with_the_hub()
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
+    settings = Settings.from_env()
+    app = make_app(settings)
+    url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:8082"))
+    server = HTTPServer(app, xheaders=True)
+    server.listen(url.port, url.hostname)
+    log.info("workspace service listening on %s", url.geturl())
+    loop = IOLoop.current()
+    loop.spawn_callback(retry_saves, settings)
+    loop.start()
+
+
+if __name__ == "__main__":
+    main()

@@ -111,7 +111,10 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     )
 
 
-def _copy_data(src: bytes, dst: bytes, st: os.stat_result, durable: bool) -> None:
+COPY_CHUNK = 64 << 20
+
+
+def _copy_data(src: bytes, dst: bytes, st: os.stat_result, durable: bool, copied: Callable[[int], None]) -> None:
     fd_in = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         fd_out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -119,10 +122,11 @@ def _copy_data(src: bytes, dst: bytes, st: os.stat_result, durable: bool) -> Non
             left = st.st_size
             while left > 0:
                 # in-kernel copy; a reflink on filesystems that support it
-                n = os.copy_file_range(fd_in, fd_out, min(left, 1 << 30))
+                n = os.copy_file_range(fd_in, fd_out, min(left, COPY_CHUNK))
                 if n == 0:
                     break
                 left -= n
+                copied(n)
             os.fchown(fd_out, st.st_uid, st.st_gid)
             os.fchmod(fd_out, stat.S_IMODE(st.st_mode))
             os.utime(fd_out, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -214,12 +218,15 @@ def copy_tree(
 
     lock = threading.Lock()
 
+    def copied(n: int) -> None:
+        with lock:
+            total.bytes += n
+
     def copy_batch(batch: list[_Entry]) -> None:
         for e in batch:
-            _copy_data(_join(src, e.rel), _join(dst, e.rel), e.st, durable)
+            _copy_data(_join(src, e.rel), _join(dst, e.rel), e.st, durable, copied)
             with lock:
                 total.files += 1
-                total.bytes += e.st.st_size
 
     batches, batch, size = [], [], 0
     for e in copies:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -109,6 +110,8 @@ class WorkspaceMixin(LoggingConfigurable):
                 cls = {"btrfs": BtrfsHomeStore, "copy": CopyHomeStore}[self.store_backend]
                 store = cls(root=self.store_root, **kwargs).setup()
             self.log.info("Home store: %s at %s", store.kind, self.store_root)
+            # workspace.* loggers (lifecycle, homes) write to the hub's log
+            logging.getLogger("workspace").parent = self.log
             WorkspaceMixin._stores[key] = store
         return WorkspaceMixin._stores[key]
 

@@ -7,6 +7,7 @@ import hashlib
 import io
 import os
 import subprocess
+import threading
 import time
 import zipfile
 
@@ -245,3 +246,33 @@ def test_full_disk_during_save_loses_nothing_and_the_retry_succeeds(start_hub, t
         hub.stop_workspace(user, ws, token)
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_a_save_interrupted_by_a_hub_crash_is_redone(start_hub, tmp_path):
+    # the copy backend saves slowly enough to crash the hub in the middle
+    hub = start_hub(store_dir=tmp_path / "copy-store")
+    user, ws = "ian", "slow"
+    token = hub.user_token(user)
+    hub.start_workspace(user, ws, token)
+    hub.sh(user, ws, "head -c 800000000 /dev/urandom > big.bin && sha256sum big.bin > big.sha")
+
+    stopping = threading.Thread(target=lambda: hub.api("DELETE", f"/users/{user}/servers/{ws}", token=token))
+    stopping.start()
+    deadline = time.monotonic() + 60
+    while hub.executions(user, ws)[0]["state"] != "saving":
+        assert time.monotonic() < deadline, hub.executions(user, ws)
+        time.sleep(0.02)
+    hub.proc.kill()  # the hub dies in the middle of the save
+    hub.proc.wait(30)
+    stopping.join()
+    assert hub.executions(user, ws)[0]["state"] == "saving"
+
+    hub.start()
+    hub.wait_stopped(user, ws, timeout=120)
+    (ex,) = hub.executions(user, ws)
+    assert ex["state"] == "stopped" and ex["has_output"], ex
+    assert [t["state"] for t in ex["transitions"]][-3:] == ["saving", "saving", "stopped"], ex
+
+    hub.start_workspace(user, ws, token)
+    assert hub.sh(user, ws, "sha256sum -c big.sha") == "big.bin: OK\n"
+    hub.stop_workspace(user, ws, token)

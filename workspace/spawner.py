@@ -189,6 +189,12 @@ class WorkspaceMixin(LoggingConfigurable):
     async def run_pre_spawn_hook(self):
         # Runs inside the spawn request (within slow_spawn_timeout), so a
         # UserError here is the request's 400 and nothing is recorded.
+        stored = self.orm_spawner.user_options or {}
+        if "continue_from" in stored:
+            # JupyterHub keeps the last options as defaults for the next start;
+            # "continue from #3" must not stick (the default is the latest), and
+            # a rejected value must not be kept.
+            self.orm_spawner.user_options = {k: v for k, v in stored.items() if k != "continue_from"}
         choice = parse_continue_from(self.user_options.get("continue_from"))
         await self.run_blocking(lifecycle.check_continuation, self.db, self.user.name, self.name, choice)
         result = super().run_pre_spawn_hook()

@@ -276,3 +276,24 @@ def test_a_save_interrupted_by_a_hub_crash_is_redone(start_hub, tmp_path):
     hub.start_workspace(user, ws, token)
     assert hub.sh(user, ws, "sha256sum -c big.sha") == "big.bin: OK\n"
     hub.stop_workspace(user, ws, token)
+
+
+def test_continue_from_is_not_a_sticky_default(hub: Hub):
+    """JupyterHub reuses the last options when none are sent; 'continue from #1' must not stick."""
+    user, ws = "joy", "w"
+    token = hub.user_token(user)
+    r = hub.spawn(user, ws, token, {"continue_from": 5})
+    assert r.status_code == 400, r.text
+    hub.start_workspace(user, ws, token)  # no options: not the rejected #5
+    hub.sh(user, ws, "echo 1 > n")
+    hub.stop_workspace(user, ws, token)
+    hub.start_workspace(user, ws, token, continue_from=1)
+    hub.sh(user, ws, "echo 2 > n")
+    hub.stop_workspace(user, ws, token)
+    # a plain start (JupyterHub's "Start" button sends no options) continues from the latest
+    r = hub.api("POST", f"/users/{user}/servers/{ws}", token=token, json={})
+    assert r.status_code in (201, 202), r.text
+    assert hub.progress(user, ws, token)[-1].get("ready")
+    assert hub.sh(user, ws, "cat n") == "2\n"
+    assert hub.executions(user, ws)[-1]["parent"] == 2
+    hub.stop_workspace(user, ws, token)

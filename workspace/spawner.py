@@ -21,7 +21,7 @@ from dockerspawner import DockerSpawner
 from traitlets import Int, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from . import lifecycle
+from . import lifecycle, spawnform
 from .copier import Transfer
 from .db import database
 from .errors import UserError
@@ -89,6 +89,22 @@ class WorkspaceMixin(LoggingConfigurable):
     @default("notebook_dir")
     def _default_notebook_dir(self):
         return self.home_mount
+
+    @default("options_form")
+    def _default_options_form(self):
+        return self._render_options_form
+
+    @default("options_from_form")
+    def _default_options_from_form(self):
+        return spawnform.options_from_form
+
+    async def _render_options_form(self, spawner) -> str:
+        executions = await self.run_blocking(spawnform.execution_choices, self.db, self.user.name, self.name)
+        return spawnform.render(executions, self.image_choices(), self.image)
+
+    def image_choices(self) -> list[str]:
+        """Images the user may choose from (engine-specific)."""
+        return [self.image]
 
     # -- records and store ------------------------------------------------------
 
@@ -397,6 +413,10 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             "workspace.server": self.name or "",
             "workspace.execution": str(self.execution_id or ""),
         }
+
+    def image_choices(self) -> list[str]:
+        allowed = self._get_allowed_images()
+        return list(allowed) if isinstance(allowed, dict) and allowed else [self.image]
 
     def container_record_id(self) -> str:
         return self.container_id

@@ -14,7 +14,7 @@ import zipfile
 import pytest
 import requests
 
-from .hub import Hub
+from .hub import USER_PASSWORD, Hub
 
 
 def messages(events: list[dict]) -> str:
@@ -296,4 +296,34 @@ def test_continue_from_is_not_a_sticky_default(hub: Hub):
     assert hub.progress(user, ws, token)[-1].get("ready")
     assert hub.sh(user, ws, "cat n") == "2\n"
     assert hub.executions(user, ws)[-1]["parent"] == 2
+    hub.stop_workspace(user, ws, token)
+
+
+def test_spawn_form_offers_the_executions(hub: Hub):
+    user, ws = "kai", "form"
+    token = hub.user_token(user)
+    hub.start_workspace(user, ws, token)
+    hub.sh(user, ws, "echo from-1 > f")
+    hub.stop_workspace(user, ws, token)
+
+    browser = requests.Session()
+    browser.get(f"{hub.url}/hub/login", timeout=30)
+    r = browser.post(
+        f"{hub.url}/hub/login", timeout=30,
+        data={"username": user, "password": USER_PASSWORD, "_xsrf": browser.cookies.get("_xsrf")},
+    )
+    assert r.status_code == 200 and "/hub/home" in r.url, (r.status_code, r.url)
+    form = browser.get(f"{hub.url}/hub/spawn/{user}/{ws}", timeout=30)
+    assert form.status_code == 200
+    html = form.content.decode()
+    assert 'name="continue_from"' in html and "#1 — saved output" in html, html
+
+    r = browser.post(
+        f"{hub.url}/hub/spawn/{user}/{ws}", timeout=60,
+        data={"continue_from": "fresh", "_xsrf": browser.cookies.get("_xsrf")},
+    )
+    assert r.status_code == 200, r.status_code
+    assert hub.progress(user, ws, token)[-1].get("ready")
+    assert hub.executions(user, ws)[-1]["parent"] is None
+    assert "f" not in hub.sh(user, ws, "ls").split()
     hub.stop_workspace(user, ws, token)

@@ -1,0 +1,28 @@
+from workspace.spawnform import options_from_form, render
+
+
+def test_form_lists_executions_and_marks_those_without_output():
+    html = render(
+        [
+            {"number": 2, "state": "stopped", "has_output": False, "stop_reason": "user", "stopped": None},
+            {"number": 1, "state": "stopped", "has_output": True, "stop_reason": "idle", "stopped": "2026-12-01 10:00"},
+        ],
+        images=["workspace-base:latest"],
+        current_image="workspace-base:latest",
+    )
+    assert '<option value="latest" selected>' in html
+    assert "#2 — no saved output (stopped); its nearest earlier output is used (user)" in html
+    assert "#1 — saved output, stopped 2026-12-01 10:00 UTC (idle)" in html
+    assert '<option value="fresh">' in html
+    assert 'name="image"' not in html, "no image choice when there is only one"
+
+
+def test_form_escapes_and_offers_images():
+    html = render([], images=["a:1", "<b>:2"], current_image="a:1", selected="fresh")
+    assert "&lt;b&gt;:2" in html and "<b>:2" not in html
+    assert '<option value="fresh" selected>' in html
+
+
+def test_options_from_form():
+    assert options_from_form({"continue_from": ["3"], "image": ["a:1"]}) == {"continue_from": "3", "image": "a:1"}
+    assert options_from_form({"continue_from": [""]}) == {}

@@ -1,0 +1,81 @@
+"""The hub's spawn form: what to continue from (and which image, where several are allowed).
+
+JupyterHub shows it when a workspace is started from the hub's pages; the API
+takes the same choices as `user_options`:
+
+    {"continue_from": "latest" | "fresh" | <execution number>, "image": "<allowed image>"}
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from .db import Database
+from .executions import find_workspace
+
+
+def execution_choices(db: Database, owner: str, name: str) -> list[dict]:
+    """The workspace's executions, newest first, as the form lists them (blocking)."""
+    with db.session() as s:
+        ws = find_workspace(s, owner, name)
+        if ws is None:
+            return []
+        return [
+            {
+                "number": e.number,
+                "state": e.state,
+                "has_output": e.has_output,
+                "stop_reason": e.stop_reason,
+                "stopped": e.stopped.strftime("%Y-%m-%d %H:%M") if e.stopped else None,
+            }
+            for e in sorted(ws.executions, key=lambda e: e.number, reverse=True)
+        ]
+
+
+def render(executions: list[dict], images: list[str], current_image: str, selected="latest") -> str:
+    def option(value, label, chosen=False):
+        sel = " selected" if chosen else ""
+        return f'<option value="{escape(str(value))}"{sel}>{escape(label)}</option>'
+
+    choices = [option("latest", "The latest execution with saved output", selected == "latest")]
+    for e in executions:
+        if e["has_output"]:
+            label = f"#{e['number']} — saved output"
+        else:
+            label = f"#{e['number']} — no saved output ({e['state']}); its nearest earlier output is used"
+        if e["stopped"]:
+            label += f", stopped {e['stopped']} UTC"
+        if e["stop_reason"]:
+            label += f" ({e['stop_reason']})"
+        choices.append(option(e["number"], label, str(selected) == str(e["number"])))
+    choices.append(option("fresh", "Nothing: start with an empty home", selected == "fresh"))
+    html = [
+        '<div class="form-group mb-3">',
+        '<label for="continue_from" class="form-label">Continue from</label>',
+        '<select class="form-select form-control" id="continue_from" name="continue_from">',
+        *choices,
+        "</select>",
+        '<small class="form-text text-muted">Your home (/openbayes/home) is restored from the chosen '
+        "execution's output; what you change is saved as this execution's output when it stops.</small>",
+        "</div>",
+    ]
+    if len(images) > 1:
+        html += [
+            '<div class="form-group mb-3">',
+            '<label for="image" class="form-label">Image</label>',
+            '<select class="form-select form-control" id="image" name="image">',
+            *(option(i, i, i == current_image) for i in images),
+            "</select>",
+            "</div>",
+        ]
+    return "\n".join(html)
+
+
+def options_from_form(formdata: dict) -> dict:
+    """Form fields (lists of strings) -> user_options; validation happens at spawn."""
+    options = {}
+    for key in ("continue_from", "image"):
+        values = formdata.get(key) or []
+        if values and values[0] != "":
+            options[key] = values[0]
+    return options

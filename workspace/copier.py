@@ -138,7 +138,8 @@ def _copy_data(src: bytes, dst: bytes, st: os.stat_result, durable: bool, copied
         os.close(fd_in)
 
 
-def _fsync_dir(path: bytes) -> None:
+def fsync_dir(path: bytes | os.PathLike) -> None:
+    """Make a directory's entries durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -263,7 +264,7 @@ def copy_tree(
         os.chmod(path, stat.S_IMODE(e.st.st_mode))
         os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns))
         if durable:
-            _fsync_dir(path)
+            fsync_dir(path)
     total.tick()
     if progress is not None:
         progress(total)

@@ -34,7 +34,7 @@ from pathlib import Path
 from traitlets import Int, Unicode
 from traitlets.config import LoggingConfigurable
 
-from .copier import Progress, Transfer, copy_tree, scan
+from .copier import Progress, Transfer, copy_tree, fsync_dir, scan
 
 PARTIAL = ".partial-"
 
@@ -57,14 +57,6 @@ def _valid_key(key: str) -> str:
     if not key or "/" in key or key.startswith(".") or key in ("..",):
         raise ValueError(f"invalid store key {key!r}")
     return key
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def measure(path: Path) -> tuple[int, int]:
@@ -156,7 +148,7 @@ class HomeStore(LoggingConfigurable):
         try:
             stats = self._save(source, partial, parent_path, progress)
             os.rename(partial, final)
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
             self._sync()
         except BaseException as e:
             if partial.exists():

@@ -56,19 +56,23 @@ def build_images(settings: Settings, force: bool = False) -> list[str]:
     return [builder.build(d, force=force) for d in images.definitions(ROOT / "images")]
 
 
+def ensure_btrfs_tools(settings: Settings) -> None:
+    """btrfs-progs, for the btrfs home store (and the tests that mount one)."""
+    if shutil.which("mkfs.btrfs") is None and os.geteuid() == 0:
+        with step(PREFIX, "install btrfs-progs (Debian)"):
+            apt_install(["btrfs-progs"], settings.path("logs", "store.log"), "A btrfs home store")
+
+
 def ensure_store(settings: Settings) -> None:
     """Put the home store on btrfs (constant-time restore and save) when possible."""
     store = settings.store_dir
     if homes.is_btrfs(store):
         say(PREFIX, f"home store {store} is on btrfs (snapshots)")
         return
-    if os.geteuid() != 0:
-        say(PREFIX, f"home store {store} is not on btrfs and mounting one needs root: homes will be copied")
+    if os.geteuid() != 0 or shutil.which("mkfs.btrfs") is None:
+        say(PREFIX, f"home store {store} is not on btrfs and mounting one needs root and btrfs-progs: "
+                    "homes will be copied (slower starts and stops)")
         return
-    log = settings.path("logs", "store.log")
-    if shutil.which("mkfs.btrfs") is None:
-        with step(PREFIX, "install btrfs-progs (Debian)"):
-            apt_install(["btrfs-progs"], log, "A btrfs home store")
     image = settings.path("store.btrfs")
     with step(PREFIX, f"mount the btrfs home store {image} ({settings.store_size}, sparse) at {store}"):
         try:
@@ -81,13 +85,13 @@ def ensure_store(settings: Settings) -> None:
 
 
 def prepare(settings: Settings) -> None:
-    """Everything but the hub: engine, proxy, images, data directories, home store."""
+    """Everything the hub and the tests need: engine, proxy, images, btrfs tools."""
     for sub in ("logs", "run"):
         settings.path(sub).mkdir(parents=True, exist_ok=True)
     engine.ensure_engine(settings.path("logs", "dockerd.log"))
     ensure_proxy(settings)
     build_images(settings)
-    ensure_store(settings)
+    ensure_btrfs_tools(settings)
 
 
 # -- the hub process -----------------------------------------------------------
@@ -159,6 +163,7 @@ def _venv_path() -> str:
 def up(settings: Settings) -> None:
     started = time.monotonic()
     prepare(settings)
+    ensure_store(settings)
     generated = settings.generate_missing_secrets()
     if hub_pid(settings) and hub_answers(settings):
         say(PREFIX, f"JupyterHub is already running at {settings.url}")

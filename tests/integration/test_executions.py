@@ -262,6 +262,14 @@ def test_a_save_interrupted_by_a_hub_crash_is_redone(start_hub, tmp_path):
     while hub.executions(user, ws)[0]["state"] != "saving":
         assert time.monotonic() < deadline, hub.executions(user, ws)
         time.sleep(0.02)
+    # "syncing and closing": the save's figures are readable while it runs
+    while True:
+        progress = hub.service_api(f"/workspaces/{ws}/executions/1", token).json()["save_progress"]
+        if progress:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert progress["bytes_total"] >= 800_000_000 and "MB/s" in progress["text"], progress
     hub.proc.kill()  # the hub dies in the middle of the save
     hub.proc.wait(30)
     stopping.join()

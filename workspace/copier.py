@@ -239,6 +239,8 @@ def copy_tree(
     if batch:
         batches.append(batch)
 
+    if progress is not None:
+        progress(total)  # the totals, at once
     with ThreadPoolExecutor(max(1, threads), thread_name_prefix="copier") as pool:
         pending = {pool.submit(copy_batch, b) for b in batches}
         while pending:

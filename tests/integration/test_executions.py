@@ -254,7 +254,7 @@ def test_a_save_interrupted_by_a_hub_crash_is_redone(start_hub, tmp_path):
     user, ws = "ian", "slow"
     token = hub.user_token(user)
     hub.start_workspace(user, ws, token)
-    hub.sh(user, ws, "head -c 800000000 /dev/urandom > big.bin && sha256sum big.bin > big.sha")
+    hub.sh(user, ws, "head -c 1500000000 /dev/urandom > big.bin && sha256sum big.bin > big.sha")
 
     stopping = threading.Thread(target=lambda: hub.api("DELETE", f"/users/{user}/servers/{ws}", token=token))
     stopping.start()
@@ -264,12 +264,13 @@ def test_a_save_interrupted_by_a_hub_crash_is_redone(start_hub, tmp_path):
         time.sleep(0.02)
     # "syncing and closing": the save's figures are readable while it runs
     while True:
-        progress = hub.service_api(f"/workspaces/{ws}/executions/1", token).json()["save_progress"]
-        if progress:
+        ex = hub.service_api(f"/workspaces/{ws}/executions/1", token).json()
+        if ex["save_progress"]:
             break
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert progress["bytes_total"] >= 800_000_000 and "MB/s" in progress["text"], progress
+        assert ex["state"] == "saving" and time.monotonic() < deadline, ex
+        time.sleep(0.02)
+    progress = ex["save_progress"]
+    assert progress["bytes_total"] >= 1_500_000_000 and "MB/s" in progress["text"], progress
     hub.proc.kill()  # the hub dies in the middle of the save
     hub.proc.wait(30)
     stopping.join()

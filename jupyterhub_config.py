@@ -111,8 +111,8 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
     c.JupyterHub.load_roles.append(
         {
             "name": "workspace-admin",
-            "description": "Operator tasks: create users, start and stop any server.",
-            "scopes": ["admin:users", "admin:servers", "list:users", "read:users", "tokens",
+            "description": "Operator tasks: create users and groups, start and stop any server.",
+            "scopes": ["admin:users", "admin:servers", "admin:groups", "list:users", "read:users", "tokens",
                        "access:services!service=workspace"],
             "services": ["workspace-admin"],
         }

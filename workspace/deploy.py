@@ -56,11 +56,13 @@ def build_images(settings: Settings, force: bool = False) -> list[str]:
     return [builder.build(d, force=force) for d in images.definitions(ROOT / "images")]
 
 
-def ensure_btrfs_tools(settings: Settings) -> None:
-    """btrfs-progs, for the btrfs home store (and the tests that mount one)."""
-    if shutil.which("mkfs.btrfs") is None and os.geteuid() == 0:
-        with step(PREFIX, "install btrfs-progs (Debian)"):
-            apt_install(["btrfs-progs"], settings.path("logs", "store.log"), "A btrfs home store")
+def ensure_tools(settings: Settings) -> None:
+    """Debian tools the deployment and its tests use: btrfs-progs (the home store), debootstrap (images)."""
+    missing = [pkg for pkg, tool in (("btrfs-progs", "mkfs.btrfs"), ("debootstrap", "debootstrap"))
+               if shutil.which(tool) is None]
+    if missing and os.geteuid() == 0:
+        with step(PREFIX, f"install {' '.join(missing)} (Debian)"):
+            apt_install(missing, settings.path("logs", "tools.log"), "The home store and the image builder")
 
 
 def ensure_store(settings: Settings) -> None:
@@ -90,8 +92,8 @@ def prepare(settings: Settings) -> None:
         settings.path(sub).mkdir(parents=True, exist_ok=True)
     engine.ensure_engine(settings.path("logs", "dockerd.log"))
     ensure_proxy(settings)
+    ensure_tools(settings)
     build_images(settings)
-    ensure_btrfs_tools(settings)
 
 
 # -- the hub process -----------------------------------------------------------

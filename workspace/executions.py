@@ -99,6 +99,8 @@ class Execution(Base):
     save_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     save_files: Mapped[int | None] = mapped_column(Integer, nullable=True)
     save_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # dataset versions mounted: [{"slot", "mount", "ref", "version_id", "key"}]
+    datasets: Mapped[list | None] = mapped_column(JSON, nullable=True)
     # live figures of a save in progress (files, bytes, rates, ETA)
     save_progress: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # who is working on the execution's home (a save may be finished by another process)
@@ -144,6 +146,7 @@ class Execution(Base):
             "stop_detail": self.stop_detail,
             "error": self.error,
             "image": self.image,
+            "datasets": [{"mount": d["mount"], "ref": d["ref"]} for d in self.datasets or []],
             "started": _iso(self.started),
             "stopped": _iso(self.stopped),
             "created": _iso(self.created),

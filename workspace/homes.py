@@ -91,11 +91,14 @@ class HomeStore(LoggingConfigurable):
         Only the process that runs the saves (the hub) cleans, at its start:
         another process would remove a save in progress.
         """
-        for sub in ("live", "snapshots"):
+        for sub in ("live", "snapshots", "datasets"):
             (Path(self.root) / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(Path(self.root) / "snapshots", 0o700)
         if not clean:
             return self
+        for partial in (Path(self.root) / "datasets").glob(PARTIAL + "*"):
+            self.log.warning("Removing partial dataset version %s", partial)
+            self._remove(partial)
         for partial in (Path(self.root) / "snapshots").glob(PARTIAL + "*"):
             self.log.warning("Removing partial snapshot %s left by an interrupted save", partial)
             self._remove(partial)
@@ -172,6 +175,64 @@ class HomeStore(LoggingConfigurable):
         if path.exists():
             self._remove(path)
 
+    # -- dataset versions: immutable trees beside the snapshots -------------------
+
+    def dataset_path(self, key: str) -> Path:
+        return Path(self.root) / "datasets" / _valid_key(key)
+
+    def dataset_from_snapshot(self, snapshot: str, subdir: str, key: str, check=None) -> None:
+        """Make dataset version `key` from a snapshot (or one of its directories), sharing its data.
+
+        `check(path)` may inspect the tree before it is published and raise.
+        """
+        source = self.snapshot_path(snapshot)
+        if subdir:
+            inner = Path(os.path.normpath(source / subdir.strip("/")))
+            if inner != source and source not in inner.parents:
+                raise HomeStoreError(f"{subdir!r} is not inside the output")
+            if inner.is_symlink() or not inner.is_dir():
+                raise FileNotFoundError(subdir)
+            source = inner
+        self._publish_dataset(key, lambda partial: self._share_tree(source, partial, whole=not subdir), check)
+
+    def dataset_from_path(self, path: str | os.PathLike, key: str, check=None) -> None:
+        """Make dataset version `key` by copying a host directory (admins, CLI)."""
+        if check is not None:
+            check(Path(path))
+        self._publish_dataset(key, lambda partial: self._copy_in(Path(path), partial), None)
+
+    def _publish_dataset(self, key: str, fill, check) -> None:
+        final = self.dataset_path(key)
+        partial = final.with_name(PARTIAL + key)
+        try:
+            fill(partial)
+            if check is not None:
+                check(partial)
+            self._seal(partial)
+            os.rename(partial, final)
+            fsync_dir(final.parent)
+            self._sync()
+        except BaseException as e:
+            if partial.exists():
+                self._remove(partial)
+            if isinstance(e, (OSError, subprocess.CalledProcessError)):
+                raise (StoreFullError if _is_full(e) else HomeStoreError)(f"making the dataset failed: {e}") from e
+            raise
+
+    def delete_dataset(self, key: str) -> None:
+        path = self.dataset_path(key)
+        if path.exists():
+            self._remove(path)
+
+    def _share_tree(self, source: Path, target: Path, whole: bool) -> None:
+        raise NotImplementedError
+
+    def _copy_in(self, source: Path, target: Path) -> None:
+        raise NotImplementedError
+
+    def _seal(self, path: Path) -> None:
+        """Make a published tree read-only where the backend can."""
+
     def measure(self, snapshot: str) -> tuple[int, int]:
         """(bytes, files) of a snapshot."""
         return measure(self.snapshot_path(snapshot))
@@ -227,6 +288,13 @@ class CopyHomeStore(HomeStore):
 
     def _remove(self, path: Path) -> None:
         shutil.rmtree(path)
+
+    def _share_tree(self, source: Path, target: Path, whole: bool) -> None:
+        # every file is linked to the snapshot's (both are immutable): no data copied
+        copy_tree(source, target, link_from=source, durable=True, threads=self.threads)
+
+    def _copy_in(self, source: Path, target: Path) -> None:
+        copy_tree(source, target, durable=True, threads=self.threads)
 
     def usage(self) -> int:
         seen, used = set(), 0
@@ -294,7 +362,26 @@ class BtrfsHomeStore(HomeStore):
         stats.tick()
         return stats
 
+    def _share_tree(self, source: Path, target: Path, whole: bool) -> None:
+        if whole:
+            self._run("subvolume", "snapshot", source, target)
+        else:
+            # a directory is not a subvolume: clone its files (reflinks share the blocks)
+            self._run("subvolume", "create", target)
+            subprocess.run(["cp", "-a", "--reflink=always", f"{source}/.", str(target)], check=True,
+                           capture_output=True)
+
+    def _copy_in(self, source: Path, target: Path) -> None:
+        self._run("subvolume", "create", target)
+        subprocess.run(["cp", "-a", "--reflink=auto", f"{source}/.", str(target)], check=True, capture_output=True)
+
+    def _seal(self, path: Path) -> None:
+        self._run("property", "set", "-t", "subvol", path, "ro", "true")
+
     def _remove(self, path: Path) -> None:
+        if path.exists() and self._is_subvolume(path):
+            # a read-only subvolume must be made writable before it can go
+            subprocess.run([self.btrfs, "property", "set", "-t", "subvol", str(path), "ro", "false"], capture_output=True)
         try:
             self._run("subvolume", "delete", path)
         except subprocess.CalledProcessError:

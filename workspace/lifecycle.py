@@ -22,6 +22,7 @@ from typing import Callable
 
 from sqlalchemy import select
 
+from . import datasets
 from .copier import Transfer
 from .db import Database
 from .executions import (
@@ -82,12 +83,20 @@ def check_continuation(db: Database, owner: str, name: str, choice) -> None:
                 plan_continuation(s, ws or get_or_create_workspace(s, owner, name), choice)
 
 
-def begin(db: Database, owner: str, name: str, choice, image: str | None) -> StartPlan:
+def resolve_datasets(db: Database, refs, user: str, groups: set[str], admin: bool) -> list[dict]:
+    """The dataset mount plan for a start, or the user's 400/403 (blocking)."""
+    with db.session() as s:
+        return datasets.resolve(s, refs, user, groups, admin)
+
+
+def begin(db: Database, owner: str, name: str, choice, image: str | None,
+          mounts: list[dict] | None = None) -> StartPlan:
     """Record a new execution (state `preparing`) and decide what it restores."""
     with db.session() as s:
         ws = get_or_create_workspace(s, owner, name)
         parent, source = plan_continuation(s, ws, choice)
         ex = new_execution(s, ws, parent, source, image=image)
+        ex.datasets = mounts or []
         ex.to(s, "preparing")
         snap = source.snapshot if source else None
         return StartPlan(

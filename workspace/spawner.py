@@ -21,7 +21,7 @@ from dockerspawner import DockerSpawner
 from traitlets import Int, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from . import lifecycle, spawnform
+from . import datasets, lifecycle, spawnform
 from .copier import Transfer
 from .db import database
 from .errors import UserError
@@ -213,9 +213,20 @@ class WorkspaceMixin(LoggingConfigurable):
             self.orm_spawner.user_options = {k: v for k, v in stored.items() if k != "continue_from"}
         choice = parse_continue_from(self.user_options.get("continue_from"))
         await self.run_blocking(lifecycle.check_continuation, self.db, self.user.name, self.name, choice)
+        await self.dataset_mounts()
         result = super().run_pre_spawn_hook()
         if inspect.isawaitable(result):
             await result
+
+    async def dataset_mounts(self) -> list[dict]:
+        """Resolve `user_options["datasets"]` to the versions to mount (400/403 on bad input)."""
+        refs = datasets.parse_refs(self.user_options.get("datasets"))
+        if not refs:
+            return []
+        groups = {g.name for g in self.user.groups}
+        return await self.run_blocking(
+            lifecycle.resolve_datasets, self.db, refs, self.user.name, groups, bool(self.user.admin)
+        )
 
     # -- start ----------------------------------------------------------------
 
@@ -227,9 +238,15 @@ class WorkspaceMixin(LoggingConfigurable):
         db, store = self.db, await self.run_blocking(lambda: self.home_store)
         # A save that failed earlier is retried first, so "latest" can include it.
         await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name)
-        plan = await self.run_blocking(lifecycle.begin, db, self.user.name, self.name, choice, self.image)
+        mounts = await self.dataset_mounts()
+        self._mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
+        plan = await self.run_blocking(
+            lifecycle.begin, db, self.user.name, self.name, choice, self.image, mounts
+        )
         self.execution_id, self.live_key, self._execution_number = plan.execution_id, plan.live_key, plan.number
         self.emit_progress(5, plan.describe())
+        for m in mounts:
+            self.emit_progress(5, f"Dataset {m['ref']} will be mounted read-only at {m['mount']}")
         try:
             await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
             await self.prepare_image()
@@ -404,6 +421,8 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     def volume_binds(self):
         binds = super().volume_binds
         binds[str(self.home_dir)] = {"bind": self.home_mount, "mode": "rw"}
+        for source, mount in getattr(self, "_mounts", []):
+            binds[source] = {"bind": mount, "mode": "ro"}
         return binds
 
     def container_labels(self) -> dict[str, str]:

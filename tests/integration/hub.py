@@ -85,7 +85,9 @@ class Hub:
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
+                print(f"JupyterHub {self.deployment} did not stop in 30 s after SIGTERM; killing it")
                 self.proc.kill()
+                self.proc.wait(10)
         deploy.remove_containers(self.deployment)
 
     def log_tail(self, lines: int = 80) -> str:

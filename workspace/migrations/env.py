@@ -3,7 +3,8 @@
 from alembic import context
 
 from workspace.db import Base
-import workspace.executions  # noqa: F401  (registers the models on Base.metadata)
+import workspace.datasets  # noqa: F401  (the models register on Base.metadata)
+import workspace.executions  # noqa: F401
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)

@@ -15,18 +15,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
-from tornado.ioloop import IOLoop
 
 from .. import lifecycle
 from ..db import database
 from ..homes import store_for
 from ..settings import Settings
+from ..datasets import DatasetRules
+from . import datasets_api
 from .api import handlers
 
 log = logging.getLogger("workspace.service")
@@ -49,11 +51,27 @@ def make_app(settings: Settings) -> web.Application:
             (prefix, HomeHandler),
             (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
             *handlers(prefix),
+            *datasets_api.handlers(prefix),
         ],
         prefix=prefix,
         workspace_db=db,
+        workspace_store=store_for(settings.store_dir, clean=False),
+        dataset_rules=dataset_rules(),
         cookie_secret=os.urandom(32),
     )
+
+
+def dataset_rules() -> DatasetRules:
+    """The dataset rules, with the thresholds an admin set in the environment."""
+    env = os.environ
+    rules = DatasetRules()
+    if "WORKSPACE_DATASET_SMALL_FILES_RULE" in env:
+        rules.small_files_rule = env["WORKSPACE_DATASET_SMALL_FILES_RULE"].lower() not in ("0", "false", "off", "no")
+    if "WORKSPACE_DATASET_SMALL_FILES_MIN_TOTAL" in env:
+        rules.small_files_min_total = int(env["WORKSPACE_DATASET_SMALL_FILES_MIN_TOTAL"])
+    if "WORKSPACE_DATASET_SMALL_FILES_MIN_AVERAGE" in env:
+        rules.small_files_min_average = int(env["WORKSPACE_DATASET_SMALL_FILES_MIN_AVERAGE"])
+    return rules
 
 
 async def retry_saves(settings: Settings) -> None:
@@ -75,7 +93,6 @@ def _die_with_the_hub() -> None:
     """Ask the kernel to end this process when the hub that started it dies (Linux)."""
     try:
         import ctypes
-        import signal
 
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -83,19 +100,30 @@ def _die_with_the_hub() -> None:
         pass
 
 
-def main() -> None:
-    # A hub that crashed and restarts starts a new service on the same port.
-    _die_with_the_hub()
-    logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
-    settings = Settings.from_env()
+async def serve(settings: Settings) -> None:
     app = make_app(settings)
     url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:8082"))
     server = HTTPServer(app, xheaders=True)
     server.listen(url.port, url.hostname)
     log.info("workspace service listening on %s", url.geturl())
-    loop = IOLoop.current()
-    loop.spawn_callback(retry_saves, settings)
-    loop.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Explicit handlers: a process started in the background by a shell
+    # inherits SIGINT ignored, and JupyterHub stops services with SIGINT first.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    retry = asyncio.ensure_future(retry_saves(settings))
+    await stop.wait()
+    log.info("workspace service stopping")
+    retry.cancel()
+    server.stop()
+
+
+def main() -> None:
+    # A hub that crashed and restarts starts a new service on the same port.
+    _die_with_the_hub()
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
+    asyncio.run(serve(Settings.from_env()))
 
 
 if __name__ == "__main__":

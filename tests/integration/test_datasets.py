@@ -1,0 +1,120 @@
+"""Datasets with real containers: made from an execution's output, shared, mounted read-only."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import requests
+
+from .hub import Hub
+
+
+def api(hub: Hub, method: str, path: str, token: str, **kwargs) -> requests.Response:
+    return requests.request(
+        method, f"{hub.url}/services/workspace/api{path}", headers={"Authorization": f"token {token}"},
+        timeout=120, **kwargs,
+    )
+
+
+def btrfs_used(path) -> int:
+    out = subprocess.run(["btrfs", "filesystem", "usage", "-b", str(path)], capture_output=True, text=True).stdout
+    data = int(re.search(r"^Data,\S+: Size:\d+, Used:(\d+)", out, re.M).group(1))
+    return data
+
+
+def test_datasets_from_outputs_shared_and_mounted_read_only(hub: Hub):
+    prof, student, outsider = "prof", "sam", "oli"
+    prof_token = hub.user_token(prof)
+    student_token, outsider_token = hub.user_token(student), hub.user_token(outsider)
+
+    # the instructor prepares data in a workspace; its output becomes two datasets
+    hub.start_workspace(prof, "prep", prof_token)
+    hub.sh(prof, "prep", "mkdir -p mnist labels && head -c 30000000 /dev/urandom > mnist/train.bin "
+                         "&& echo cat,dog > labels/names.csv")
+    hub.stop_workspace(prof, "prep", prof_token)
+
+    for name in ("mnist", "labels"):
+        r = api(hub, "POST", "/datasets", prof_token, json={"name": name, "description": f"{name} data"})
+        assert r.status_code == 201, r.text
+    store = hub.settings.store_dir
+    os.sync()
+    before = btrfs_used(store)
+    r = api(hub, "POST", "/datasets/prof/mnist/versions", prof_token,
+            json={"from_execution": {"workspace": "prep", "number": 1, "path": "mnist"}})
+    assert r.status_code == 201, r.text
+    assert r.json()["version"] == 1 and r.json()["bytes"] == 30_000_000 and r.json()["origin"] == "execution"
+    r = api(hub, "POST", "/datasets/prof/labels/versions", prof_token,
+            json={"from_execution": {"workspace": "prep", "number": 1, "path": "labels"}})
+    assert r.status_code == 201, r.text
+    os.sync()
+    grown = btrfs_used(store) - before
+    assert grown < 1_000_000, f"a version made from an output took {grown} bytes of new data blocks"
+
+    # not shared yet: the student's spawn is refused with a sentence naming the dataset
+    r = hub.spawn(student, "hw", student_token, {"datasets": ["prof/mnist", "prof/labels"]})
+    assert r.status_code == 403, r.text
+    assert "You cannot use the dataset prof/mnist" in r.json()["message"]
+    assert hub.containers(user=student) == []
+
+    # shared with a JupyterHub group the student is in
+    assert hub.api("POST", "/groups/cs101", json={"users": [student]}).status_code in (201, 409)
+    for name in ("mnist", "labels"):
+        r = api(hub, "POST", f"/datasets/prof/{name}/shares", prof_token, json={"group": "cs101"})
+        assert r.status_code == 201, r.text
+    listing = api(hub, "GET", "/datasets", student_token).json()
+    assert [d["ref"] for d in listing["shared"]] == ["prof/labels", "prof/mnist"], listing
+
+    events = hub.start_workspace(student, "hw", student_token, datasets=["prof/mnist", "prof/labels:1"])
+    assert "Dataset prof/mnist:1 will be mounted read-only at /input0" in "\n".join(e["message"] for e in events)
+    out = hub.sh(student, "hw", "stat -c %s /input0/train.bin; cat /input1/names.csv")
+    assert out == "30000000\ncat,dog\n", out
+    (container,) = hub.containers(user=student, server="hw")
+    code, written = container.exec_run(["bash", "-c", "echo x > /input0/mine.txt"], user="1000")
+    assert code != 0 and b"Read-only file system" in written, written
+    (ex,) = hub.executions(student, "hw")
+    assert ex["datasets"] == [{"mount": "/input0", "ref": "prof/mnist:1"}, {"mount": "/input1", "ref": "prof/labels:1"}]
+
+    # a mounted version cannot be deleted
+    r = api(hub, "DELETE", "/datasets/prof/mnist/versions/1", prof_token)
+    assert r.status_code == 409 and "mounted by a running workspace" in r.json()["message"], r.text
+    hub.stop_workspace(student, "hw", student_token)
+
+    # outsiders still cannot
+    r = hub.spawn(outsider, "x", outsider_token, {"datasets": ["prof/labels"]})
+    assert r.status_code == 403, r.text
+    assert api(hub, "GET", "/datasets/prof/labels", outsider_token).status_code == 404
+    r = api(hub, "POST", "/datasets/prof/labels/shares", student_token, json={"user": outsider})
+    assert r.status_code == 403 and "Only prof can change" in r.json()["message"], r.text
+
+
+def test_version_rules(hub: Hub):
+    user = "rae"
+    token = hub.user_token(user)
+    versions_dir = hub.settings.store_dir / "datasets"
+    stored_before = set(versions_dir.iterdir()) if versions_dir.exists() else set()
+    hub.start_workspace(user, "w", token)
+    # 1.2 GB in 10,000 files (sparse: the rule is about sizes), and a link out of the home
+    hub.sh(user, "w", "mkdir many && cd many && for i in $(seq 1 10000); do truncate -s 120000 f$i; done; "
+                      "mkdir ../escape && ln -s /etc/passwd ../escape/pw && echo ok > ../escape/file")
+    hub.stop_workspace(user, "w", token)
+    assert api(hub, "POST", "/datasets", token, json={"name": "d"}).status_code == 201
+
+    r = api(hub, "POST", "/datasets/rae/d/versions", token,
+            json={"from_execution": {"workspace": "w", "number": 1, "path": "many"}})
+    assert r.status_code == 400, r.text
+    msg = r.json()["message"]
+    assert "10,000 files averaging 120 kB (1.20 GB in all)" in msg and "HDF5, LMDB, TFRecord" in msg, msg
+
+    r = api(hub, "POST", "/datasets/rae/d/versions", token,
+            json={"from_execution": {"workspace": "w", "number": 1, "path": "escape"}})
+    assert r.status_code == 400 and "pw (a link pointing outside)" in r.json()["message"], r.text
+    r = api(hub, "POST", "/datasets/rae/d/versions", token,
+            json={"from_execution": {"workspace": "w", "number": 1, "path": "../../snapshots"}})
+    assert r.status_code == 400, r.text
+    r = api(hub, "POST", "/datasets", token, json={"name": "Bad Name"})
+    assert r.status_code == 400 and "is not one" in r.json()["message"], r.text
+    assert api(hub, "GET", "/datasets/rae/d", token).json()["versions"] == []
+    # nothing was left in the store by the refused versions
+    assert set(versions_dir.iterdir()) == stored_before

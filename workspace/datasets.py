@@ -1,0 +1,261 @@
+"""Datasets: versioned, shared, mounted read-only at /input0 … /input4.
+
+A dataset (owner/name) has immutable, numbered versions and is readable by
+its owner, by the users and JupyterHub groups it is shared with, and by
+everyone when public. A version is made from an execution's output (sharing
+the home store's data, no copy), from a host path (admins), or by upload
+(a later change). At spawn, `user_options["datasets"]` lists up to five
+references, `owner/name` (latest version) or `owner/name:3`; the versions
+resolved then are mounted in list order and recorded on the execution.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import stat
+from dataclasses import dataclass
+
+from sqlalchemy import BigInteger, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint, select
+from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
+from traitlets import Bool, Integer as IntTrait
+from traitlets.config import LoggingConfigurable
+
+from .copier import scan
+from .db import Base, utcnow
+from .errors import UserError
+
+MAX_BOUND = 5
+MOUNT_PREFIX = "/input"
+VISIBILITIES = ("private", "shared", "public")
+SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$")
+REF = re.compile(r"^(?P<owner>[^/:\s]+)/(?P<name>[^/:\s]+)(?::(?P<version>\d+))?$")
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+    __table_args__ = (UniqueConstraint("owner", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    visibility: Mapped[str] = mapped_column(String(16), default="private")
+    created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+    versions: Mapped[list["DatasetVersion"]] = relationship(back_populates="dataset", order_by="DatasetVersion.number")
+    shares: Mapped[list["DatasetShare"]] = relationship(back_populates="dataset", cascade="all, delete-orphan")
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def live_versions(self) -> list["DatasetVersion"]:
+        return [v for v in self.versions if v.deleted is None]
+
+    def readable_by(self, user: str, groups: set[str], admin: bool = False) -> bool:
+        if admin or user == self.owner or self.visibility == "public":
+            return True
+        return any(
+            (s.kind == "user" and s.principal == user) or (s.kind == "group" and s.principal in groups)
+            for s in self.shares
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "owner": self.owner,
+            "name": self.name,
+            "ref": self.ref,
+            "description": self.description,
+            "visibility": self.visibility,
+            "created": self.created.isoformat() + "Z",
+            "versions": [v.as_dict() for v in self.live_versions()],
+            "shares": [{"kind": s.kind, "principal": s.principal} for s in self.shares],
+        }
+
+
+class DatasetVersion(Base):
+    __tablename__ = "dataset_versions"
+    __table_args__ = (UniqueConstraint("dataset_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    files: Mapped[int] = mapped_column(Integer)
+    creator: Mapped[str] = mapped_column(String(255))
+    origin: Mapped[str] = mapped_column(String(16))  # upload | host | execution
+    origin_detail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    deleted: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+
+    dataset: Mapped[Dataset] = relationship(back_populates="versions")
+
+    def as_dict(self) -> dict:
+        return {
+            "version": self.number,
+            "bytes": self.bytes,
+            "files": self.files,
+            "creator": self.creator,
+            "origin": self.origin,
+            "origin_detail": self.origin_detail,
+            "created": self.created.isoformat() + "Z",
+        }
+
+
+class DatasetShare(Base):
+    __tablename__ = "dataset_shares"
+    __table_args__ = (UniqueConstraint("dataset_id", "kind", "principal"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(8))  # user | group
+    principal: Mapped[str] = mapped_column(String(255))
+    created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+    dataset: Mapped[Dataset] = relationship(back_populates="shares")
+
+
+# -- names and references ----------------------------------------------------------
+
+
+def check_slug(name: str, what: str = "A dataset name") -> str:
+    if not isinstance(name, str) or not SLUG.match(name):
+        raise UserError(
+            400,
+            f"{what} may use lower-case letters, digits, '.', '_' and '-', must start and end with a "
+            f"letter or digit and be at most 64 characters; {name!r} is not one.",
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Ref:
+    owner: str
+    name: str
+    version: int | None
+
+    def __str__(self) -> str:
+        return f"{self.owner}/{self.name}" + (f":{self.version}" if self.version else "")
+
+
+def parse_refs(value) -> list[Ref]:
+    """`user_options["datasets"]` -> references; bad input is a 400 with a sentence."""
+    if value in (None, "", []):
+        return []
+    if isinstance(value, str):
+        value = [v for v in re.split(r"[,\s]+", value) if v]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(400, "“datasets” must be a list of references like “owner/name” or “owner/name:2”.")
+    if len(value) > MAX_BOUND:
+        raise UserError(
+            400, f"At most {MAX_BOUND} datasets can be bound (at /input0 … /input4); you asked for {len(value)}."
+        )
+    refs = []
+    for v in value:
+        m = REF.match(v.strip())
+        if not m:
+            raise UserError(400, f"“{v}” is not a dataset reference; write “owner/name” or “owner/name:2”.")
+        ref = Ref(m["owner"], m["name"], int(m["version"]) if m["version"] else None)
+        if ref.version == 0:
+            raise UserError(400, f"“{v}”: dataset versions are numbered from 1.")
+        if any((r.owner, r.name) == (ref.owner, ref.name) for r in refs):
+            raise UserError(400, f"The dataset {ref.owner}/{ref.name} is listed twice.")
+        refs.append(ref)
+    return refs
+
+
+def find_dataset(session: Session, owner: str, name: str) -> Dataset | None:
+    return session.scalar(select(Dataset).where(Dataset.owner == owner, Dataset.name == name))
+
+
+def resolve(session: Session, refs: list[Ref], user: str, groups: set[str], admin: bool = False) -> list[dict]:
+    """The mount plan: for each ref (in order), the version to mount at /inputN.
+
+    A dataset the user may not read is a 403 naming it (the same words whether
+    it exists or not, so that names do not leak).
+    """
+    plan = []
+    for slot, ref in enumerate(refs):
+        ds = find_dataset(session, ref.owner, ref.name)
+        if ds is None or not ds.readable_by(user, groups, admin):
+            raise UserError(
+                403,
+                f"You cannot use the dataset {ref.owner}/{ref.name}: it does not exist or is not shared with "
+                f"you. Ask its owner to share it.",
+            )
+        versions = ds.live_versions()
+        if ref.version is None:
+            if not versions:
+                raise UserError(400, f"The dataset {ds.ref} has no versions yet.")
+            version = versions[-1]
+        else:
+            version = next((v for v in versions if v.number == ref.version), None)
+            if version is None:
+                have = ", ".join(str(v.number) for v in versions) or "none"
+                raise UserError(400, f"The dataset {ds.ref} has no version {ref.version} (it has: {have}).")
+        plan.append(
+            {"slot": slot, "mount": f"{MOUNT_PREFIX}{slot}", "ref": f"{ds.ref}:{version.number}",
+             "version_id": version.id, "key": version.key}
+        )
+    return plan
+
+
+# -- what a version may contain --------------------------------------------------------
+
+
+class DatasetRules(LoggingConfigurable):
+    """Admin-configurable rules a new version must pass."""
+
+    small_files_rule = Bool(
+        True,
+        config=True,
+        help="""Refuse versions that are large and made of small files (they
+        make every start and every read slow). See the two thresholds.""",
+    )
+    small_files_min_total = IntTrait(
+        1_000_000_000, config=True, help="The small-files rule applies to versions above this many bytes."
+    )
+    small_files_min_average = IntTrait(
+        1_000_000, config=True, help="...whose average file is smaller than this many bytes."
+    )
+
+    def check_tree(self, root: str | os.PathLike, label: str) -> tuple[int, int]:
+        """(bytes, files) of a tree about to become a version, or a 400 saying what to fix."""
+        root_b = os.fsencode(root)
+        size, files, bad = 0, 0, []
+        for e in scan(root_b):
+            mode = e.st.st_mode
+            rel = os.fsdecode(e.rel)
+            if stat.S_ISREG(mode):
+                files += 1
+                size += e.st.st_size
+            elif stat.S_ISLNK(mode):
+                target = os.readlink(root_b + b"/" + e.rel)
+                resolved = os.path.normpath(os.path.join(os.path.dirname(e.rel), target))
+                if target.startswith(b"/") or resolved == b".." or resolved.startswith(b"../"):
+                    bad.append(f"{rel} (a link pointing outside)")
+            elif not stat.S_ISDIR(mode):
+                bad.append(f"{rel} (a device, pipe or socket)")
+        if bad:
+            shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+            raise UserError(
+                400, f"{label} cannot become a dataset: it has entries that point outside it or are not "
+                     f"files: {shown}. Remove or replace them and try again.",
+            )
+        if (
+            self.small_files_rule
+            and size > self.small_files_min_total
+            and files
+            and size / files < self.small_files_min_average
+        ):
+            raise UserError(
+                400,
+                f"{label} has {files:,} files averaging {size / files / 1e3:,.0f} kB ({size / 1e9:,.2f} GB in "
+                f"all). Datasets over {self.small_files_min_total / 1e9:g} GB must have files of "
+                f"{self.small_files_min_average / 1e6:g} MB or more on average: pack the small files into "
+                f"a few large ones (HDF5, LMDB, TFRecord, or tar archives) and try again.",
+            )
+        return size, files

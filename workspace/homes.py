@@ -201,6 +201,23 @@ class HomeStore(LoggingConfigurable):
             check(Path(path))
         self._publish_dataset(key, lambda partial: self._copy_in(Path(path), partial), None)
 
+    def dataset_from_files(self, key: str, fill, check=None) -> None:
+        """Make dataset version `key` with `fill(directory)` (uploads), then `check` it."""
+
+        def make(partial: Path) -> None:
+            self._new_tree(partial)
+            fill(partial)
+
+        self._publish_dataset(key, make, check)
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Where uploads are staged: on the store's filesystem, so finishing one moves, not copies."""
+        return Path(self.root) / "uploads"
+
+    def _new_tree(self, path: Path) -> None:
+        path.mkdir()
+
     def _publish_dataset(self, key: str, fill, check) -> None:
         final = self.dataset_path(key)
         partial = final.with_name(PARTIAL + key)
@@ -374,6 +391,9 @@ class BtrfsHomeStore(HomeStore):
     def _copy_in(self, source: Path, target: Path) -> None:
         self._run("subvolume", "create", target)
         subprocess.run(["cp", "-a", "--reflink=auto", f"{source}/.", str(target)], check=True, capture_output=True)
+
+    def _new_tree(self, path: Path) -> None:
+        self._run("subvolume", "create", path)
 
     def _seal(self, path: Path) -> None:
         self._run("property", "set", "-t", "subvol", path, "ro", "true")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import http.client
+import io
 import os
 import re
 import subprocess
+import tarfile
+import time
 
 import requests
 
@@ -118,3 +123,98 @@ def test_version_rules(hub: Hub):
     assert api(hub, "GET", "/datasets/rae/d", token).json()["versions"] == []
     # nothing was left in the store by the refused versions
     assert set(versions_dir.iterdir()) == stored_before
+
+
+def upload(hub: Hub, token: str, ref: str, filename: str, data: bytes, **extra) -> requests.Response:
+    """Create an upload, send it in one PUT, complete it; return the completion's response."""
+    r = api(hub, "POST", f"/datasets/{ref}/uploads", token, json={"filename": filename, "size": len(data), **extra})
+    assert r.status_code == 201, r.text
+    upload_id = r.json()["id"]
+    r = api(hub, "PUT", f"/datasets/{ref}/uploads/{upload_id}?offset=0", token, data=data)
+    assert r.status_code == 200 and r.json()["offset"] == len(data), r.text
+    return api(hub, "POST", f"/datasets/{ref}/uploads/{upload_id}/complete", token, json={})
+
+
+def test_resumable_upload_with_checksum(hub: Hub):
+    user = "uma"
+    token = hub.user_token(user)
+    assert api(hub, "POST", "/datasets", token, json={"name": "weights"}).status_code == 201
+    payload = os.urandom(40_000_000)
+    digest = hashlib.sha256(payload).hexdigest()
+    r = api(hub, "POST", "/datasets/uma/weights/uploads", token,
+            json={"filename": "model.bin", "size": len(payload), "sha256": digest})
+    assert r.status_code == 201, r.text
+    upload_id = r.json()["id"]
+    path = f"/services/workspace/api/datasets/uma/weights/uploads/{upload_id}"
+
+    # the connection drops after 10 MB of a 40 MB chunk
+    conn = http.client.HTTPConnection("127.0.0.1", hub.settings.port, timeout=30)
+    conn.putrequest("PUT", f"{path}?offset=0")
+    conn.putheader("Authorization", f"token {token}")
+    conn.putheader("Content-Length", str(len(payload)))
+    conn.endheaders()
+    conn.send(payload[:10_000_000])
+    conn.close()
+    offset = -1
+    for _ in range(50):  # the server notices the drop and keeps what arrived
+        time.sleep(0.2)
+        now = api(hub, "GET", f"/datasets/uma/weights/uploads/{upload_id}", token).json()["offset"]
+        if now == offset:
+            break
+        offset = now
+    assert 0 < offset <= 10_000_000, offset
+
+    # a chunk from the wrong place is refused, saying where to resume
+    r = api(hub, "PUT", f"/datasets/uma/weights/uploads/{upload_id}?offset=0", token, data=payload[:10])
+    assert r.status_code == 409 and f"resume from byte {offset:,}" in r.json()["message"], r.text
+    r = api(hub, "POST", f"/datasets/uma/weights/uploads/{upload_id}/complete", token, json={})
+    assert r.status_code == 409, r.text
+
+    r = api(hub, "PUT", f"/datasets/uma/weights/uploads/{upload_id}?offset={offset}", token, data=payload[offset:])
+    assert r.status_code == 200 and r.json()["offset"] == len(payload), r.text
+    r = api(hub, "POST", f"/datasets/uma/weights/uploads/{upload_id}/complete", token, json={})
+    assert r.status_code == 201, r.text
+    assert (r.json()["version"], r.json()["bytes"], r.json()["files"], r.json()["origin"]) == (1, 40_000_000, 1, "upload")
+
+    hub.start_workspace(user, "w", token, datasets=["uma/weights"])
+    assert hub.sh(user, "w", "sha256sum /input0/model.bin").split()[0] == digest
+    hub.stop_workspace(user, "w", token)
+
+    # a damaged upload is refused and discarded
+    r = upload(hub, token, "uma/weights", "other.bin", b"abc", sha256="0" * 64)
+    assert r.status_code == 400 and "arrived damaged" in r.json()["message"], r.text
+
+
+def tar_bytes(entries) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, kind, value in entries:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(value)
+                tar.addfile(info, io.BytesIO(value))
+            else:
+                info.type, info.linkname = tarfile.SYMTYPE, value
+                tar.addfile(info)
+    return buf.getvalue()
+
+
+def test_archives_are_unpacked_safely(hub: Hub, tmp_path):
+    token = hub.user_token("vic")
+    assert api(hub, "POST", "/datasets", token, json={"name": "images"}).status_code == 201
+    good = tar_bytes([("train/a.txt", "file", b"a"), ("train/b.txt", "file", b"bb"), ("latest", "link", "train")])
+    r = upload(hub, token, "vic/images", "images.tar.gz", good, unpack=True)
+    assert r.status_code == 201 and r.json()["files"] == 2 and r.json()["bytes"] == 3, r.text
+
+    store = hub.settings.store_dir
+    for name, archive in [
+        ("escape.tar.gz", tar_bytes([("../../../escaped.txt", "file", b"x")])),
+        ("absolute.tar.gz", tar_bytes([("/tmp/escaped.txt", "file", b"x")])),
+        ("link.tar.gz", tar_bytes([("etc", "link", "/etc"), ("up", "link", "../../x")])),
+    ]:
+        r = upload(hub, token, "vic/images", name, archive, unpack=True)
+        assert r.status_code == 400 and "is refused" in r.json()["message"], (name, r.text)
+    assert not (store.parent / "escaped.txt").exists() and not os.path.exists("/tmp/escaped.txt")
+    versions = api(hub, "GET", "/datasets/vic/images", token).json()["versions"]
+    assert [v["version"] for v in versions] == [1]
+    assert not list((store / "uploads").iterdir()), "refused uploads are discarded"

@@ -28,7 +28,7 @@ from ..db import database
 from ..homes import store_for
 from ..settings import Settings
 from ..datasets import DatasetRules
-from . import datasets_api
+from . import datasets_api, uploads_api
 from .api import handlers
 
 log = logging.getLogger("workspace.service")
@@ -52,6 +52,7 @@ def make_app(settings: Settings) -> web.Application:
             (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
             *handlers(prefix),
             *datasets_api.handlers(prefix),
+            *uploads_api.handlers(prefix),
         ],
         prefix=prefix,
         workspace_db=db,

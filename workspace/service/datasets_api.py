@@ -64,6 +64,34 @@ class DatasetHandler(APIHandler):
         return ds
 
 
+    def make_version(self, dataset_id: int, make, origin: str, label: str, user: str) -> dict:
+        """Build a version with `make(key, check)` and record it (blocking); errors are sentences."""
+        key = f"d{uuid.uuid4().hex}"
+        measured = {}
+
+        def check(path):
+            measured["size"], measured["files"] = self.rules.check_tree(path, label)
+
+        try:
+            make(key, check)
+        except FileNotFoundError:
+            raise UserError(400, f"{label} does not exist.")
+        except StoreFullError:
+            raise UserError(507, "The storage is full; the version was not made. Tell your administrator.")
+        except HomeStoreError as e:
+            raise UserError(400, f"{label} cannot become a dataset ({e}).")
+        with self.db.session() as s:
+            ds = s.get(Dataset, dataset_id)
+            number = max((v.number for v in ds.versions), default=0) + 1
+            version = DatasetVersion(
+                dataset=ds, number=number, key=key, bytes=measured["size"], files=measured["files"],
+                creator=user, origin=origin, origin_detail=label,
+            )
+            s.add(version)
+            s.flush()
+            return version.as_dict()
+
+
 class DatasetsHandler(DatasetHandler):
     async def get(self):
         user, groups, admin = self.who()
@@ -118,36 +146,13 @@ class VersionsHandler(DatasetHandler):
     async def post(self, owner, name):
         user, _, admin = self.who()
         data = self.body()
-        key = f"d{uuid.uuid4().hex}"
 
         def build():
             with self.db.session() as s:
                 ds = self.writable(s, owner, name)
                 origin, label, make = self._source(s, data, user, admin)
                 dataset_id = ds.id
-            measured = {}
-
-            def check(path):
-                measured["size"], measured["files"] = self.rules.check_tree(path, label)
-
-            try:
-                make(key, check)
-            except FileNotFoundError:
-                raise UserError(400, f"{label} does not exist.")
-            except StoreFullError:
-                raise UserError(507, "The storage is full; the version was not made. Tell your administrator.")
-            except HomeStoreError as e:
-                raise UserError(400, f"{label} cannot become a dataset ({e}).")
-            with self.db.session() as s:
-                ds = s.get(Dataset, dataset_id)
-                number = max((v.number for v in ds.versions), default=0) + 1
-                version = DatasetVersion(
-                    dataset=ds, number=number, key=key, bytes=measured["size"], files=measured["files"],
-                    creator=user, origin=origin, origin_detail=label,
-                )
-                s.add(version)
-                s.flush()
-                return version.as_dict()
+            return self.make_version(dataset_id, make, origin, label, user)
 
         self.write_json(await self.blocking(build), status=201)
 

@@ -1,0 +1,168 @@
+"""Resumable uploads of dataset versions, under /services/workspace/api/datasets/{owner}/{name}/uploads.
+
+    POST   .../uploads                   {"filename", "size", "sha256"?, "unpack"?}  -> {"id", "offset": 0}
+    PUT    .../uploads/{id}?offset=N     the bytes from N on (any length); streamed to disk
+    GET    .../uploads/{id}              {"offset", "size", ...}: where to resume after a dropped connection
+    POST   .../uploads/{id}/complete     {"sha256"?}: check size and checksum, make the version
+    DELETE .../uploads/{id}              cancel
+
+A chunk that was cut off keeps the bytes that arrived; GET tells the offset
+to resume from. Memory use does not grow with the file: bodies are streamed
+to disk in the pieces the server receives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from tornado import web
+
+from ..errors import UserError
+from ..uploads import Upload, archive_kind, place
+from .datasets_api import DatasetHandler
+
+MAX_CHUNK = 64 << 30  # one PUT may carry the whole file
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class UploadBase(DatasetHandler):
+    def upload(self, owner: str, name: str, upload_id: str) -> Upload:
+        up = Upload(self.store.uploads_dir, upload_id)
+        meta = up.meta()
+        user, _, admin = self.who()
+        if (meta["owner"], meta["name"]) != (owner, name) or (meta["user"] != user and not admin):
+            raise UserError(404, "There is no such upload.")
+        return up
+
+
+class UploadsHandler(UploadBase):
+    async def post(self, owner, name):
+        user, _, _ = self.who()
+        data = self.body()
+        filename, size, digest = data.get("filename"), data.get("size"), data.get("sha256")
+        if not isinstance(filename, str) or not filename.strip() or "/" in filename:
+            raise UserError(400, "Give the file's name (without folders) as “filename”.")
+        if not isinstance(size, int) or size < 0:
+            raise UserError(400, "Give the file's size in bytes as “size”.")
+        if digest is not None and (not isinstance(digest, str) or not SHA256.match(digest)):
+            raise UserError(400, "“sha256” must be the file's SHA-256 as 64 hexadecimal digits.")
+        unpack = bool(data.get("unpack"))
+        if unpack and archive_kind(filename) is None:
+            raise UserError(400, f"{filename} is not an archive this server unpacks (tar, tar.gz, zip).")
+
+        def create():
+            with self.db.session() as s:
+                self.writable(s, owner, name)
+            meta = {"owner": owner, "name": name, "user": user, "filename": filename, "size": size,
+                    "sha256": digest, "unpack": unpack}
+            return Upload.create(self.store.uploads_dir, meta)
+
+        up = await self.blocking(create)
+        self.write_json({"id": up.id, "offset": 0, "size": size}, status=201)
+
+
+@web.stream_request_body
+class UploadHandler(UploadBase):
+    """PUT streams a chunk to disk as it arrives."""
+
+    _file = None
+
+    async def prepare(self):
+        if self.request.method != "PUT":
+            return
+        self.request.connection.set_max_body_size(MAX_CHUNK)
+        owner, name, upload_id = self.path_args
+        try:
+            start = int(self.get_argument("offset", "0"))
+        except ValueError:
+            raise UserError(400, "“offset” must be a byte position.")
+        up = await self.blocking(self.upload, owner, name, upload_id)
+        self._meta = up.meta()
+        self._upload = up
+        self._file = await self.blocking(up.open_at, start)
+        self._written = start
+
+    async def data_received(self, chunk: bytes):
+        self._written += len(chunk)
+        if self._written > self._meta["size"]:
+            raise UserError(400, f"The upload is longer than the {self._meta['size']:,} bytes announced.")
+        await asyncio.get_running_loop().run_in_executor(None, self._file.write, chunk)
+
+    def on_finish(self):
+        self._close()
+
+    def on_connection_close(self):
+        # a dropped connection keeps what arrived; the client resumes from GET's offset
+        self._close()
+
+    def _close(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    async def put(self, owner, name, upload_id):
+        await self.blocking(self._file.flush)
+        self._close()
+        self.write_json({"id": upload_id, "offset": self._written, "size": self._meta["size"]})
+
+    async def get(self, owner, name, upload_id):
+        def status():
+            up = self.upload(owner, name, upload_id)
+            meta = up.meta()
+            return {"id": up.id, "offset": up.offset, "size": meta["size"], "filename": meta["filename"]}
+
+        self.write_json(await self.blocking(status))
+
+    async def delete(self, owner, name, upload_id):
+        await self.blocking(lambda: self.upload(owner, name, upload_id).discard())
+        self.set_status(204)
+        self.finish()
+
+
+class CompleteHandler(UploadBase):
+    async def post(self, owner, name, upload_id):
+        data = self.body()
+        user, _, _ = self.who()
+
+        def complete():
+            with self.db.session() as s:
+                dataset_id = self.writable(s, owner, name).id
+            up = self.upload(owner, name, upload_id)
+            meta = up.meta()
+            if up.offset != meta["size"]:
+                raise UserError(
+                    409, f"The upload has {up.offset:,} of {meta['size']:,} bytes; send the rest from byte "
+                         f"{up.offset:,} first."
+                )
+            expected = data.get("sha256") or meta.get("sha256")
+            if expected:
+                actual = up.sha256()
+                if actual != expected.lower():
+                    up.discard()
+                    raise UserError(
+                        400, f"{meta['filename']} arrived damaged (its SHA-256 is {actual}, not {expected}); "
+                             "the upload was discarded, please upload it again.",
+                    )
+            label = meta["filename"]
+            try:
+                return self.make_version(
+                    dataset_id,
+                    lambda key, check: self.store.dataset_from_files(
+                        key, lambda target: place(up, target, meta["filename"], meta["unpack"], label), check
+                    ),
+                    "upload", label, user,
+                )
+            finally:
+                up.discard()
+
+        self.write_json(await self.blocking(complete), status=201)
+
+
+def handlers(prefix: str) -> list:
+    base = rf"{prefix}api/datasets/([^/]+)/([^/]+)/uploads"
+    return [
+        (rf"{base}/?", UploadsHandler),
+        (rf"{base}/([0-9a-f]+)/?", UploadHandler),
+        (rf"{base}/([0-9a-f]+)/complete/?", CompleteHandler),
+    ]

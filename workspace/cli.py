@@ -1,0 +1,243 @@
+"""The `workspace` command: the workspace service's REST API from a terminal.
+
+    workspace ls                                   your workspaces
+    workspace executions NAME                      a workspace's executions
+    workspace datasets ls                          mine, shared with me, public
+    workspace datasets show OWNER/NAME
+    workspace datasets create NAME [--description TEXT] [--public]
+    workspace datasets upload OWNER/NAME FILE [--unpack]      resumable, checksummed
+    workspace datasets from-execution OWNER/NAME WORKSPACE NUMBER [--path DIR]
+    workspace datasets share OWNER/NAME (--user U | --group G)
+    workspace datasets unshare OWNER/NAME (--user U | --group G)
+    workspace datasets delete OWNER/NAME VERSION
+
+Every listing takes --json. The hub is $WORKSPACE_URL (default
+http://127.0.0.1:8000); the token is $WORKSPACE_TOKEN or $JUPYTERHUB_API_TOKEN
+(inside a workspace the latter is already set). Errors print the server's
+sentence and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import requests
+
+UPLOAD_CHUNK = 256 << 20
+READ_BLOCK = 4 << 20
+
+
+class CLIError(Exception):
+    pass
+
+
+class Client:
+    def __init__(self, url: str, token: str):
+        self.base = url.rstrip("/") + "/services/workspace/api"
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"token {token}"
+
+    def call(self, method: str, path: str, **kwargs):
+        try:
+            r = self.session.request(method, self.base + path, timeout=kwargs.pop("timeout", 600), **kwargs)
+        except requests.ConnectionError:
+            raise CLIError(f"Cannot reach the hub at {self.base}; is it running (make up) and is WORKSPACE_URL right?")
+        if r.status_code >= 400:
+            try:
+                message = r.json().get("message") or r.reason
+            except ValueError:
+                message = f"{r.status_code} {r.reason}"
+            raise CLIError(message)
+        return r.json() if r.content else None
+
+
+def _ref(value: str) -> str:
+    if value.count("/") != 1:
+        raise CLIError(f"“{value}” is not a dataset reference; write OWNER/NAME.")
+    return value
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:,.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
+
+
+def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) -> dict:
+    """Upload a file as a new version; resumes an interrupted upload of the same file."""
+    size = os.path.getsize(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(READ_BLOCK):
+            digest.update(block)
+    state_file = f"{path}.workspace-upload"
+    upload_id = None
+    if os.path.exists(state_file):
+        saved = json.loads(open(state_file).read())
+        if saved.get("sha256") == digest.hexdigest() and saved.get("ref") == ref:
+            upload_id = saved["id"]
+    offset = 0
+    if upload_id:
+        try:
+            offset = client.call("GET", f"/datasets/{ref}/uploads/{upload_id}")["offset"]
+            print(f"resuming at {_size(offset)} of {_size(size)}", file=out, flush=True)
+        except CLIError:
+            upload_id = None
+    if not upload_id:
+        created = client.call("POST", f"/datasets/{ref}/uploads", json={
+            "filename": os.path.basename(path), "size": size, "sha256": digest.hexdigest(), "unpack": unpack,
+        })
+        upload_id = created["id"]
+        with open(state_file, "w") as f:
+            json.dump({"id": upload_id, "sha256": digest.hexdigest(), "ref": ref}, f)
+    started, sent_at_start = time.monotonic(), offset
+    with open(path, "rb") as f:
+        while offset < size:
+            f.seek(offset)
+            length = min(UPLOAD_CHUNK, size - offset)
+
+            def body(left=length):
+                while left:
+                    block = f.read(min(READ_BLOCK, left))
+                    if not block:
+                        return
+                    left -= len(block)
+                    yield block
+
+            offset = client.call("PUT", f"/datasets/{ref}/uploads/{upload_id}", params={"offset": offset},
+                                 data=body())["offset"]
+            rate = (offset - sent_at_start) / 1e6 / max(time.monotonic() - started, 1e-6)
+            print(f"uploaded {_size(offset)} of {_size(size)}, {rate:,.1f} MB/s", file=out, flush=True)
+    version = client.call("POST", f"/datasets/{ref}/uploads/{upload_id}/complete", json={})
+    os.unlink(state_file)
+    return version
+
+
+def _print(data, as_json: bool, lines, out=sys.stdout) -> None:
+    if as_json:
+        print(json.dumps(data, indent=2), file=out)
+    else:
+        for line in lines(data):
+            print(line, file=out)
+
+
+def run(args, client: Client, out=sys.stdout) -> None:
+    js = getattr(args, "json", False)
+    if args.command == "ls":
+        _print(client.call("GET", "/workspaces"), js, lambda rows: [
+            f"{w['name']:<24} {w['executions']:>3} executions"
+            + (f", #{w['current']['number']} {w['current']['state']}" if w["current"] else "")
+            for w in rows
+        ] or ["no workspaces yet"], out)
+    elif args.command == "executions":
+        _print(client.call("GET", f"/workspaces/{args.name}/executions"), js, lambda rows: [
+            f"#{e['number']:<4} {e['state']:<11} from {('#' + str(e['parent'])) if e['parent'] else 'fresh':<6} "
+            f"{e['stop_reason'] or '':<11} {e['started'] or '':<28} "
+            + (_size(e['snapshot_bytes']) if e['snapshot_bytes'] is not None else "")
+            for e in rows
+        ], out)
+    elif args.command == "datasets":
+        datasets(args, client, js, out)
+
+
+def datasets(args, client: Client, js: bool, out) -> None:
+    sub = args.datasets_command
+    if sub == "ls":
+        def lines(d):
+            for group in ("mine", "shared", "public"):
+                for ds in d[group]:
+                    latest = ds["versions"][-1] if ds["versions"] else None
+                    yield (f"{ds['ref']:<32} {group:<7} {len(ds['versions'])} version(s)"
+                           + (f", latest {latest['version']}: {_size(latest['bytes'])}" if latest else ""))
+        _print(client.call("GET", "/datasets"), js, lines, out)
+    elif sub == "show":
+        _print(client.call("GET", f"/datasets/{_ref(args.ref)}"), js, lambda d: [
+            f"{d['ref']} ({d['visibility']}): {d['description']}",
+            *(f"  version {v['version']}: {_size(v['bytes'])}, {v['files']:,} files, from {v['origin']} "
+              f"{v['origin_detail'] or ''}" for v in d["versions"]),
+            *(f"  shared with {s['kind']} {s['principal']}" for s in d["shares"]),
+        ], out)
+    elif sub == "create":
+        d = client.call("POST", "/datasets", json={
+            "name": args.name, "description": args.description, "visibility": "public" if args.public else "private",
+        })
+        print(f"created {d['ref']}", file=out)
+    elif sub == "upload":
+        v = upload(client, _ref(args.ref), args.file, args.unpack, out)
+        print(f"{args.ref} version {v['version']}: {_size(v['bytes'])}, {v['files']:,} files", file=out)
+    elif sub == "from-execution":
+        v = client.call("POST", f"/datasets/{_ref(args.ref)}/versions", json={
+            "from_execution": {"workspace": args.workspace, "number": args.number, "path": args.path},
+        })
+        print(f"{args.ref} version {v['version']}: {_size(v['bytes'])}, {v['files']:,} files", file=out)
+    elif sub in ("share", "unshare"):
+        kind, principal = ("user", args.user) if args.user else ("group", args.group)
+        if sub == "share":
+            client.call("POST", f"/datasets/{_ref(args.ref)}/shares", json={kind: principal})
+        else:
+            client.call("DELETE", f"/datasets/{_ref(args.ref)}/shares/{kind}/{principal}")
+        print(f"{args.ref}: {sub}d with {kind} {principal}", file=out)
+    elif sub == "delete":
+        client.call("DELETE", f"/datasets/{_ref(args.ref)}/versions/{args.version}")
+        print(f"deleted version {args.version} of {args.ref}", file=out)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="workspace", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    cmds = p.add_subparsers(dest="command", required=True)
+    ls = cmds.add_parser("ls", help="your workspaces")
+    ls.add_argument("--json", action="store_true")
+    ex = cmds.add_parser("executions", help="a workspace's executions")
+    ex.add_argument("name")
+    ex.add_argument("--json", action="store_true")
+    ds = cmds.add_parser("datasets", help="datasets").add_subparsers(dest="datasets_command", required=True)
+    d = ds.add_parser("ls")
+    d.add_argument("--json", action="store_true")
+    d = ds.add_parser("show")
+    d.add_argument("ref")
+    d.add_argument("--json", action="store_true")
+    d = ds.add_parser("create")
+    d.add_argument("name")
+    d.add_argument("--description", default="")
+    d.add_argument("--public", action="store_true")
+    d = ds.add_parser("upload")
+    d.add_argument("ref")
+    d.add_argument("file")
+    d.add_argument("--unpack", action="store_true", help="unpack a tar or zip archive into the version")
+    d = ds.add_parser("from-execution")
+    d.add_argument("ref")
+    d.add_argument("workspace")
+    d.add_argument("number", type=int)
+    d.add_argument("--path", default="", help="a directory of the output (default: all of it)")
+    for name in ("share", "unshare"):
+        d = ds.add_parser(name)
+        d.add_argument("ref")
+        who = d.add_mutually_exclusive_group(required=True)
+        who.add_argument("--user")
+        who.add_argument("--group")
+    d = ds.add_parser("delete")
+    d.add_argument("ref")
+    d.add_argument("version", type=int)
+    return p
+
+
+def main(argv=None) -> None:
+    args = parser().parse_args(argv)
+    token = os.environ.get("WORKSPACE_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN")
+    if not token:
+        sys.exit("error: set WORKSPACE_TOKEN to a JupyterHub API token (Token page of the hub).")
+    client = Client(os.environ.get("WORKSPACE_URL", "http://127.0.0.1:8000"), token)
+    try:
+        run(args, client)
+    except CLIError as e:
+        sys.exit(f"error: {e}")
+    except FileNotFoundError as e:
+        sys.exit(f"error: {e.filename} does not exist.")
+
+
+if __name__ == "__main__":
+    main()

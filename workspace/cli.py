@@ -7,6 +7,7 @@
     workspace datasets create NAME [--description TEXT] [--public]
     workspace datasets upload OWNER/NAME FILE [--unpack]      resumable, checksummed
     workspace datasets from-execution OWNER/NAME WORKSPACE NUMBER [--path DIR]
+    workspace datasets import OWNER/NAME /PATH/ON/THE/SERVER          admins
     workspace datasets share OWNER/NAME (--user U | --group G)
     workspace datasets unshare OWNER/NAME (--user U | --group G)
     workspace datasets delete OWNER/NAME VERSION
@@ -173,6 +174,9 @@ def datasets(args, client: Client, js: bool, out) -> None:
             "from_execution": {"workspace": args.workspace, "number": args.number, "path": args.path},
         })
         print(f"{args.ref} version {v['version']}: {_size(v['bytes'])}, {v['files']:,} files", file=out)
+    elif sub == "import":
+        v = client.call("POST", f"/datasets/{_ref(args.ref)}/versions", json={"from_path": args.path})
+        print(f"{args.ref} version {v['version']}: {_size(v['bytes'])}, {v['files']:,} files", file=out)
     elif sub in ("share", "unshare"):
         kind, principal = ("user", args.user) if args.user else ("group", args.group)
         if sub == "share":
@@ -213,6 +217,9 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("workspace")
     d.add_argument("number", type=int)
     d.add_argument("--path", default="", help="a directory of the output (default: all of it)")
+    d = ds.add_parser("import", help="admins: a directory on the server")
+    d.add_argument("ref")
+    d.add_argument("path")
     for name in ("share", "unshare"):
         d = ds.add_parser(name)
         d.add_argument("ref")

@@ -100,7 +100,13 @@ class WorkspaceMixin(LoggingConfigurable):
 
     async def _render_options_form(self, spawner) -> str:
         executions = await self.run_blocking(spawnform.execution_choices, self.db, self.user.name, self.name)
-        return spawnform.render(executions, self.image_choices(), self.image)
+        groups = {g.name for g in self.user.groups}
+        readable = await self.run_blocking(
+            spawnform.readable_datasets, self.db, self.user.name, groups, bool(self.user.admin)
+        )
+        # prefilled from the newest execution: "continue" offers the same datasets again
+        bound = executions[0]["datasets"] if executions else []
+        return spawnform.render(executions, self.image_choices(), self.image, datasets=readable, bound=bound)
 
     def image_choices(self) -> list[str]:
         """Images the user may choose from (engine-specific)."""

@@ -3,13 +3,17 @@
 JupyterHub shows it when a workspace is started from the hub's pages; the API
 takes the same choices as `user_options`:
 
-    {"continue_from": "latest" | "fresh" | <execution number>, "image": "<allowed image>"}
+    {"continue_from": "latest" | "fresh" | <execution number>, "image": "<allowed image>",
+     "datasets": ["owner/name", "owner/name:2", ...]}
 """
 
 from __future__ import annotations
 
 from html import escape
 
+from sqlalchemy import select
+
+from .datasets import Dataset
 from .db import Database
 from .executions import find_workspace
 
@@ -27,12 +31,24 @@ def execution_choices(db: Database, owner: str, name: str) -> list[dict]:
                 "has_output": e.has_output,
                 "stop_reason": e.stop_reason,
                 "stopped": e.stopped.strftime("%Y-%m-%d %H:%M") if e.stopped else None,
+                # the dataset references bound, without version: the next start takes the latest
+                "datasets": [d["ref"].rsplit(":", 1)[0] for d in e.datasets or []],
             }
             for e in sorted(ws.executions, key=lambda e: e.number, reverse=True)
         ]
 
 
-def render(executions: list[dict], images: list[str], current_image: str, selected="latest") -> str:
+def readable_datasets(db: Database, user: str, groups: set[str], admin: bool) -> list[str]:
+    """References of the datasets the user may bind, for the form's suggestions (blocking)."""
+    with db.session() as s:
+        return [
+            ds.ref for ds in s.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name))
+            if ds.live_versions() and ds.readable_by(user, groups, admin)
+        ]
+
+
+def render(executions: list[dict], images: list[str], current_image: str, selected="latest",
+           datasets: list[str] = (), bound: list[str] = ()) -> str:
     def option(value, label, chosen=False):
         sel = " selected" if chosen else ""
         return f'<option value="{escape(str(value))}"{sel}>{escape(label)}</option>'
@@ -59,6 +75,17 @@ def render(executions: list[dict], images: list[str], current_image: str, select
         "execution's output; what you change is saved as this execution's output when it stops.</small>",
         "</div>",
     ]
+    value = escape(", ".join(bound))
+    html += [
+        '<div class="form-group mb-3">',
+        '<label for="datasets" class="form-label">Datasets (up to 5, mounted read-only at /input0 … /input4)</label>',
+        f'<input class="form-control" id="datasets" name="datasets" list="dataset-choices" value="{value}" '
+        'placeholder="owner/name or owner/name:version, separated by commas">',
+        '<datalist id="dataset-choices">',
+        *(f'<option value="{escape(ref)}">' for ref in datasets),
+        "</datalist>",
+        "</div>",
+    ]
     if len(images) > 1:
         html += [
             '<div class="form-group mb-3">',
@@ -74,7 +101,7 @@ def render(executions: list[dict], images: list[str], current_image: str, select
 def options_from_form(formdata: dict) -> dict:
     """Form fields (lists of strings) -> user_options; validation happens at spawn."""
     options = {}
-    for key in ("continue_from", "image"):
+    for key in ("continue_from", "image", "datasets"):
         values = formdata.get(key) or []
         if values and values[0] != "":
             options[key] = values[0]

@@ -127,6 +127,17 @@ class Hub:
         assert r.status_code == 201, r.text
         return r.json()["token"]
 
+    def browser_login(self, user: str, password: str = USER_PASSWORD) -> requests.Session:
+        """A session logged in through the hub's login form, as a browser would be."""
+        browser = requests.Session()
+        browser.get(f"{self.url}/hub/login", timeout=30)
+        r = browser.post(
+            f"{self.url}/hub/login", timeout=30,
+            data={"username": user, "password": password, "_xsrf": browser.cookies.get("_xsrf")},
+        )
+        assert r.status_code == 200 and "/hub/home" in r.url, (r.status_code, r.url)
+        return browser
+
     def spawn(self, user: str, server: str, token: str, user_options: dict | None = None) -> requests.Response:
         return self.api(
             "POST", f"/users/{user}/servers/{server}", token=token,

@@ -57,6 +57,8 @@ def test_cli(hub: Hub, tmp_path):
     cli(hub, token, "datasets", "unshare", "wes/corpus", "--group", "nlp")
     assert cli(hub, token, "datasets", "delete", "wes/corpus", "2").strip() == "deleted version 2 of wes/corpus"
 
+    err = cli(hub, token, "datasets", "import", "wes/corpus", str(tmp_path), ok=False)
+    assert err.strip() == "error: Only administrators can import a dataset from a path on the server."
     err = cli(hub, token, "datasets", "show", "nobody/nothing", ok=False)
     assert err.strip() == "error: There is no dataset nobody/nothing that you can see."
     err = cli(hub, "not-a-token", "ls", ok=False)

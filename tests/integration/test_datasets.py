@@ -13,7 +13,7 @@ import time
 
 import requests
 
-from .hub import Hub
+from .hub import ADMIN_PASSWORD, Hub
 
 
 def api(hub: Hub, method: str, path: str, token: str, **kwargs) -> requests.Response:
@@ -85,6 +85,10 @@ def test_datasets_from_outputs_shared_and_mounted_read_only(hub: Hub):
     r = api(hub, "DELETE", "/datasets/prof/mnist/versions/1", prof_token)
     assert r.status_code == 409 and "mounted by a running workspace" in r.json()["message"], r.text
     hub.stop_workspace(student, "hw", student_token)
+
+    # the spawn form offers the readable datasets, prefilled with those of the last execution
+    form = hub.browser_login(student).get(f"{hub.url}/hub/spawn/{student}/hw", timeout=30).content.decode()
+    assert 'name="datasets"' in form and 'value="prof/mnist, prof/labels"' in form, form
 
     # outsiders still cannot
     r = hub.spawn(outsider, "x", outsider_token, {"datasets": ["prof/labels"]})
@@ -218,3 +222,22 @@ def test_archives_are_unpacked_safely(hub: Hub, tmp_path):
     versions = api(hub, "GET", "/datasets/vic/images", token).json()["versions"]
     assert [v["version"] for v in versions] == [1]
     assert not list((store / "uploads").iterdir()), "refused uploads are discarded"
+
+
+def test_admins_import_host_directories(hub: Hub, tmp_path):
+    source = tmp_path / "shared-data"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub/x.csv").write_text("1,2\n")
+    admin = hub.user_token(hub.settings.admin_user, password=ADMIN_PASSWORD)
+    student = hub.user_token("yan")
+    assert api(hub, "POST", "/datasets", admin, json={"name": "ref", "visibility": "public"}).status_code == 201
+    assert api(hub, "POST", "/datasets", student, json={"name": "mine"}).status_code == 201
+    r = api(hub, "POST", "/datasets/yan/mine/versions", student, json={"from_path": str(source)})
+    assert r.status_code == 403 and "Only administrators" in r.json()["message"], r.text
+    owner = hub.settings.admin_user
+    r = api(hub, "POST", f"/datasets/{owner}/ref/versions", admin, json={"from_path": str(source)})
+    assert r.status_code == 201 and r.json()["origin"] == "host" and r.json()["files"] == 1, r.text
+    r = api(hub, "POST", f"/datasets/{owner}/ref/versions", admin, json={"from_path": str(tmp_path / "none")})
+    assert r.status_code == 400 and "does not exist" in r.json()["message"], r.text
+    listing = api(hub, "GET", "/datasets", student).json()
+    assert f"{owner}/ref" in [d["ref"] for d in listing["public"]]

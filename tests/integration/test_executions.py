@@ -14,7 +14,7 @@ import zipfile
 import pytest
 import requests
 
-from .hub import USER_PASSWORD, Hub
+from .hub import Hub
 
 
 def messages(events: list[dict]) -> str:
@@ -315,13 +315,7 @@ def test_spawn_form_offers_the_executions(hub: Hub):
     hub.sh(user, ws, "echo from-1 > f")
     hub.stop_workspace(user, ws, token)
 
-    browser = requests.Session()
-    browser.get(f"{hub.url}/hub/login", timeout=30)
-    r = browser.post(
-        f"{hub.url}/hub/login", timeout=30,
-        data={"username": user, "password": USER_PASSWORD, "_xsrf": browser.cookies.get("_xsrf")},
-    )
-    assert r.status_code == 200 and "/hub/home" in r.url, (r.status_code, r.url)
+    browser = hub.browser_login(user)
     form = browser.get(f"{hub.url}/hub/spawn/{user}/{ws}", timeout=30)
     assert form.status_code == 200
     html = form.content.decode()

@@ -23,6 +23,13 @@ def test_form_escapes_and_offers_images():
     assert '<option value="fresh" selected>' in html
 
 
+def test_datasets_field_is_prefilled_and_suggests():
+    html = render([], images=["a:1"], current_image="a:1", datasets=["prof/mnist", "ada/x"], bound=["prof/mnist"])
+    assert 'name="datasets"' in html and 'value="prof/mnist"' in html
+    assert '<option value="ada/x">' in html
+
+
 def test_options_from_form():
     assert options_from_form({"continue_from": ["3"], "image": ["a:1"]}) == {"continue_from": "3", "image": "a:1"}
+    assert options_from_form({"datasets": ["prof/a, prof/b:2"]}) == {"datasets": "prof/a, prof/b:2"}
     assert options_from_form({"continue_from": [""]}) == {}

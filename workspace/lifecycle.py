@@ -151,10 +151,11 @@ def discard(db: Database, store: HomeStore, execution_id: int, state: str, messa
 
 
 class _SaveProgress:
-    """Writes a save's figures into the execution record, at most twice a second."""
+    """Writes a save's figures into the execution record, at most twice a second,
+    and renews the lease, so that a save longer than the lease is not taken over."""
 
-    def __init__(self, db: Database, execution_id: int):
-        self.db, self.execution_id, self.last = db, execution_id, 0.0
+    def __init__(self, db: Database, execution_id: int, owner: str):
+        self.db, self.execution_id, self.owner, self.last = db, execution_id, owner, 0.0
         self.lock = threading.Lock()
 
     def __call__(self, t: Transfer) -> None:
@@ -169,6 +170,7 @@ class _SaveProgress:
         }
         with self.lock, self.db.session() as s:
             s.get(Execution, self.execution_id).save_progress = figures
+            claim(s, self.execution_id, self.owner, LEASE)
 
 
 def save(db: Database, store: HomeStore, execution_id: int, stop_reason: str | None, detail: str | None,
@@ -199,7 +201,7 @@ def save(db: Database, store: HomeStore, execution_id: int, stop_reason: str | N
         elif not store.has_live(live_key):
             raise HomeStoreError(f"the live home of {label} is missing")
         else:
-            stats = store.save(live_key, snapshot_key, parent, _SaveProgress(db, execution_id))
+            stats = store.save(live_key, snapshot_key, parent, _SaveProgress(db, execution_id, owner))
     except (HomeStoreError, OSError) as e:
         full = isinstance(e, StoreFullError)
         message = (

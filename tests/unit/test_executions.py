@@ -121,3 +121,20 @@ def test_a_lease_excludes_others_until_it_expires(db):
             dbmod.move_clock(-dt.timedelta(minutes=6))
         release_claim(s, ex.id, "service")
         assert claim(s, ex.id, "hub", ttl)
+
+
+def test_save_progress_is_recorded_and_renews_the_lease(db):
+    from workspace.copier import Transfer
+    from workspace.executions import Execution
+    from workspace.lifecycle import LEASE, _SaveProgress
+
+    with db.session() as s:
+        ex = new_execution(s, get_or_create_workspace(s, "ada", "a"), None, None)
+        assert claim(s, ex.id, "hub", dt.timedelta(seconds=1))
+        ex_id = ex.id
+    _SaveProgress(db, ex_id, "hub")(Transfer(files=3, bytes=10, files_total=9, bytes_total=90))
+    with db.session() as s:
+        ex = s.get(Execution, ex_id)
+        assert ex.save_progress["files"] == 3 and ex.save_progress["bytes_total"] == 90
+        assert "3 of 9 files" in ex.save_progress["text"]
+        assert ex.lease_until > dbmod.utcnow() + LEASE - dt.timedelta(minutes=1)

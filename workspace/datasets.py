@@ -23,7 +23,7 @@ from traitlets import Bool, Integer as IntTrait
 from traitlets.config import LoggingConfigurable
 
 from .copier import scan
-from .db import Base, utcnow
+from .db import Base, iso, utcnow
 from .errors import UserError
 
 MAX_BOUND = 5
@@ -69,7 +69,7 @@ class Dataset(Base):
             "ref": self.ref,
             "description": self.description,
             "visibility": self.visibility,
-            "created": self.created.isoformat() + "Z",
+            "created": iso(self.created),
             "versions": [v.as_dict() for v in self.live_versions()],
             "shares": [{"kind": s.kind, "principal": s.principal} for s in self.shares],
         }
@@ -101,7 +101,7 @@ class DatasetVersion(Base):
             "creator": self.creator,
             "origin": self.origin,
             "origin_detail": self.origin_detail,
-            "created": self.created.isoformat() + "Z",
+            "created": iso(self.created),
         }
 
 

@@ -39,6 +39,11 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + _offset
 
 
+def iso(t: dt.datetime | None) -> str | None:
+    """A stored (UTC, naive) time as ISO 8601 with the Z the API promises."""
+    return t.isoformat() + "Z" if t else None
+
+
 def move_clock(delta: dt.timedelta) -> None:
     """Tests only: shift utcnow() by `delta`."""
     global _offset

@@ -20,7 +20,7 @@ import uuid
 from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from .db import Base, utcnow
+from .db import Base, iso, utcnow
 from .errors import UserError
 
 STATES = ("queued", "preparing", "pulling", "restoring", "running", "saving", "save_failed", "stopped", "failed")
@@ -147,16 +147,16 @@ class Execution(Base):
             "error": self.error,
             "image": self.image,
             "datasets": [{"mount": d["mount"], "ref": d["ref"]} for d in self.datasets or []],
-            "started": _iso(self.started),
-            "stopped": _iso(self.stopped),
-            "created": _iso(self.created),
+            "started": iso(self.started),
+            "stopped": iso(self.stopped),
+            "created": iso(self.created),
             "has_output": self.has_output,
             "snapshot_bytes": self.snapshot.bytes if self.has_output else None,
             "snapshot_files": self.snapshot.files if self.has_output else None,
             "restore": stats("restore"),
             "save": stats("save"),
             "save_progress": self.save_progress if self.state == "saving" else None,
-            "transitions": [{"state": t.state, "at": _iso(t.at), "message": t.message} for t in self.transitions],
+            "transitions": [{"state": t.state, "at": iso(t.at), "message": t.message} for t in self.transitions],
         }
 
 
@@ -170,10 +170,6 @@ class Transition(Base):
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     execution: Mapped[Execution] = relationship(back_populates="transitions")
-
-
-def _iso(t: dt.datetime | None) -> str | None:
-    return t.isoformat() + "Z" if t else None
 
 
 # -- queries ------------------------------------------------------------------------

@@ -258,8 +258,8 @@ def record_snapshot_size(db: Database, store: HomeStore, execution_id: int) -> N
         snap.bytes, snap.files = size, files
 
 
-def finish_pending_saves(db: Database, store: HomeStore, owner: str | None = None, name: str | None = None,
-                         skip: set[int] = frozenset()) -> list[int]:
+def finish_pending_saves(db: Database, store: HomeStore, owner: str | None = None,
+                         name: str | None = None) -> list[int]:
     """Retry the saves that failed or were interrupted (a crash, a full disk); return their ids."""
     with db.session() as s:
         q = select(Execution.id).where(Execution.state.in_(("saving", "save_failed")))
@@ -268,7 +268,7 @@ def finish_pending_saves(db: Database, store: HomeStore, owner: str | None = Non
             if ws is None:
                 return []
             q = q.where(Execution.workspace_id == ws.id)
-        ids = [i for i in s.scalars(q) if i not in skip]
+        ids = list(s.scalars(q))
     done = []
     for execution_id in ids:
         if save(db, store, execution_id, None, None) == "stopped":

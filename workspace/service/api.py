@@ -19,6 +19,7 @@ from sqlalchemy import select
 from tornado import web
 from tornado.ioloop import IOLoop
 
+from ..db import iso
 from ..executions import Execution, Workspace, execution_by_number, find_workspace
 
 
@@ -73,7 +74,7 @@ def _workspace_summary(ws: Workspace) -> dict:
     return {
         "name": ws.name,
         "owner": ws.owner,
-        "created": ws.created.isoformat() + "Z",
+        "created": iso(ws.created),
         "executions": len(ws.executions),
         "current": {"number": current.number, "state": current.state} if current else None,
     }

@@ -6,9 +6,14 @@
 #   .venv/bin/python -c "from workspace.spawner import DockerWorkspaceSpawner as S; print(S.class_get_help())"
 # Put site-specific changes in $WORKSPACE_DATA_DIR/jupyterhub_config.d/*.py,
 # which are loaded last (e.g. a production authenticator, see README).
+import faulthandler
 import os
 import sys
 from pathlib import Path
+
+# A crash of the hub in native code (a segfault) prints every thread's Python
+# stack to the hub log instead of vanishing without a word.
+faulthandler.enable()
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

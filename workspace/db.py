@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import os
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -131,13 +132,16 @@ class Database:
 
 
 _databases: dict[str, Database] = {}
+_databases_lock = threading.Lock()
 
 
 def database(url: str) -> Database:
-    """The process-wide Database for `url` (created and migrated once)."""
-    if url not in _databases:
-        _databases[url] = Database(url)
-    return _databases[url]
+    """The process-wide Database for `url` (created and migrated once, also when
+    several threads ask for it at the same time)."""
+    with _databases_lock:
+        if url not in _databases:
+            _databases[url] = Database(url)
+        return _databases[url]
 
 
 def default_url(data_dir: str | os.PathLike) -> str:

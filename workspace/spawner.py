@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import logging
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -115,6 +116,7 @@ class WorkspaceMixin(LoggingConfigurable):
     # -- records and store ------------------------------------------------------
 
     _stores: dict = {}
+    _stores_lock = threading.Lock()
 
     @property
     def db(self):
@@ -124,6 +126,12 @@ class WorkspaceMixin(LoggingConfigurable):
     def home_store(self) -> HomeStore:
         """The store of this hub process, set up (and cleaned of partial saves) once."""
         key = (self.store_root, self.store_backend)
+        # Setting up cleans partial saves: it must happen once, never while
+        # another thread of this hub is saving.
+        with WorkspaceMixin._stores_lock:
+            return self._home_store(key)
+
+    def _home_store(self, key) -> HomeStore:
         if key not in WorkspaceMixin._stores:
             kwargs = {"uid": self.home_uid, "gid": self.home_gid, "parent": self}
             if self.store_backend == "auto":
@@ -348,7 +356,8 @@ class WorkspaceMixin(LoggingConfigurable):
         """Save the home of an execution that ran; drop the home of one that never did."""
         if execution_id is None:
             return
-        db, store = self.db, self.home_store
+        db = self.db
+        store = await self.run_blocking(lambda: self.home_store)
         state = await self.run_blocking(lifecycle.state_of, db, execution_id)
         if state in ("stopped", "failed"):
             return

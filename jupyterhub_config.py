@@ -84,16 +84,26 @@ c.Authenticator.allow_all = True
 # workspace: the REST API (and later the pages); started and proxied by the hub
 # at /services/workspace/. workspace-admin: the operator's token, used by
 # `make down` and the tests.
+# workspace-culler: stops idle workspaces (workspace/culler.py; its policy is
+# set with WORKSPACE_CULL_* or data/culler_config.py).
+service_env = {k: v for k, v in os.environ.items() if k.startswith("WORKSPACE_")} | {
+    "WORKSPACE_DATA_DIR": str(data), "PYTHONPATH": str(HERE),
+}
 c.JupyterHub.services = [
     {
         "name": "workspace",
         "url": f"http://127.0.0.1:{settings.service_port}",
         "command": [sys.executable, "-m", "workspace.service"],
         "cwd": str(HERE),
-        "environment": {k: v for k, v in os.environ.items() if k.startswith("WORKSPACE_")}
-        | {"WORKSPACE_DATA_DIR": str(data), "PYTHONPATH": str(HERE)},
+        "environment": service_env,
         "oauth_no_confirm": True,
         "display": True,
+    },
+    {
+        "name": "workspace-culler",
+        "command": [sys.executable, "-m", "workspace.culler"],
+        "cwd": str(HERE),
+        "environment": service_env,
     },
 ]
 c.JupyterHub.load_roles = [
@@ -107,6 +117,17 @@ c.JupyterHub.load_roles = [
         "description": "The workspace service: read users to tell admins from others.",
         "scopes": ["list:users", "read:users"],
         "services": ["workspace"],
+    },
+    {
+        "name": "workspace-culler",
+        "description": "The idle culler: read servers and their activity, ask workspaces, stop idle ones.",
+        "scopes": [
+            "list:users", "read:users:name", "read:users:groups", "read:users:activity",
+            "read:servers", "delete:servers",
+            "access:servers",  # the workspace extension's activity and notices
+            "proxy",  # the servers' addresses, to ask them directly (not through the proxy)
+        ],
+        "services": ["workspace-culler"],
     },
 ]
 if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select, update
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from .db import Base, iso, utcnow
@@ -157,6 +157,29 @@ class Execution(Base):
             "save": stats("save"),
             "save_progress": self.save_progress if self.state == "saving" else None,
             "transitions": [{"state": t.state, "at": iso(t.at), "message": t.message} for t in self.transitions],
+        }
+
+
+class UsageSample(Base):
+    """CPU, memory and GPU use of a running execution at one moment (the culler takes one a minute)."""
+
+    __tablename__ = "usage_samples"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    execution_id: Mapped[int] = mapped_column(ForeignKey("executions.id"), index=True)
+    at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    # average since the previous sample, percent of one core
+    cpu_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    gpu_percent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # was a browser attached
+    browser: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+
+    def as_dict(self) -> dict:
+        return {
+            "at": iso(self.at), "cpu_percent": self.cpu_percent, "memory_bytes": self.memory_bytes,
+            "gpu_percent": self.gpu_percent, "gpu_memory_bytes": self.gpu_memory_bytes, "browser": self.browser,
         }
 
 

@@ -10,10 +10,18 @@ An image definition is a folder under `images/`:
 - `Dockerfile`        the same image for sites with a registry; its USER, ENV,
                       WORKDIR and CMD lines are the image settings of both routes
 
-The build is: `debootstrap --variant=minbase` → chroot `setup.sh` (venv + pip)
-→ `tar | docker import`. No `FROM` and no pull, so it works where no registry
-can be reached. The image is tagged `NAME:<hash of its inputs>` and
-`NAME:latest`; an unchanged definition is not rebuilt.
+The build has two stages, each cached by a hash of its inputs:
+
+1. the system: `debootstrap --variant=minbase` → chroot `setup.sh` (venv +
+   pip) → `tar | docker import` as `NAME-stage:<hash of packages,
+   requirements, setup.sh>`. No `FROM` and no pull, so it works where no
+   registry can be reached. This takes minutes and is rarely redone.
+2. the files: `rootfs/` and the project's single-user extension
+   (`workspace/singleuser`, see PROJECT_FILES) are put into a container of
+   the stage image, which is committed as `NAME:<hash of all inputs>` and
+   tagged `NAME:latest`. Seconds; redone when any of these files change.
+
+An unchanged definition is not rebuilt.
 
 The `Dockerfile` builds the same image where a registry can be reached
 (see README); here only its image settings are read.
@@ -22,10 +30,12 @@ The `Dockerfile` builds the same image where a registry can be reached
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shlex
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,12 +46,38 @@ import jupyterhub
 from .steps import apt_install, run_logged, say, step
 
 # Bump when the build procedure itself changes in a way that alters images.
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 SUITE = "bookworm"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PREFIX = "images"
 # Dockerfile instructions that `docker import --change` accepts.
 IMPORT_INSTRUCTIONS = {"CMD", "ENTRYPOINT", "ENV", "EXPOSE", "LABEL", "USER", "VOLUME", "WORKDIR"}
+
+PROJECT = Path(__file__).resolve().parent.parent
+# What of the project goes into every image: the single-user extension and
+# the usage readers it shares with the host (nothing else of the hub side).
+# (source under the project, destination in the image)
+EXTENSION_ROOT = "/opt/workspace"
+LABEXTENSION_DIR = "/opt/venv/share/jupyter/labextensions/@workspace/lab"
+SITE_PACKAGES = "/opt/venv/lib/python3.11/site-packages"  # bookworm's Python
+
+
+def project_files() -> list[tuple[Path, str]]:
+    """The project files copied into every image, as (source, destination)."""
+    files = [(PROJECT / "workspace/__init__.py", f"{EXTENSION_ROOT}/workspace/__init__.py"),
+             (PROJECT / "workspace/usage.py", f"{EXTENSION_ROOT}/workspace/usage.py")]
+    ext = PROJECT / "workspace/singleuser"
+    # puts EXTENSION_ROOT on the venv's path: `import workspace.singleuser`
+    files.append((ext / "workspace.pth", f"{SITE_PACKAGES}/workspace-singleuser.pth"))
+    for f in sorted(ext.rglob("*")):
+        if not f.is_file() or "__pycache__" in f.parts:
+            continue
+        rel = f.relative_to(ext).as_posix()
+        if rel.startswith("labextension/"):
+            files.append((f, f"{LABEXTENSION_DIR}/{rel[len('labextension/'):]}"))
+        elif f.suffix == ".py":
+            files.append((f, f"{EXTENSION_ROOT}/workspace/singleuser/{rel}"))
+    return files
 
 
 def default_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
@@ -78,18 +114,50 @@ class ImageDefinition:
         text = (self.path / "requirements.txt").read_text()
         return f"{text.rstrip()}\njupyterhub=={jupyterhub.__version__}\n"
 
-    def inputs_hash(self) -> str:
-        """A hash of everything that goes into the image."""
+    def stage_hash(self) -> str:
+        """A hash of what goes into the system stage (Debian packages, Python packages)."""
         h = hashlib.sha256()
         h.update(f"builder={BUILDER_VERSION} suite={SUITE}\n".encode())
         h.update(self.requirements().encode())
-        for f in sorted(p for p in self.path.rglob("*") if p.is_file()):
-            if f.name == "requirements.txt":
-                continue  # hashed above, with the hub's version pinned
-            rel = f.relative_to(self.path).as_posix()
-            h.update(f"{rel} {f.stat().st_mode & 0o777:o}\n".encode())
-            h.update(f.read_bytes())
+        for name in ("packages.txt", "setup.sh"):
+            h.update(f"{name}\n".encode() + (self.path / name).read_bytes())
         return h.hexdigest()[:12]
+
+    def files(self) -> list[tuple[Path, str]]:
+        """The files of the second stage, as (source, destination in the image)."""
+        root = self.path / "rootfs"
+        own = [(f, "/" + f.relative_to(root).as_posix()) for f in sorted(root.rglob("*")) if f.is_file()]
+        return own + project_files()
+
+    def inputs_hash(self) -> str:
+        """A hash of everything that goes into the image."""
+        h = hashlib.sha256()
+        h.update(f"stage={self.stage_hash()}\n".encode())
+        h.update((self.path / "Dockerfile").read_bytes())
+        for source, dest in self.files():
+            h.update(f"{dest} {source.stat().st_mode & 0o777:o}\n".encode())
+            h.update(source.read_bytes())
+        return h.hexdigest()[:12]
+
+    def files_tar(self) -> bytes:
+        """The second stage's files as a tar archive (owned by root), for put_archive."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            dirs: set[str] = set()
+            for source, dest in self.files():
+                parts = dest.strip("/").split("/")
+                for i in range(1, len(parts)):
+                    d = "/".join(parts[:i])
+                    if d not in dirs:
+                        dirs.add(d)
+                        info = tarfile.TarInfo(d)
+                        info.type, info.mode = tarfile.DIRTYPE, 0o755
+                        tar.addfile(info)
+                data = source.read_bytes()
+                info = tarfile.TarInfo(dest.strip("/"))
+                info.size, info.mode = len(data), source.stat().st_mode & 0o777
+                tar.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
 
     def image_config(self) -> list[str]:
         """The image settings (USER, WORKDIR, ENV, CMD ...) of the definition's Dockerfile.
@@ -108,6 +176,10 @@ class ImageDefinition:
     @property
     def tag(self) -> str:
         return f"{self.name}:{self.inputs_hash()}"
+
+    @property
+    def stage_tag(self) -> str:
+        return f"{self.name}-stage:{self.stage_hash()}"
 
 
 class ImageBuilder:
@@ -133,10 +205,23 @@ class ImageBuilder:
             self.client.images.get(tag).tag(definition.name, "latest")
             say(PREFIX, f"{tag} is up to date (inputs unchanged), not rebuilt")
             return tag
+        stage = definition.stage_tag
+        if force or not self.exists(stage):
+            self._build_stage(definition, stage)
+        else:
+            say(PREFIX, f"system stage {stage} is up to date, not rebuilt")
+        with step(PREFIX, f"add the image files and the workspace extension, commit {tag}"):
+            self._add_files(definition, stage, tag)
+        self.client.images.get(tag).tag(definition.name, "latest")
+        size = self.client.images.get(tag).attrs["Size"]
+        say(PREFIX, f"{tag} built, {size / 1e6:.0f} MB")
+        return tag
+
+    def _build_stage(self, definition: ImageDefinition, stage: str) -> None:
         if shutil.which("debootstrap") is None:
             with step(PREFIX, "install debootstrap (Debian)"):
                 apt_install(["debootstrap"], self.log, "Building images")
-        say(PREFIX, f"building {tag} (log: {self.log})")
+        say(PREFIX, f"building the system stage {stage} (log: {self.log})")
         build_dir = Path(tempfile.mkdtemp(prefix="workspace-image-", dir=self.workdir))
         rootfs = build_dir / "rootfs"
         try:
@@ -155,17 +240,22 @@ class ImageBuilder:
                 )
             with step(PREFIX, "venv and pip install in the chroot"):
                 self._setup(definition, rootfs)
-            with step(PREFIX, "copy image files"):
-                shutil.copytree(definition.path / "rootfs", rootfs, dirs_exist_ok=True, symlinks=True)
-            with step(PREFIX, f"docker import as {tag}"):
-                self._import(definition, rootfs, tag)
-            self.client.images.get(tag).tag(definition.name, "latest")
+            with step(PREFIX, f"docker import as {stage}"):
+                self._import(rootfs, stage)
         finally:
             self._unmount(rootfs)
             shutil.rmtree(build_dir, ignore_errors=True)
-        size = self.client.images.get(tag).attrs["Size"]
-        say(PREFIX, f"{tag} built, {size / 1e6:.0f} MB")
-        return tag
+
+    def _add_files(self, definition: ImageDefinition, stage: str, tag: str) -> None:
+        repository, _, version = tag.rpartition(":")
+        container = self.client.containers.create(stage, command=["/bin/true"])
+        try:
+            if not container.put_archive("/", definition.files_tar()):
+                raise RuntimeError(f"copying the image files into {stage} failed")
+            changes = definition.image_config() + [f"LABEL workspace.image={tag}"]
+            container.commit(repository=repository, tag=version, changes=changes)
+        finally:
+            container.remove(force=True)
 
     def _setup(self, definition: ImageDefinition, rootfs: Path) -> None:
         # pip in the chroot needs DNS and the host's CA bundle, and a clean
@@ -199,12 +289,9 @@ class ImageBuilder:
             if os.path.ismount(path):
                 subprocess.run(["umount", "-l", str(path)], check=False)
 
-    def _import(self, definition: ImageDefinition, rootfs: Path, tag: str) -> None:
-        changes = definition.image_config() + [f"LABEL workspace.image={tag}"]
-        cmd = "tar --numeric-owner -C {root} -c . | docker import {changes} - {tag}".format(
-            root=shlex.quote(str(rootfs)),
-            changes=" ".join(f"-c {shlex.quote(c)}" for c in changes),
-            tag=shlex.quote(tag),
+    def _import(self, rootfs: Path, tag: str) -> None:
+        cmd = "tar --numeric-owner -C {root} -c . | docker import - {tag}".format(
+            root=shlex.quote(str(rootfs)), tag=shlex.quote(tag),
         )
         run_logged(
             ["bash", "-o", "pipefail", "-c", cmd],

@@ -37,30 +37,38 @@ def _read_stat(path: Path) -> dict[str, int]:
     return out
 
 
-@dataclass
-class ContainerCgroup:
-    """The cgroup files of one Docker container, v1 (cgroupfs) or v2 (cgroupfs or systemd driver)."""
+class Cgroup:
+    """The CPU and memory files of one cgroup, v2 (unified) or v1 (one directory per controller).
 
-    container_id: str
+    Subclasses say where the directories are: `ContainerCgroup` for a Docker
+    container seen from the host, `OwnCgroup` for the process's own cgroup
+    (inside a container, its root is the container's).
+    """
+
     root: Path = CGROUP_ROOT
 
+    def _v2_candidates(self) -> list[str]:
+        raise NotImplementedError
+
+    def _v1_candidates(self, controller: str) -> list[str]:
+        raise NotImplementedError
+
     def _v2_dir(self) -> Path | None:
-        for rel in (f"system.slice/docker-{self.container_id}.scope", f"docker/{self.container_id}"):
+        for rel in self._v2_candidates():
             d = self.root / rel
             if (d / "cpu.stat").exists():
                 return d
         return None
 
     def _v1_dir(self, controller: str) -> Path | None:
-        for rel in (f"{controller}/docker/{self.container_id}",
-                    f"{controller}/system.slice/docker-{self.container_id}.scope"):
+        for rel in self._v1_candidates(controller):
             d = self.root / rel
             if d.is_dir():
                 return d
         return None
 
     def cpu_ns(self) -> int | None:
-        """CPU time used since the container started, in nanoseconds."""
+        """CPU time used since the cgroup was created, in nanoseconds."""
         if (d := self._v2_dir()) is not None:
             usec = _read_stat(d / "cpu.stat").get("usage_usec")
             return None if usec is None else usec * 1000
@@ -83,11 +91,47 @@ class ContainerCgroup:
             return max(0, usage - _read_stat(d / "memory.stat").get("total_inactive_file", 0))
         return None
 
+    def memory_limit_bytes(self) -> int | None:
+        """The memory limit, or None when there is none (v2 `max`, v1's huge default)."""
+        if (d := self._v2_dir()) is not None:
+            return _read_int(d / "memory.max")  # "max" reads as None
+        if (d := self._v1_dir("memory")) is not None:
+            limit = _read_int(d / "memory.limit_in_bytes")
+            return None if limit is None or limit >= 1 << 62 else limit
+        return None
+
+
+@dataclass
+class ContainerCgroup(Cgroup):
+    """The cgroup of a Docker container, read on the host (cgroupfs or systemd driver)."""
+
+    container_id: str
+    root: Path = CGROUP_ROOT
+
+    def _v2_candidates(self) -> list[str]:
+        return [f"system.slice/docker-{self.container_id}.scope", f"docker/{self.container_id}"]
+
+    def _v1_candidates(self, controller: str) -> list[str]:
+        return [f"{controller}/docker/{self.container_id}", f"{controller}/system.slice/docker-{self.container_id}.scope"]
+
+
+@dataclass
+class OwnCgroup(Cgroup):
+    """This process's cgroup as mounted inside its container (the container's cgroup is the root)."""
+
+    root: Path = CGROUP_ROOT
+
+    def _v2_candidates(self) -> list[str]:
+        return [""]
+
+    def _v1_candidates(self, controller: str) -> list[str]:
+        return [controller]
+
 
 class CpuMeter:
     """CPU use between two readings, in percent of one core (200 = two cores busy)."""
 
-    def __init__(self, cgroup: ContainerCgroup, clock=time.monotonic):
+    def __init__(self, cgroup: Cgroup, clock=time.monotonic):
         self.cgroup, self.clock = cgroup, clock
         self.last: tuple[float, int] | None = None
 

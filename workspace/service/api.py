@@ -20,7 +20,7 @@ from tornado import web
 from tornado.ioloop import IOLoop
 
 from ..db import iso
-from ..executions import Execution, Workspace, execution_by_number, find_workspace
+from ..executions import Execution, UsageSample, Workspace, execution_by_number, find_workspace
 
 
 class APIHandler(HubOAuthenticated, web.RequestHandler):
@@ -111,8 +111,29 @@ class ExecutionsHandler(APIHandler):
         self.write_json(await self.blocking(load))
 
 
+class UsageHandler(APIHandler):
+    """The usage samples of one execution (one a minute while it ran), oldest first."""
+
+    async def get(self, name: str, number: str):
+        owner = self.owner()
+
+        def load():
+            with self.db.session() as s:
+                ws = find_workspace(s, owner, name)
+                ex = execution_by_number(s, ws, int(number)) if ws is not None else None
+                if ex is None:
+                    raise web.HTTPError(404, f"Workspace “{name}” has no execution #{number}.")
+                rows = s.scalars(
+                    select(UsageSample).where(UsageSample.execution_id == ex.id).order_by(UsageSample.at)
+                )
+                return {"number": ex.number, "state": ex.state, "samples": [r.as_dict() for r in rows]}
+
+        self.write_json(await self.blocking(load))
+
+
 def handlers(prefix: str) -> list:
     return [
+        (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/usage/?", UsageHandler),
         (rf"{prefix}api/workspaces/?", WorkspacesHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/?", ExecutionsHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/?", ExecutionsHandler),

@@ -90,7 +90,7 @@ async def retry_saves(settings: Settings) -> None:
         await asyncio.sleep(RETRY_INTERVAL)
 
 
-def _die_with_the_hub() -> None:
+def die_with_the_hub() -> None:
     """Ask the kernel to end this process when the hub that started it dies (Linux)."""
     try:
         import ctypes
@@ -122,7 +122,7 @@ async def serve(settings: Settings) -> None:
 
 def main() -> None:
     # A hub that crashed and restarts starts a new service on the same port.
-    _die_with_the_hub()
+    die_with_the_hub()
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
     asyncio.run(serve(Settings.from_env()))
 

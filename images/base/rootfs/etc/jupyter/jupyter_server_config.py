@@ -10,3 +10,10 @@ c.LabApp.news_url = None
 c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
 # The extension manager would query a package index; keep it read-only.
 c.LabApp.extension_manager = "readonly"
+
+# The workspace extension (workspace/singleuser, copied into the image by the
+# builder: activity for the idle culler, usage, notices before a cull) is
+# enabled in jupyter_server_config.d/workspace.json, next to the others.
+# jupyter-resource-usage shows memory and, with this, CPU in the status bar
+# (the workspace plugin adds the GPUs).
+c.ResourceUseDisplay.track_cpu_percent = True

@@ -1,0 +1,416 @@
+"""The idle culler: a JupyterHub service that stops workspaces nobody uses.
+
+    python -m workspace.culler        (started by the hub, see jupyterhub_config.py)
+
+Once a cycle (`interval`) it takes every ready server from the hub's REST
+API and, for each, observes:
+
+- the browser: kernel and terminal websockets and the last browser request,
+  from the workspace extension in the container (`api/workspace/activity`,
+  workspace/singleuser), asked directly at the server's address from the
+  hub's proxy table so that the culler's own requests never count as the
+  user's activity; the hub's `last_activity` when the extension cannot answer;
+- CPU from the container's cgroup counters on this host (workspace/usage.py;
+  `docker stats` would take a second per container), or the extension's own
+  figure where the container runs elsewhere;
+- GPU utilisation, from NVML inside the container (the extension reports it).
+
+`workspace/idle.py` decides. A warning goes to the workspace first (a
+JupyterLab notification and a line in every terminal) and is withdrawn on
+activity. A cull records the reason (`idle`, `max_runtime`) and its evidence
+on the execution, then asks the hub to stop the server: the normal stop
+path, which saves the home first.
+
+It also writes one usage sample per execution every `sample_interval`
+(the execution page draws them). Its role holds only the scopes it needs
+(see jupyterhub_config.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+from sqlalchemy import select
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from traitlets import Float, Int, Unicode, default
+from traitlets.config import Application
+
+from .db import database, utcnow
+from .executions import Execution, UsageSample, Workspace
+from .idle import IdlePolicy, Observation, Verdict, Watch
+from .usage import ContainerCgroup, CpuMeter
+
+log = logging.getLogger("workspace.culler")
+
+
+def _epoch(t: dt.datetime | str | None) -> float | None:
+    """A stored UTC time (naive) or an ISO 8601 string from an API, as seconds since the epoch."""
+    if t is None:
+        return None
+    if isinstance(t, str):
+        t = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return t.timestamp()
+
+
+@dataclass
+class Server:
+    """A ready workspace server, as the hub and the workspace database know it."""
+
+    user: str
+    name: str
+    groups: list[str]
+    last_activity: float | None
+    url: str | None  # the single-user server's base URL, reached directly (None: not in the proxy)
+    execution_id: int | None = None
+    number: int | None = None
+    container_id: str | None = None
+    started: float | None = None
+    resource_type: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}:{self.name}" if self.name else self.user
+
+
+@dataclass
+class Tracked:
+    watch: Watch
+    meter: CpuMeter | None
+    last_sample: float = 0.0
+    sample_cpu: list = field(default_factory=list)  # CPU readings since the last sample
+
+
+class Culler(Application):
+    name = "workspace-culler"
+    description = "Stops idle workspaces (closed tab AND low CPU) after a warning; records usage."
+    classes = [IdlePolicy]
+
+    interval = Float(60, config=True, help="Seconds between two cycles (observations of every workspace).")
+    sample_interval = Float(60, config=True, help="Seconds between two usage samples kept per execution.")
+    concurrency = Int(32, config=True, help="Workspaces asked for their activity at the same time.")
+    request_timeout = Float(10, config=True, help="Seconds to wait for a workspace or the hub to answer.")
+    hub_api_url = Unicode(config=True, help="The hub's REST API (JupyterHub sets JUPYTERHUB_API_URL).")
+    api_token = Unicode(config=True, help="The culler's token (JupyterHub sets JUPYTERHUB_API_TOKEN).")
+    db_url = Unicode(config=True, help="The workspace database (WORKSPACE_DB_URL).")
+    cgroup_root = Unicode("/sys/fs/cgroup", config=True, help="Where the host's cgroup filesystem is mounted.")
+    config_file = Unicode(
+        config=True,
+        help="""A traitlets config file for the culler, e.g. IdlePolicy.overrides
+        per resource type, group or user (WORKSPACE_CULLER_CONFIG, default
+        <data dir>/culler_config.py; it need not exist).""",
+    )
+
+    @default("hub_api_url")
+    def _default_hub_api_url(self):
+        return os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api")
+
+    @default("api_token")
+    def _default_api_token(self):
+        return os.environ.get("JUPYTERHUB_API_TOKEN", "")
+
+    def initialize(self, argv=None):
+        super().initialize(argv)
+        self.policy = IdlePolicy(parent=self)
+        self.tracked: dict[int, Tracked] = {}
+        self._http = None
+        self._semaphore = asyncio.Semaphore(self.concurrency)
+        self.clock = time.time
+
+    @property
+    def http(self) -> AsyncHTTPClient:
+        if self._http is None:  # made on the running loop
+            self._http = AsyncHTTPClient(force_instance=True, max_clients=max(self.concurrency, 2))
+        return self._http
+
+    # -- the hub -------------------------------------------------------------------
+
+    async def hub(self, method: str, path: str, body=None, paginated: bool = False):
+        headers = {"Authorization": f"token {self.api_token}"}
+        if paginated:
+            headers["Accept"] = "application/jupyterhub-pagination+json"
+        req = HTTPRequest(
+            self.hub_api_url.rstrip("/") + path, method=method, headers=headers,
+            body=None if body is None else json.dumps(body), request_timeout=self.request_timeout,
+            allow_nonstandard_methods=True,
+        )
+        resp = await self.http.fetch(req)
+        return json.loads(resp.body) if resp.body else None
+
+    async def _paged(self, path: str) -> list:
+        """Every item of a paginated hub list (users), following `_pagination.next`."""
+        items, offset = [], 0
+        while True:
+            sep = "&" if "?" in path else "?"
+            page = await self.hub("GET", f"{path}{sep}offset={offset}&limit=200", paginated=True)
+            if isinstance(page, list):  # an older hub: no pagination
+                return page
+            items.extend(page["items"])
+            nxt = (page.get("_pagination") or {}).get("next")
+            if not nxt:
+                return items
+            offset = nxt["offset"]
+
+    async def _routes(self) -> dict:
+        page = await self.hub("GET", "/proxy?offset=0&limit=100000", paginated=True)
+        return page.get("items", page) if isinstance(page, dict) and "_pagination" in page else page
+
+    async def servers(self) -> list[Server]:
+        users, routes = await asyncio.gather(self._paged("/users?state=ready"), self._routes())
+        out = []
+        for user in users:
+            for name, s in (user.get("servers") or {}).items():
+                if not s.get("ready") or s.get("pending"):
+                    continue
+                path = s.get("url") or ""
+                route = routes.get(path) or routes.get(path.rstrip("/"))
+                url = route["target"].rstrip("/") + path if route and route.get("target") else None
+                out.append(Server(
+                    user=user["name"], name=name, groups=list(user.get("groups") or []),
+                    last_activity=_epoch(s.get("last_activity")), url=url,
+                ))
+        return out
+
+    # -- the workspace database --------------------------------------------------------
+
+    def _attach_executions(self, servers: list[Server]) -> None:
+        db = database(self.db_url)
+        with db.session() as s:
+            rows = s.execute(
+                select(Execution, Workspace.owner, Workspace.name)
+                .join(Workspace, Execution.workspace_id == Workspace.id)
+                .where(Execution.state == "running")
+            ).all()
+            running = {(owner, name): ex for ex, owner, name in rows}
+            for server in servers:
+                ex = running.get((server.user, server.name))
+                if ex is not None:
+                    server.execution_id, server.number = ex.id, ex.number
+                    server.container_id, server.started = ex.container_id, _epoch(ex.started)
+                    server.resource_type = getattr(ex, "resource_type", None)
+
+    def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
+        db = database(self.db_url)
+        with db.session() as s:
+            s.add_all(samples)
+            for execution_id, reason, evidence in culls:
+                ex = s.get(Execution, execution_id)
+                if ex is not None and ex.state == "running":
+                    ex.stop_reason, ex.stop_detail = reason, evidence
+
+    def _unrecord(self, execution_id: int) -> None:
+        """The hub refused the stop: the execution goes on, without a stop reason."""
+        with database(self.db_url).session() as s:
+            ex = s.get(Execution, execution_id)
+            if ex is not None and ex.state == "running":
+                ex.stop_reason, ex.stop_detail = None, None
+
+    # -- the workspace extension -------------------------------------------------------
+
+    async def _extension(self, server: Server, method: str, path: str, body=None, query=None):
+        url = f"{server.url.rstrip('/')}/api/workspace/{path}"
+        if query:
+            url += "?" + urlencode(query)
+        req = HTTPRequest(
+            url, method=method, headers={"Authorization": f"token {self.api_token}"},
+            body=None if body is None else json.dumps(body), request_timeout=self.request_timeout,
+            allow_nonstandard_methods=True,
+        )
+        resp = await self.http.fetch(req, raise_error=False)
+        if resp.code >= 400 or resp.code == 599:
+            raise HTTPClientError(resp.code, response=resp)
+        return json.loads(resp.body) if resp.body else None
+
+    async def activity(self, server: Server) -> dict | None:
+        """The extension's report, or None when the workspace cannot tell (old image, not answering)."""
+        if server.url is None:
+            return None
+        async with self._semaphore:
+            try:
+                return await self._extension(server, "GET", "activity")
+            except (HTTPClientError, OSError, ValueError) as e:
+                log.info("%s: no activity report (%s); using the hub's last activity", server.label, e)
+                return None
+
+    async def notify(self, server: Server, verdict: Verdict, notice_id: str) -> None:
+        if server.url is None:
+            return
+        try:
+            if verdict.action == "warn":
+                await self._extension(server, "POST", "notices", body={
+                    "id": notice_id, "level": "warning", "message": verdict.message,
+                    "stop_at": dt.datetime.fromtimestamp(verdict.stop_at, dt.timezone.utc).isoformat(),
+                })
+            else:
+                await self._extension(server, "DELETE", "notices", query={"id": notice_id, "message": verdict.message})
+        except (HTTPClientError, OSError) as e:
+            log.warning("%s: the notice did not reach the workspace: %s", server.label, e)
+
+    # -- one cycle -------------------------------------------------------------------
+
+    async def cycle(self) -> dict:
+        """Observe every ready workspace once; warn, withdraw and cull. Returns counts."""
+        servers = await self.servers()
+        await asyncio.get_running_loop().run_in_executor(None, self._attach_executions, servers)
+        servers = [s for s in servers if s.execution_id is not None]
+        reports = await asyncio.gather(*(self.activity(s) for s in servers))
+        now = self.clock()
+        samples, culls, actions = [], [], []
+        for server, report in zip(servers, reports):
+            verdict, sample = self._judge(server, report, now)
+            if sample is not None:
+                samples.append(sample)
+            if verdict.action == "cull":
+                culls.append((server.execution_id, verdict.reason, verdict.evidence))
+            if verdict.action != "keep":
+                actions.append((server, verdict))
+        if samples or culls:
+            await asyncio.get_running_loop().run_in_executor(None, self._record, samples, culls)
+        counts = {"servers": len(servers), "warned": 0, "withdrawn": 0, "culled": 0}
+        await asyncio.gather(*(self._act(server, verdict, counts) for server, verdict in actions))
+        live = {s.execution_id for s in servers}
+        for gone in set(self.tracked) - live:
+            del self.tracked[gone]
+        return counts
+
+    def _judge(self, server: Server, report: dict | None, now: float) -> tuple[Verdict, UsageSample | None]:
+        tracked = self.tracked.get(server.execution_id)
+        usage = (report or {}).get("usage") or {}
+        if tracked is None:
+            meter = None
+            if server.container_id:
+                meter = CpuMeter(ContainerCgroup(server.container_id, root=Path(self.cgroup_root)), clock=self.clock)
+                meter.sample()
+                if meter.last is None:
+                    meter = None  # its cgroup is not on this host (another node): the extension's figure
+            tracked = Tracked(watch=None, meter=meter, last_sample=now)
+            cpu = None  # the first reading of the counter: no rate yet (counts as busy)
+        else:
+            cpu = tracked.meter.sample() if tracked.meter is not None else None
+        if tracked.meter is None:
+            cpu = usage.get("cpu_percent")
+        gpus = (usage.get("gpu") or {}).get("gpus") or []
+        obs = Observation(
+            now=now,
+            started=server.started or now,
+            browser_connections=(report["kernel_connections"] + report["terminal_connections"]) if report else 0,
+            last_browser=_epoch(report.get("last_browser_request")) if report else server.last_activity,
+            cpu_percent=cpu,
+            gpu_percent=max((g["utilization_percent"] for g in gpus), default=None),
+        )
+        limits = self.policy.limits(server.user, server.groups, server.resource_type)
+        if tracked.watch is None:
+            tracked.watch = Watch.start(obs)
+            self.tracked[server.execution_id] = tracked
+        verdict = tracked.watch.decide(obs, limits)
+
+        sample = None
+        if cpu is not None:
+            tracked.sample_cpu.append(cpu)
+        if now - tracked.last_sample >= self.sample_interval:
+            memory = tracked.meter.cgroup.memory_bytes() if tracked.meter is not None else None
+            sample = UsageSample(
+                execution_id=server.execution_id,
+                at=utcnow(),
+                cpu_percent=round(sum(tracked.sample_cpu) / len(tracked.sample_cpu), 2) if tracked.sample_cpu else None,
+                memory_bytes=memory if memory is not None else usage.get("memory_bytes"),
+                gpu_percent=obs.gpu_percent,
+                gpu_memory_bytes=sum(g["memory_used_bytes"] for g in gpus) if gpus else None,
+                browser=now - tracked.watch.last_browser < self.interval * 1.5,
+            )
+            tracked.last_sample, tracked.sample_cpu = now, []
+        return verdict, sample
+
+    async def _act(self, server: Server, verdict: Verdict, counts: dict) -> None:
+        notice_id = f"cull-{verdict.reason}"
+        if verdict.action in ("warn", "withdraw"):
+            log.info("%s #%s: %s: %s", server.label, server.number, verdict.action, verdict.message)
+            await self.notify(server, verdict, notice_id)
+            counts["warned" if verdict.action == "warn" else "withdrawn"] += 1
+            return
+        log.info("%s #%s: stopping (%s): %s", server.label, server.number, verdict.reason, verdict.evidence)
+        path = f"/users/{quote(server.user, safe='')}/server" + (f"s/{quote(server.name, safe='')}" if server.name else "")
+        try:
+            await self.hub("DELETE", path)
+        except (HTTPClientError, OSError) as e:
+            log.error("%s: the hub did not stop it: %s", server.label, e)
+            await asyncio.get_running_loop().run_in_executor(None, self._unrecord, server.execution_id)
+            return
+        counts["culled"] += 1
+        self.tracked.pop(server.execution_id, None)
+
+    # -- forever ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("culler: every %g s; %s", self.interval, self.policy.limits())
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                counts = await self.cycle()
+                if counts["warned"] or counts["withdrawn"] or counts["culled"]:
+                    log.info("cycle: %s in %.2f s", counts, time.monotonic() - started)
+            except Exception:
+                log.exception("culler cycle failed; trying again next cycle")
+            try:
+                await asyncio.wait_for(stop.wait(), max(0.1, self.interval - (time.monotonic() - started)))
+            except asyncio.TimeoutError:
+                pass
+        log.info("culler stopping")
+
+
+def env_config(environ=os.environ) -> dict:
+    """The culler's settings from WORKSPACE_CULL_* (seconds, percent), as traitlets config."""
+    names = {
+        "WORKSPACE_CULL_BROWSER_TIMEOUT": ("IdlePolicy", "browser_timeout"),
+        "WORKSPACE_CULL_CPU_THRESHOLD": ("IdlePolicy", "cpu_threshold"),
+        "WORKSPACE_CULL_CPU_WINDOW": ("IdlePolicy", "cpu_window"),
+        "WORKSPACE_CULL_GPU_THRESHOLD": ("IdlePolicy", "gpu_threshold"),
+        "WORKSPACE_CULL_MAX_RUNTIME": ("IdlePolicy", "max_runtime"),
+        "WORKSPACE_CULL_WARN_BEFORE": ("IdlePolicy", "warn_before"),
+        "WORKSPACE_CULL_INTERVAL": ("Culler", "interval"),
+        "WORKSPACE_USAGE_SAMPLE_INTERVAL": ("Culler", "sample_interval"),
+    }
+    config: dict = {}
+    for var, (cls, trait) in names.items():
+        if environ.get(var):
+            try:
+                config.setdefault(cls, {})[trait] = float(environ[var])
+            except ValueError:
+                raise SystemExit(f"{var} must be a number of seconds (or percent), not {environ[var]!r}")
+    return config
+
+
+def main(argv=None) -> None:
+    from traitlets.config import Config
+
+    from .service.app import die_with_the_hub
+    from .settings import Settings
+
+    die_with_the_hub()
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
+    settings = Settings.from_env()
+    app = Culler(config=Config(env_config()))
+    app.db_url = settings.db_url
+    app.config_file = os.environ.get("WORKSPACE_CULLER_CONFIG") or str(settings.path("culler_config.py"))
+    if Path(app.config_file).is_file():
+        app.load_config_file(app.config_file)
+    app.initialize(argv or [])
+    asyncio.run(app.run())
+
+
+if __name__ == "__main__":
+    main()

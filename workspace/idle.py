@@ -1,0 +1,261 @@
+"""When is a workspace idle? The culler's policy, its memory and its evidence.
+
+Pure logic, no I/O: `workspace/culler.py` observes every running execution
+once a cycle and asks `Watch.decide()` what to do. Times are seconds since
+the epoch, from a clock the caller passes in (tests move it).
+
+A workspace is idle when no browser has been attached for `browser_timeout`
+AND its CPU has stayed under `cpu_threshold` for `cpu_window` (and, with
+GPUs, their utilisation under `gpu_threshold` for the same window). Before a
+cull the user is warned `warn_before` ahead; any activity in the meantime (a
+browser, CPU, GPU) withdraws the warning. `max_runtime` stops a workspace
+regardless of activity, also after a warning.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import deque
+from dataclasses import dataclass, field
+
+from traitlets import Dict, Float, Int
+from traitlets.config import Configurable
+
+POLICY_FIELDS = ("browser_timeout", "cpu_threshold", "cpu_window", "gpu_threshold", "max_runtime", "warn_before")
+
+
+class IdlePolicy(Configurable):
+    """The idle policy, with overrides per resource type, group and user."""
+
+    browser_timeout = Float(
+        1800, config=True,
+        help="""Seconds without a browser attached (no kernel or terminal
+        websocket, no request from a JupyterLab tab) before a workspace may be
+        culled.""",
+    )
+    cpu_threshold = Float(
+        5.0, config=True,
+        help="""CPU use, in percent of one core, under which a workspace counts
+        as idle (measured from its container's cgroup).""",
+    )
+    cpu_window = Float(
+        1800, config=True,
+        help="""Seconds the CPU (and GPU) use must stay under the threshold
+        before a workspace may be culled.""",
+    )
+    gpu_threshold = Float(
+        10.0, config=True,
+        help="""GPU utilisation, in percent, at or above which a workspace with
+        GPUs is busy (training keeps it alive with the tab closed).""",
+    )
+    max_runtime = Float(
+        0, config=True,
+        help="""Seconds after which a workspace is stopped whatever it does
+        (0: no limit). Usually set per resource type, e.g. 3 h for debug
+        sessions.""",
+    )
+    warn_before = Float(
+        300, config=True,
+        help="""Seconds between the warning (a JupyterLab notification and a
+        line in every terminal) and the cull. 0: no warning.""",
+    )
+    overrides = Dict(
+        {}, config=True,
+        help="""Policy values for some workspaces, keyed `resource_type:NAME`,
+        `group:NAME` or `user:NAME`, e.g.
+        `{"resource_type:debug": {"max_runtime": 10800}, "group:thesis": {"browser_timeout": 7200}}`.
+        They apply in that order (resource type, then groups in name order,
+        then the user), each over the previous.""",
+    )
+
+    def limits(self, user: str = "", groups=(), resource_type: str | None = None) -> "Limits":
+        values = {name: getattr(self, name) for name in POLICY_FIELDS}
+        keys = ([f"resource_type:{resource_type}"] if resource_type else []) + \
+            [f"group:{g}" for g in sorted(groups)] + [f"user:{user}"]
+        for key in keys:
+            for name, value in (self.overrides.get(key) or {}).items():
+                if name not in POLICY_FIELDS:
+                    raise ValueError(f"IdlePolicy.overrides[{key!r}]: unknown setting {name!r}; "
+                                     f"use one of {', '.join(POLICY_FIELDS)}")
+                values[name] = float(value)
+        return Limits(**values)
+
+
+@dataclass(frozen=True)
+class Limits:
+    browser_timeout: float
+    cpu_threshold: float
+    cpu_window: float
+    gpu_threshold: float
+    max_runtime: float
+    warn_before: float
+
+
+@dataclass
+class Observation:
+    """What the culler saw of one execution in one cycle."""
+
+    now: float
+    started: float
+    # kernel and terminal websockets open now
+    browser_connections: int = 0
+    # the last request a browser made (or the hub's last_activity when the workspace cannot tell)
+    last_browser: float | None = None
+    # CPU use since the previous observation, percent of one core; None: unknown (counts as busy)
+    cpu_percent: float | None = None
+    # highest utilisation of the execution's GPUs; None: no GPU
+    gpu_percent: float | None = None
+
+
+@dataclass
+class Warning:
+    kind: str  # "idle" or "max_runtime"
+    at: float
+    stop_at: float
+
+    @property
+    def notice_id(self) -> str:
+        return f"cull-{self.kind}"
+
+
+@dataclass
+class Verdict:
+    action: str  # keep | warn | withdraw | cull
+    reason: str | None = None  # idle | max_runtime
+    message: str | None = None  # for the user
+    evidence: str | None = None  # for the record: why
+    stop_at: float | None = None
+
+
+def duration(seconds: float) -> str:
+    """`45 s`, `31 min`, `3 h 5 min`."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 120:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+def clock_time(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%H:%M UTC")
+
+
+@dataclass
+class Watch:
+    """The culler's memory of one running execution."""
+
+    first_seen: float
+    last_browser: float
+    cpu_busy_at: float
+    gpu_busy_at: float | None = None
+    # (time, seconds covered, percent) of each CPU reading, for the window's average
+    cpu_samples: deque = field(default_factory=lambda: deque(maxlen=10_000))
+    warning: Warning | None = None
+
+    @classmethod
+    def start(cls, obs: Observation) -> "Watch":
+        # CPU before the culler saw the workspace is unknown: the window starts now.
+        return cls(first_seen=obs.now, last_browser=max(obs.started, obs.last_browser or 0), cpu_busy_at=obs.now)
+
+    def observe(self, obs: Observation, limits: Limits) -> None:
+        now = obs.now
+        if obs.browser_connections > 0:
+            self.last_browser = now
+        elif obs.last_browser is not None and obs.last_browser > self.last_browser:
+            self.last_browser = min(obs.last_browser, now)
+        if obs.cpu_percent is None or obs.cpu_percent >= limits.cpu_threshold:
+            self.cpu_busy_at = now
+        if obs.cpu_percent is not None and self.cpu_samples:
+            covered = now - self.cpu_samples[-1][0]
+            self.cpu_samples.append((now, covered, obs.cpu_percent))
+        else:
+            self.cpu_samples.append((now, 0.0, obs.cpu_percent or 0.0))
+        while self.cpu_samples and self.cpu_samples[0][0] < now - 2 * max(limits.cpu_window, 60):
+            self.cpu_samples.popleft()
+        if obs.gpu_percent is not None:
+            if self.gpu_busy_at is None or obs.gpu_percent >= limits.gpu_threshold:
+                self.gpu_busy_at = now
+
+    def cpu_average(self, now: float, window: float) -> float | None:
+        """Average CPU (percent of one core) over the last `window` seconds of readings."""
+        total = covered = 0.0
+        for t, span, pct in self.cpu_samples:
+            if t > now - window and span > 0:
+                total += pct * span
+                covered += span
+        return total / covered if covered else None
+
+    def idle_at(self, limits: Limits) -> float:
+        """When the workspace is (or will be, if nothing happens) idle."""
+        at = max(self.last_browser + limits.browser_timeout, self.cpu_busy_at + limits.cpu_window)
+        if self.gpu_busy_at is not None:
+            at = max(at, self.gpu_busy_at + limits.cpu_window)
+        return at
+
+    def evidence(self, now: float, limits: Limits, gpu_percent: float | None) -> str:
+        parts = [f"no browser for {duration(now - self.last_browser)}"]
+        avg = self.cpu_average(now, limits.cpu_window)
+        span = min(limits.cpu_window, now - self.first_seen)
+        if avg is not None:
+            parts.append(f"CPU {avg:.1f} % average over {duration(span)}")
+        if gpu_percent is not None:
+            parts.append(f"GPU {gpu_percent:.0f} %")
+        return "; ".join(parts)
+
+    def decide(self, obs: Observation, limits: Limits) -> Verdict:
+        """Update the memory with `obs` and say what to do now."""
+        self.observe(obs, limits)
+        now = obs.now
+        if limits.max_runtime > 0:
+            end = obs.started + limits.max_runtime
+            if now >= end:
+                return Verdict(
+                    "cull", "max_runtime",
+                    evidence=f"ran for {duration(now - obs.started)}; the maximum run time is {duration(limits.max_runtime)}",
+                )
+            if now >= end - limits.warn_before and limits.warn_before > 0 and (
+                self.warning is None or self.warning.kind != "max_runtime"
+            ):
+                self.warning = Warning("max_runtime", now, end)
+                return Verdict(
+                    "warn", "max_runtime", stop_at=end,
+                    message=(
+                        f"This workspace will be stopped at {clock_time(end)} (in {duration(end - now)}): it reaches "
+                        f"its maximum run time of {duration(limits.max_runtime)}. Your home is saved when it stops; "
+                        "you can start it again and continue from this execution."
+                    ),
+                )
+        if self.warning is not None and self.warning.kind == "max_runtime":
+            return Verdict("keep")
+
+        active_since_warning = self.warning is not None and (
+            self.last_browser > self.warning.at or self.cpu_busy_at > self.warning.at
+            or (self.gpu_busy_at is not None and self.gpu_busy_at > self.warning.at)
+        )
+        if active_since_warning:
+            self.warning = None
+            return Verdict("withdraw", "idle", message="Activity seen: this workspace keeps running.")
+        idle_at = self.idle_at(limits)
+        if self.warning is not None:
+            if now >= self.warning.stop_at:
+                return Verdict("cull", "idle", evidence=self.evidence(now, limits, obs.gpu_percent))
+            return Verdict("keep")
+        if limits.warn_before <= 0:
+            if now >= idle_at:
+                return Verdict("cull", "idle", evidence=self.evidence(now, limits, obs.gpu_percent))
+            return Verdict("keep")
+        if now >= idle_at - limits.warn_before:
+            stop_at = max(idle_at, now + limits.warn_before)
+            self.warning = Warning("idle", now, stop_at)
+            return Verdict(
+                "warn", "idle", stop_at=stop_at,
+                message=(
+                    f"This workspace seems idle (no open tab, CPU under {limits.cpu_threshold:g} %) and will be "
+                    f"stopped at {clock_time(stop_at)} (in {duration(stop_at - now)}) to free its resources. "
+                    "Open it in your browser or keep a program running to keep it. Your home is saved when it stops."
+                ),
+            )
+        return Verdict("keep")

@@ -1,0 +1,70 @@
+"""Is a browser attached to this workspace?
+
+Three signals, the culler combines them:
+
+- kernel websockets (an open notebook or console holds one per kernel),
+- terminal websockets (an open terminal tab),
+- the time of the last request made by a browser. JupyterLab polls the
+  server while its tab is open, and the workspace JupyterLab plugin asks for
+  notices every 30 s even from a background tab (browsers slow hidden tabs'
+  timers to once a minute at most, they do not stop them).
+
+A browser request is one authenticated by the hub's cookie, not by a token:
+the culler, the hub and scripts use tokens, so they never count as a browser.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def iso(t: dt.datetime | None) -> str | None:
+    return t.isoformat().replace("+00:00", "Z") if t else None
+
+
+class BrowserActivity:
+    def __init__(self):
+        self.last_request: dt.datetime | None = None
+
+    def install(self, web_app) -> None:
+        """Watch every finished request (tornado's log_function hook)."""
+        log_function = web_app.settings.get("log_function")
+
+        def log_request(handler):
+            self.observe(handler.request)
+            if log_function is not None:
+                log_function(handler)
+
+        web_app.settings["log_function"] = log_request
+
+    def observe(self, request) -> None:
+        headers = request.headers
+        if "Authorization" in headers or "token" in request.arguments:
+            return
+        if "Cookie" in headers:
+            self.last_request = utcnow()
+
+    def report(self, web_app) -> dict:
+        kernels = web_app.settings.get("kernel_manager")
+        kernel_connections = 0
+        busy = 0
+        if kernels is not None:
+            for model in kernels.list_kernels():
+                kernel_connections += model.get("connections", 0)
+                busy += model.get("execution_state") == "busy"
+        terminal_connections = 0
+        terminals = web_app.settings.get("terminal_manager")
+        if terminals is not None:
+            for term in terminals.terminals.values():
+                terminal_connections += len(term.clients)
+        return {
+            "kernel_connections": kernel_connections,
+            "terminal_connections": terminal_connections,
+            "busy_kernels": busy,
+            "last_browser_request": iso(self.last_request),
+            "now": iso(utcnow()),
+        }

@@ -158,7 +158,9 @@ class Watch:
     @classmethod
     def start(cls, obs: Observation) -> "Watch":
         # CPU before the culler saw the workspace is unknown: the window starts now.
-        return cls(first_seen=obs.now, last_browser=max(obs.started, obs.last_browser or 0), cpu_busy_at=obs.now)
+        watch = cls(first_seen=obs.now, last_browser=max(obs.started, obs.last_browser or 0), cpu_busy_at=obs.now)
+        watch.cpu_samples.append((obs.now, 0.0, 0.0))  # the time the next reading covers from
+        return watch
 
     def observe(self, obs: Observation, limits: Limits) -> None:
         now = obs.now

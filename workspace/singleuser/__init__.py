@@ -16,9 +16,6 @@ into the image: nothing here may import the hub side of the project.
 
 from __future__ import annotations
 
-from .activity import BrowserActivity
-from .handlers import Usage, handlers
-from .notices import Notices
 
 
 def _jupyter_server_extension_points():
@@ -26,6 +23,11 @@ def _jupyter_server_extension_points():
 
 
 def _load_jupyter_server_extension(serverapp) -> None:
+    # imported here: the hub side (and its tests) has no jupyter_server
+    from .activity import BrowserActivity
+    from .handlers import Usage, handlers
+    from .notices import Notices
+
     web_app = serverapp.web_app
     activity = BrowserActivity()
     activity.install(web_app)

@@ -1,0 +1,57 @@
+"""The workspace extension's pure parts: what counts as a browser, and notices to terminals."""
+
+from types import SimpleNamespace
+
+from workspace.singleuser.activity import BrowserActivity
+from workspace.singleuser.notices import Notices
+
+
+def request(headers=None, arguments=None):
+    return SimpleNamespace(headers=headers or {}, arguments=arguments or {})
+
+
+def test_only_cookie_requests_are_a_browser():
+    a = BrowserActivity()
+    a.observe(request({"Authorization": "token x", "Cookie": "c=1"}))  # the culler, scripts
+    a.observe(request({"Cookie": "c=1"}, {"token": [b"x"]}))
+    a.observe(request({}))
+    assert a.last_request is None
+    a.observe(request({"Cookie": "jupyterhub-user-ada=..."}))
+    assert a.last_request is not None
+
+
+class Term:
+    def __init__(self, clients):
+        self.read_buffer, self.clients = [], clients
+
+
+class Client:
+    def __init__(self):
+        self.shown = []
+
+    def on_pty_read(self, text):
+        self.shown.append(text)
+
+
+def test_reports_count_kernel_and_terminal_websockets():
+    kernels = SimpleNamespace(list_kernels=lambda: [{"connections": 2, "execution_state": "busy"},
+                                                    {"connections": 0, "execution_state": "idle"}])
+    terminals = SimpleNamespace(terminals={"1": Term([Client()]), "2": Term([])})
+    app = SimpleNamespace(settings={"kernel_manager": kernels, "terminal_manager": terminals})
+    report = BrowserActivity().report(app)
+    assert (report["kernel_connections"], report["terminal_connections"], report["busy_kernels"]) == (2, 1, 1)
+    assert report["last_browser_request"] is None
+
+
+def test_notices_reach_open_terminals_and_their_scrollback():
+    watching, idle_term = Term([Client()]), Term([])
+    app = SimpleNamespace(settings={"terminal_manager": SimpleNamespace(terminals={"1": watching, "2": idle_term})})
+    notices = Notices(app)
+    notices.post("cull-idle", "This workspace will be stopped at 10:00 UTC")
+    (shown,) = watching.clients[0].shown
+    assert "[workspace] This workspace will be stopped at 10:00 UTC" in shown
+    assert idle_term.read_buffer == [shown]  # shown when the tab reconnects
+    assert [n["id"] for n in notices.list()] == ["cull-idle"]
+    assert notices.withdraw("cull-idle", "Activity seen: this workspace keeps running.")
+    assert notices.list() == [] and "keeps running" in watching.clients[0].shown[-1]
+    assert not notices.withdraw("cull-idle")

@@ -57,12 +57,13 @@ def build_images(settings: Settings, force: bool = False) -> list[str]:
 
 
 def ensure_tools(settings: Settings) -> None:
-    """Debian tools the deployment and its tests use: btrfs-progs (the home store), debootstrap (images)."""
-    missing = [pkg for pkg, tool in (("btrfs-progs", "mkfs.btrfs"), ("debootstrap", "debootstrap"))
-               if shutil.which(tool) is None]
+    """Debian tools the deployment and its tests use: btrfs-progs (the home store), debootstrap
+    (images), chromium (the browser tests, driven by Playwright)."""
+    tools = (("btrfs-progs", "mkfs.btrfs"), ("debootstrap", "debootstrap"), ("chromium", "chromium"))
+    missing = [pkg for pkg, tool in tools if shutil.which(tool) is None]
     if missing and os.geteuid() == 0:
         with step(PREFIX, f"install {' '.join(missing)} (Debian)"):
-            apt_install(missing, settings.path("logs", "tools.log"), "The home store and the image builder")
+            apt_install(missing, settings.path("logs", "tools.log"), "The home store, the image builder and the browser tests")
 
 
 def ensure_store(settings: Settings) -> None:

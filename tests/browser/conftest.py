@@ -1,0 +1,41 @@
+"""Browser tests: real Chromium (Debian's) driven by Playwright against a real hub.
+
+They use the integration fixtures (a real hub, real containers) and are
+marked `docker` too: they skip with a reason when no engine, no Chromium or
+no Playwright is there, and under CI=true such a skip fails the run.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.integration.conftest import (  # noqa: F401  (fixtures)
+    btrfs_dir,
+    docker_client,
+    image,
+    pytest_runtest_makereport,
+    start_hub,
+)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "/browser/" in str(item.fspath):
+            item.add_marker(pytest.mark.docker)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("Chromium is not installed: `make test` installs Debian's chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("Playwright is not installed: `make test` installs the test dependencies")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        yield browser
+        browser.close()

@@ -1,0 +1,64 @@
+"""JupyterLab in a real browser: the workspace plugin shows notices, and the tab counts as a browser."""
+
+from __future__ import annotations
+
+import time
+
+import requests
+
+from tests.integration.hub import USER_PASSWORD
+
+
+def test_a_notice_shows_in_jupyterlab_and_the_open_tab_counts_as_a_browser(start_hub, chromium):
+    hub = start_hub()
+    user, ws = "lin", "lab"
+    token = hub.user_token(user)
+    hub.start_workspace(user, ws, token)
+    base = f"{hub.url}/user/{user}/{ws}"
+    auth = {"Authorization": f"token {token}"}
+    # what the culler posts before a cull
+    r = requests.post(f"{base}/api/workspace/notices", headers=auth, timeout=10, json={
+        "id": "cull-idle", "level": "warning",
+        "message": "This workspace seems idle and will be stopped at 10:00 UTC (in 5 min).",
+    })
+    assert r.status_code == 201, r.text
+    before = requests.get(f"{base}/api/workspace/activity", headers=auth, timeout=10).json()
+    assert before["last_browser_request"] is None, before  # token requests are not a browser
+
+    page = chromium.new_page()
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "workspace" in m.text else None)
+    try:
+        page.goto(f"{hub.url}/hub/login")
+        page.fill("input[name=username]", user)
+        page.fill("input[name=password]", USER_PASSWORD)
+        page.click("input[type=submit], button[type=submit]")
+        page.wait_for_url("**/hub/home", timeout=30_000)
+        page.goto(f"{base}/lab")
+        page.wait_for_selector(".jp-LabShell", timeout=90_000)
+        assert "@workspace/lab" in page.evaluate("Object.keys(window._JUPYTERLAB || {})")
+        toast = page.wait_for_selector("text=will be stopped at 10:00 UTC", timeout=60_000)
+        assert toast.is_visible()
+
+        # the open tab is a browser for the culler, seen by the extension
+        deadline = time.monotonic() + 30
+        report = {}
+        while time.monotonic() < deadline:
+            report = requests.get(f"{base}/api/workspace/activity", headers=auth, timeout=10).json()
+            if report["last_browser_request"]:
+                break
+            time.sleep(0.5)
+        assert report["last_browser_request"], report
+        assert errors == [], errors
+
+        # without a GPU the status bar shows none; with one (the usage answer of a GPU machine), it does
+        assert page.query_selector("#workspace-gpu-usage") is None
+        gpu = {"cpu_percent": 3.0, "memory_bytes": 1, "memory_limit_bytes": None, "gpu": {"available": True, "gpus": [
+            {"index": 0, "name": "NVIDIA H200", "utilization_percent": 87,
+             "memory_used_bytes": 40 << 30, "memory_total_bytes": 141 << 30}]}}
+        page.route("**/api/workspace/usage", lambda route: route.fulfill(json=gpu))
+        item = page.wait_for_selector("#workspace-gpu-usage", timeout=20_000)
+        assert item.inner_text() == "GPU0 87% 40.0/141.0 GB"
+    finally:
+        page.close()
+    hub.stop_workspace(user, ws, token)

@@ -3,7 +3,7 @@
     python -m workspace.deploy up        engine, proxy, images, data; start the hub
     python -m workspace.deploy down      stop the servers, the hub and its containers; keep data
     python -m workspace.deploy images    build the images whose definition changed
-    python -m workspace.deploy prepare   engine, proxy and images, without the hub (for tests)
+    python -m workspace.deploy prepare   engine, proxy, images and test tools (Chromium), without the hub
 
 Each step prints a line with its duration; a failure ends with one sentence
 and the log to read (see workspace/steps.py).
@@ -56,10 +56,11 @@ def build_images(settings: Settings, force: bool = False) -> list[str]:
     return [builder.build(d, force=force) for d in images.definitions(ROOT / "images")]
 
 
-def ensure_tools(settings: Settings) -> None:
-    """Debian tools the deployment and its tests use: btrfs-progs (the home store), debootstrap
-    (images), chromium (the browser tests, driven by Playwright)."""
-    tools = (("btrfs-progs", "mkfs.btrfs"), ("debootstrap", "debootstrap"), ("chromium", "chromium"))
+def ensure_tools(settings: Settings, tests: bool = False) -> None:
+    """Debian tools the deployment uses: btrfs-progs (the home store), debootstrap (images);
+    for the tests also chromium (the browser tests, driven by Playwright)."""
+    tools = (("btrfs-progs", "mkfs.btrfs"), ("debootstrap", "debootstrap")) + (
+        (("chromium", "chromium"),) if tests else ())
     missing = [pkg for pkg, tool in tools if shutil.which(tool) is None]
     if missing and os.geteuid() == 0:
         with step(PREFIX, f"install {' '.join(missing)} (Debian)"):
@@ -87,13 +88,13 @@ def ensure_store(settings: Settings) -> None:
             ) from e
 
 
-def prepare(settings: Settings) -> None:
-    """Everything the hub and the tests need: engine, proxy, images, btrfs tools."""
+def prepare(settings: Settings, tests: bool = False) -> None:
+    """Everything the hub (and with `tests`, the test suite) needs: engine, proxy, images, tools."""
     for sub in ("logs", "run"):
         settings.path(sub).mkdir(parents=True, exist_ok=True)
     engine.ensure_engine(settings.path("logs", "dockerd.log"))
     ensure_proxy(settings)
-    ensure_tools(settings)
+    ensure_tools(settings, tests=tests)
     build_images(settings)
 
 
@@ -285,7 +286,7 @@ def main(argv=None) -> None:
             engine.ensure_engine(settings.path("logs", "dockerd.log"))
             build_images(settings, force=args.force)
         elif args.command == "prepare":
-            prepare(settings)
+            prepare(settings, tests=True)
     except SetupError as e:
         fail(e)
     except KeyboardInterrupt:

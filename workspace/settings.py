@@ -19,6 +19,8 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_STORE_SIZE`      size of that sparse btrfs image (default 200G; takes only what is used)
 - `WORKSPACE_SERVICE_PORT`    port of the workspace service (REST API) on 127.0.0.1 (default 8082)
 - `WORKSPACE_DB_URL`          the workspace database (default SQLite `<data dir>/workspace.sqlite`)
+- `WORKSPACE_CULL_*`, `WORKSPACE_USAGE_SAMPLE_INTERVAL`, `WORKSPACE_CULLER_CONFIG`
+                              the idle culler's policy (read by workspace/culler.py; see README)
 
 Passwords and the admin API token that are not set are generated once and
 kept in `<data dir>/secrets.env` (mode 600).

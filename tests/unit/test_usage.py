@@ -99,3 +99,30 @@ def test_no_gpu_is_said_not_raised():
     # the real library, on a machine with or without GPUs: a report, never an exception
     real = gpu_usage()
     assert real["gpus"] if real["available"] else real["reason"].startswith("no GP")
+
+
+def test_own_cgroup_inside_a_container_v1_and_v2(tmp_path):
+    from workspace.usage import OwnCgroup
+
+    v1 = tmp_path / "v1"
+    (v1 / "cpuacct").mkdir(parents=True)
+    (v1 / "cpuacct/cpuacct.usage").write_text("7000\n")
+    (v1 / "memory").mkdir()
+    (v1 / "memory/memory.usage_in_bytes").write_text(f"{300 << 20}\n")
+    (v1 / "memory/memory.stat").write_text(f"total_inactive_file {100 << 20}\n")
+    (v1 / "memory/memory.limit_in_bytes").write_text("9223372036854771712\n")  # no limit
+    cg = OwnCgroup(root=v1)
+    assert (cg.cpu_ns(), cg.memory_bytes(), cg.memory_limit_bytes()) == (7000, 200 << 20, None)
+    (v1 / "memory/memory.limit_in_bytes").write_text(f"{2 << 30}\n")
+    assert cg.memory_limit_bytes() == 2 << 30
+
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.stat").write_text("usage_usec 3\n")
+    (v2 / "memory.current").write_text("1000\n")
+    (v2 / "memory.stat").write_text("inactive_file 0\n")
+    (v2 / "memory.max").write_text("max\n")
+    cg = OwnCgroup(root=v2)
+    assert (cg.cpu_ns(), cg.memory_bytes(), cg.memory_limit_bytes()) == (3000, 1000, None)
+    (v2 / "memory.max").write_text("4096\n")
+    assert cg.memory_limit_bytes() == 4096

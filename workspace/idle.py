@@ -249,7 +249,11 @@ class Watch:
             if now >= idle_at:
                 return Verdict("cull", "idle", evidence=self.evidence(now, limits, obs.gpu_percent))
             return Verdict("keep")
-        if now >= idle_at - limits.warn_before:
+        # Warn ahead of the predicted idle time, but only while the latest
+        # readings are idle: a busy reading is no prediction of idleness (and
+        # with cpu_window < warn_before, warnings would flap every cycle).
+        busy_now = self.cpu_busy_at >= now or (self.gpu_busy_at is not None and self.gpu_busy_at >= now)
+        if now >= idle_at - limits.warn_before and not busy_now:
             stop_at = max(idle_at, now + limits.warn_before)
             self.warning = Warning("idle", now, stop_at)
             return Verdict(

@@ -26,8 +26,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.docker)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
+    # module scope: Playwright's sync API runs an event loop in this thread
+    # until it is closed, and later tests call asyncio.run()
     path = shutil.which("chromium")
     if path is None:
         pytest.skip("Chromium is not installed: `make test` installs Debian's chromium")

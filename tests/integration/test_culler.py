@@ -88,6 +88,12 @@ class Holder(threading.Thread):
             if isinstance(msg, list) and msg and msg[0] == "stdout":
                 self.received.append(msg[1])
 
+    def wait_for(self, text: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in "".join(self.received):
+            assert time.monotonic() < deadline, f"{text!r} not printed: {''.join(self.received)!r}"
+            time.sleep(0.1)
+
     def close(self):
         if self._done is not None:
             self.loop.call_soon_threadsafe(self._done.set)
@@ -113,10 +119,11 @@ def test_idle_is_culled_busy_and_attached_are_kept(cull_hub: Hub):
     hub.start_workspace(user, "attached", token)
 
     # busy: a loop typed into a terminal, then the tab is closed
-    tab = Holder([open_terminal(hub, user, "busy", token)], token, send=[["stdin", "while :; do :; done\r"]])
+    tab = Holder([open_terminal(hub, user, "busy", token)], token,
+                 send=[["stdin", "echo LOOP-$((6*7)); while :; do :; done\r"]])
     tab.start()
     assert tab.opened.wait(30) and tab.error is None, tab.error
-    time.sleep(1)
+    tab.wait_for("LOOP-42")  # the shell runs the loop (the typed line shows `$((6*7))`)
     tab.close()
 
     # attached: a kernel whose websocket a client holds open; nothing runs

@@ -136,3 +136,11 @@ def test_overrides_apply_resource_type_then_groups_then_user():
 
 def test_durations_read_well():
     assert [duration(s) for s in (45, 119, 1860, 7200, 11100)] == ["45 s", "119 s", "31 min", "2 h", "3 h 5 min"]
+
+
+def test_a_busy_workspace_is_never_warned_even_with_a_short_cpu_window():
+    limits = Limits(**{**LIMITS.__dict__, "browser_timeout": 14, "cpu_window": 5, "warn_before": 6})
+    assert Clock(limits=limits, step=1).run(120, cpu_percent=90) == []
+    c = Clock(limits=limits, step=1)
+    acted = c.run(60)
+    assert [v.action for _, v in acted] == ["warn", "cull"]

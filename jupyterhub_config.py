@@ -97,6 +97,9 @@ c.JupyterHub.services = [
         "cwd": str(HERE),
         "environment": service_env,
         "oauth_no_confirm": True,
+        # the pages start and stop the user's own workspaces with the user's
+        # OAuth token: it may do that and no more
+        "oauth_client_allowed_scopes": ["servers!user", "read:servers!user"],
         "display": True,
     },
     {

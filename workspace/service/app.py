@@ -28,7 +28,7 @@ from ..db import database
 from ..homes import store_for
 from ..settings import Settings
 from ..datasets import DatasetRules
-from . import datasets_api, uploads_api
+from . import datasets_api, pages, uploads_api
 from .api import handlers
 
 log = logging.getLogger("workspace.service")
@@ -37,24 +37,20 @@ log = logging.getLogger("workspace.service")
 RETRY_INTERVAL = float(os.environ.get("WORKSPACE_SAVE_RETRY_INTERVAL", "60"))
 
 
-class HomeHandler(web.RequestHandler):
-    def get(self):
-        self.set_header("Content-Type", "application/json")
-        self.finish({"service": "workspace", "api": url_path_join(self.settings["prefix"], "api/workspaces")})
-
-
 def make_app(settings: Settings) -> web.Application:
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/workspace/")
     db = database(settings.db_url)
     return web.Application(
         [
-            (prefix, HomeHandler),
             (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
+            *pages.handlers(prefix),
             *handlers(prefix),
             *datasets_api.handlers(prefix),
             *uploads_api.handlers(prefix),
         ],
         prefix=prefix,
+        hub_prefix=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/",
+        hub_api_url=os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
         workspace_db=db,
         workspace_store=store_for(settings.store_dir, clean=False),
         dataset_rules=dataset_rules(),

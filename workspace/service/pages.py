@@ -1,0 +1,287 @@
+"""The workspace service's pages (HTML), under /services/workspace/.
+
+    /services/workspace/workspaces           my workspaces: state, start (with the spawn choices), stop, open
+    /services/workspace/workspaces/{name}    one workspace: every execution as a timeline, live usage and
+                                             save progress, "continue from here"
+
+Pages log in through the hub (HubOAuth) and act with the user's own OAuth
+token, whose scopes the service's `oauth_client_allowed_scopes` limit to the
+user's own servers (jupyterhub_config.py): the service holds no power to
+start or stop anyone else's workspace. They are styled with the hub's own
+stylesheet. Errors are shown on the page as the sentence the hub or the
+service gave.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import jinja2
+from jupyterhub.services.auth import HubOAuthenticated
+from sqlalchemy import select
+from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+from ..executions import Execution, Workspace, find_workspace
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+# JupyterHub's server names: what `get_or_create_spawner` and the proxy accept
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+_env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True)
+
+
+def _mb(n: int | None) -> str:
+    return "–" if n is None else f"{n / 1e6:,.1f} MB"
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "–"
+    if s < 120:
+        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s // 3600:.0f} h {s % 3600 / 60:.0f} min"
+
+
+def _when(t: str | None) -> str:
+    """An API time (ISO 8601, UTC) as `2026-12-02 19:20:03 UTC`."""
+    return "–" if not t else t.replace("T", " ")[:19] + " UTC"
+
+
+def _ran(ex: dict) -> str:
+    """How long an execution ran (until now while it runs)."""
+    import datetime as dt
+
+    if not ex.get("started"):
+        return "–"
+    start = dt.datetime.fromisoformat(ex["started"].rstrip("Z"))
+    end = dt.datetime.fromisoformat(ex["stopped"].rstrip("Z")) if ex.get("stopped") else \
+        dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return _seconds((end - start).total_seconds())
+
+
+_env.filters.update(mb=_mb, seconds=_seconds, when=_when, ran=_ran)
+
+
+class PageHandler(HubOAuthenticated, web.RequestHandler):
+    """A page for a logged-in user (the hub's login when there is none)."""
+
+    @property
+    def db(self):
+        return self.settings["workspace_db"]
+
+    @property
+    def prefix(self) -> str:
+        return self.settings["prefix"]
+
+    def render_page(self, template: str, **context) -> None:
+        user = self.get_current_user()
+        html = _env.get_template(template).render(
+            prefix=self.prefix, user=user, hub_prefix=self.settings["hub_prefix"],
+            xsrf_token=self.xsrf_token.decode() if isinstance(self.xsrf_token, bytes) else self.xsrf_token,
+            **context,
+        )
+        self.finish(html)
+
+    async def hub_api(self, method: str, path: str, body=None) -> tuple[int, dict | None]:
+        """Call the hub's REST API with the user's own token; (status, JSON body)."""
+        token = self.hub_auth.get_token(self)
+        req = HTTPRequest(
+            self.settings["hub_api_url"].rstrip("/") + path, method=method,
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+            body=None if body is None else json.dumps(body), allow_nonstandard_methods=True,
+            request_timeout=30,
+        )
+        resp = await AsyncHTTPClient().fetch(req, raise_error=False)
+        if resp.code == 599:
+            raise web.HTTPError(502, "The hub does not answer; try again in a moment.")
+        try:
+            data = json.loads(resp.body) if resp.body else None
+        except ValueError:
+            data = None
+        return resp.code, data
+
+    async def servers(self, user: str) -> dict:
+        code, model = await self.hub_api("GET", f"/users/{quote(user, safe='')}")
+        return (model or {}).get("servers", {}) if code == 200 else {}
+
+    async def blocking(self, fn, *args):
+        from tornado.ioloop import IOLoop
+
+        return await IOLoop.current().run_in_executor(None, fn, *args)
+
+    def write_error(self, status_code, **kwargs):
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        message = (exc.log_message if isinstance(exc, web.HTTPError) and exc.log_message else
+                   "Something went wrong on the server; the administrators can find the details in its log.")
+        self.finish(_env.get_template("error.html").render(
+            prefix=self.prefix, hub_prefix=self.settings["hub_prefix"], user=None,
+            status=status_code, message=message,
+        ))
+
+
+def _state_of(server: dict | None, latest: Execution | None) -> str:
+    """What the list shows: running, starting, stopping, saving, or the latest execution's state."""
+    if server:
+        if server.get("ready"):
+            return "running"
+        if server.get("pending") == "stop":
+            return "stopping"
+        return "starting"
+    if latest is None:
+        return "new"
+    return {"running": "stopping", "saving": "saving"}.get(latest.state, latest.state)
+
+
+class WorkspacesPage(PageHandler):
+    @web.authenticated
+    async def get(self, error: str | None = None, status: int = 200):
+        user = self.get_current_user()["name"]
+        servers = await self.servers(user)
+        form = {k: self.get_body_argument(k, "") for k in ("name", "datasets")} if self.request.method == "POST" else {}
+
+        def load():
+            with self.db.session() as s:
+                rows = []
+                for ws in s.scalars(select(Workspace).where(Workspace.owner == user).order_by(Workspace.name)):
+                    latest = max(ws.executions, key=lambda e: e.number, default=None)
+                    rows.append({
+                        "name": ws.name,
+                        "state": _state_of(servers.get(ws.name), latest),
+                        "latest": latest.as_dict() if latest else None,
+                        "executions": len(ws.executions),
+                    })
+                known = {r["name"] for r in rows}
+                for name, server in servers.items():  # started elsewhere, no record yet
+                    if name not in known:
+                        rows.append({"name": name, "state": _state_of(server, None), "latest": None, "executions": 0})
+                return rows
+
+        self.set_status(status)
+        self.render_page("workspaces.html", workspaces=await self.blocking(load), error=error, form=form,
+                         lab_prefix=f"/user/{quote(user, safe='')}/")
+
+    @web.authenticated
+    async def post(self):
+        """Create or start a workspace (the form on this page)."""
+        name = self.get_body_argument("name", "").strip()
+        if not NAME_RE.match(name):
+            return await self.get(
+                error=f"“{name}” cannot be a workspace name: use 1–63 lower-case letters, digits, “-”, “_” "
+                      "or “.”, starting with a letter or digit (like “thesis” or “cs101-lab2”).",
+                status=400,
+            )
+        await start(self, name, self.get_body_argument("continue_from", "latest"),
+                    self.get_body_argument("datasets", ""), on_error=self.get)
+
+
+async def start(handler: PageHandler, name: str, continue_from: str, datasets: str, on_error) -> None:
+    """Ask the hub to start `name` with the user's choices; follow to its progress page."""
+    user = handler.get_current_user()["name"]
+    options = {"continue_from": continue_from or "latest"}
+    refs = [r.strip() for r in datasets.replace("\n", ",").split(",") if r.strip()]
+    if refs:
+        options["datasets"] = refs
+    code, body = await handler.hub_api(
+        "POST", f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}",
+        {"user_options": options, "display_name": name},
+    )
+    if code in (201, 202):
+        return handler.redirect(f"{handler.settings['hub_prefix']}spawn-pending/{quote(user, safe='')}/{quote(name, safe='')}")
+    message = (body or {}).get("message") or f"The hub refused to start “{name}” ({code})."
+    if code == 400 and "already running" in message.lower():
+        message = f"“{name}” is already running or starting."
+    await on_error(error=message, status=code if 400 <= code < 500 else 502)
+
+
+class WorkspacePage(PageHandler):
+    @web.authenticated
+    async def get(self, name: str, error: str | None = None, status: int = 200):
+        user = self.get_current_user()["name"]
+        server = (await self.servers(user)).get(name)
+
+        def load():
+            with self.db.session() as s:
+                ws = find_workspace(s, user, name)
+                if ws is None:
+                    return None
+                executions = sorted(ws.executions, key=lambda e: e.number, reverse=True)
+                return [e.as_dict() for e in executions]
+
+        executions = await self.blocking(load)
+        if executions is None and server is None:
+            raise web.HTTPError(404, f"You have no workspace “{name}”.")
+        latest = executions[0] if executions else None
+        self.set_status(status)
+        self.render_page(
+            "workspace.html", name=name, executions=executions or [], error=error,
+            state=_state_of(server, _Latest(latest) if latest else None),
+            lab_url=f"/user/{quote(user, safe='')}/{quote(name, safe='')}/lab",
+            api=f"{self.prefix}api/workspaces/{quote(name, safe='')}",
+        )
+
+    @web.authenticated
+    async def post(self, name: str):
+        action = self.get_body_argument("action", "")
+        user = self.get_current_user()["name"]
+        if action == "stop":
+            code, body = await self.hub_api("DELETE", f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}")
+            if code not in (202, 204):
+                return await self.get(name, error=(body or {}).get("message") or f"The hub refused the stop ({code}).",
+                                      status=code if 400 <= code < 500 else 502)
+            return self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}")
+        if action == "start":
+            choice = self.get_body_argument("continue_from", "latest")
+            datasets = self.get_body_argument("datasets", None)
+            if datasets is None:  # the same datasets as the execution continued from
+                datasets = ", ".join(await self.blocking(_datasets_of, self.db, user, name, choice))
+            return await start(self, name, choice, datasets, on_error=lambda **kw: self.get(name, **kw))
+        raise web.HTTPError(400, "Say what to do: start or stop.")
+
+
+def _datasets_of(db, user: str, name: str, choice: str) -> list[str]:
+    """The dataset refs bound to the execution `choice` (a number or `latest`) of a workspace."""
+    if choice == "fresh":
+        return []
+    with db.session() as s:
+        ws = find_workspace(s, user, name)
+        if ws is None or not ws.executions:
+            return []
+        if choice.isdigit():
+            ex = next((e for e in ws.executions if e.number == int(choice)), None)
+        else:
+            ex = max(ws.executions, key=lambda e: e.number)
+        return [d["ref"] for d in (ex.datasets or [])] if ex else []
+
+
+class _Latest:
+    """The newest execution's state for _state_of, from its dict."""
+
+    def __init__(self, d: dict):
+        self.state = d["state"]
+
+
+class RootPage(PageHandler):
+    """The service's home: browsers go to their workspaces, API clients get a pointer to the API."""
+
+    def get(self):
+        if "text/html" in self.request.headers.get("Accept", ""):
+            return self.redirect(f"{self.prefix}workspaces")
+        self.set_header("Content-Type", "application/json")
+        self.finish({"service": "workspace", "api": f"{self.prefix}api/workspaces",
+                     "pages": f"{self.prefix}workspaces"})
+
+
+def handlers(prefix: str) -> list:
+    return [
+        (rf"{prefix}?", RootPage),
+        (rf"{prefix}workspaces/?", WorkspacesPage),
+        (rf"{prefix}workspaces/([^/]+)/?", WorkspacePage),
+        (rf"{prefix}static/(.*)", web.StaticFileHandler, {"path": str(Path(__file__).resolve().parent / "static")}),
+    ]
+

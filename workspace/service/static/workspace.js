@@ -1,0 +1,47 @@
+// The workspace page: live usage of a running execution and the progress of a save.
+// While something changes (starting, saving) the page reloads itself when it is done.
+(function () {
+  "use strict";
+  var box = document.getElementById("executions");
+  if (!box) return;
+  var api = box.dataset.api;
+  function get(path) {
+    return fetch(api + path, { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) throw new Error(path + ": " + r.status);
+      return r.json();
+    });
+  }
+  function gb(b) { return (b / 1e9).toFixed(2) + " GB"; }
+  function poll() {
+    document.querySelectorAll(".usage").forEach(function (el) {
+      get("/executions/" + el.dataset.number + "/usage").then(function (u) {
+        var s = u.samples[u.samples.length - 1];
+        if (!s) return;
+        var parts = ["CPU " + (s.cpu_percent === null ? "–" : s.cpu_percent.toFixed(1) + " %")];
+        if (s.memory_bytes !== null) parts.push("memory " + gb(s.memory_bytes));
+        if (s.gpu_percent !== null) parts.push("GPU " + s.gpu_percent.toFixed(0) + " %");
+        parts.push(s.browser ? "browser attached" : "no browser");
+        el.textContent = "Usage (" + s.at + "): " + parts.join(", ");
+      }).catch(function () {});
+    });
+    get("/executions").then(function (list) {
+      var changed = false;
+      list.forEach(function (ex) {
+        var card = document.querySelector('.execution[data-number="' + ex.number + '"]');
+        if (!card || card.dataset.state !== ex.state) { changed = true; return; }
+        if (ex.state === "saving" && ex.save_progress) {
+          var p = ex.save_progress, bar = card.querySelector(".save-progress");
+          var done = p.bytes_total ? p.bytes / p.bytes_total : (p.files_total ? p.files / p.files_total : 0);
+          if (bar) bar.style.width = Math.round(100 * done) + "%";
+          var text = card.querySelector(".save-text");
+          if (text) text.textContent = "Saving: " + p.text;
+        }
+      });
+      if (changed) window.location.reload();
+    }).catch(function () {});
+  }
+  if (box.dataset.active === "true" || document.querySelector(".usage, .save-progress")) {
+    poll();
+    setInterval(poll, 2000);
+  }
+})();

@@ -1,6 +1,9 @@
 """The `workspace` command: the workspace service's REST API from a terminal.
 
     workspace ls                                   your workspaces
+    workspace start NAME [--continue N|latest|fresh] [--dataset REF ...]
+                                                   start (prints the progress); prints the URL
+    workspace stop NAME                            stop, and wait for the home to be saved
     workspace executions NAME                      a workspace's executions
     workspace datasets ls                          mine, shared with me, public
     workspace datasets show OWNER/NAME
@@ -39,13 +42,18 @@ class CLIError(Exception):
 
 class Client:
     def __init__(self, url: str, token: str):
-        self.base = url.rstrip("/") + "/services/workspace/api"
+        self.url = url.rstrip("/")
+        self.base = self.url + "/services/workspace/api"
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"token {token}"
 
-    def call(self, method: str, path: str, **kwargs):
+    def hub(self, method: str, path: str, **kwargs):
+        """The hub's own REST API (start, stop, progress)."""
+        return self.call(method, path, base=self.url + "/hub/api", **kwargs)
+
+    def call(self, method: str, path: str, base: str | None = None, **kwargs):
         try:
-            r = self.session.request(method, self.base + path, timeout=kwargs.pop("timeout", 600), **kwargs)
+            r = self.session.request(method, (base or self.base) + path, timeout=kwargs.pop("timeout", 600), **kwargs)
         except requests.ConnectionError:
             raise CLIError(f"Cannot reach the hub at {self.base}; is it running (make up) and is WORKSPACE_URL right?")
         if r.status_code >= 400:
@@ -133,6 +141,10 @@ def run(args, client: Client, out=sys.stdout) -> None:
             + (f", #{w['current']['number']} {w['current']['state']}" if w["current"] else "")
             for w in rows
         ] or ["no workspaces yet"], out)
+    elif args.command == "start":
+        start(client, args.name, args.continue_from, args.dataset, out)
+    elif args.command == "stop":
+        stop(client, args.name, out)
     elif args.command == "executions":
         _print(client.call("GET", f"/workspaces/{args.name}/executions"), js, lambda rows: [
             f"#{e['number']:<4} {e['state']:<11} from {('#' + str(e['parent'])) if e['parent'] else 'fresh':<6} "
@@ -142,6 +154,62 @@ def run(args, client: Client, out=sys.stdout) -> None:
         ], out)
     elif args.command == "datasets":
         datasets(args, client, js, out)
+
+
+def _me(client: Client) -> str:
+    return client.hub("GET", "/user")["name"]
+
+
+def start(client: Client, name: str, continue_from: str, refs: list[str] | None, out=sys.stdout) -> None:
+    """Start a workspace and print its progress until JupyterLab answers."""
+    me = _me(client)
+    options = {"continue_from": continue_from}
+    if refs:
+        options["datasets"] = refs
+    client.hub("POST", f"/users/{me}/servers/{name}", json={"user_options": options, "display_name": name})
+    try:
+        with client.session.get(f"{client.url}/hub/api/users/{me}/servers/{name}/progress", stream=True,
+                                timeout=3600) as r:
+            for line in r.iter_lines(decode_unicode=True):
+                if not line or not line.startswith("data:"):
+                    continue
+                event = json.loads(line[5:])
+                if event.get("message"):
+                    print(f"[{event.get('progress', 0):>3}%] {event['message']}", file=out, flush=True)
+                if event.get("failed"):
+                    raise CLIError(f"{name} did not start: {event.get('message')}")
+                if event.get("ready"):
+                    url = event.get("url") or f"/user/{me}/{name}/"
+                    print(f"{name} is running: {client.url}{url.rstrip('/')}/lab", file=out)
+                    return
+    except requests.ConnectionError:
+        raise CLIError("The connection to the hub dropped; `workspace ls` shows whether it started.")
+
+
+def stop(client: Client, name: str, out=sys.stdout, poll: float = 0.5) -> None:
+    """Stop a workspace; wait until its home is saved, printing the save's progress."""
+    me = _me(client)
+    rows = client.call("GET", f"/workspaces/{name}/executions")
+    if not rows:
+        raise CLIError(f"Workspace “{name}” has no executions.")
+    number = rows[-1]["number"]
+    client.hub("DELETE", f"/users/{me}/servers/{name}")
+    shown = None
+    while True:
+        ex = client.call("GET", f"/workspaces/{name}/executions/{number}")
+        text = (ex.get("save_progress") or {}).get("text")
+        if text and text != shown:
+            print(f"saving: {text}", file=out, flush=True)
+            shown = text
+        if ex["state"] in ("stopped", "failed", "save_failed"):
+            break
+        time.sleep(poll)
+    if ex["state"] == "save_failed":
+        raise CLIError(ex.get("error") or f"The home of {name} #{number} could not be saved yet.")
+    save = ex.get("save") or {}
+    print(f"{name} #{number} stopped; home saved"
+          + (f" ({save.get('files') or 0:,} changed files, {_size(save.get('bytes') or 0)} in {save.get('seconds') or 0:.1f} s)"
+             if save else ""), file=out)
 
 
 def datasets(args, client: Client, js: bool, out) -> None:
@@ -195,6 +263,14 @@ def parser() -> argparse.ArgumentParser:
     cmds = p.add_subparsers(dest="command", required=True)
     ls = cmds.add_parser("ls", help="your workspaces")
     ls.add_argument("--json", action="store_true")
+    st = cmds.add_parser("start", help="start a workspace (a new execution); prints the progress")
+    st.add_argument("name")
+    st.add_argument("--continue", dest="continue_from", default="latest", metavar="N|latest|fresh",
+                    help="the execution whose home to continue from (default: latest)")
+    st.add_argument("--dataset", action="append", metavar="OWNER/NAME[:VERSION]",
+                    help="a dataset to mount read-only (/input0 …); repeat for up to five")
+    sp = cmds.add_parser("stop", help="stop a workspace and wait for its home to be saved")
+    sp.add_argument("name")
     ex = cmds.add_parser("executions", help="a workspace's executions")
     ex.add_argument("name")
     ex.add_argument("--json", action="store_true")

@@ -24,9 +24,14 @@ def test_cli(hub: Hub, tmp_path):
     user = "wes"
     token = hub.user_token(user)
     assert cli(hub, token, "ls").strip() == "no workspaces yet"
-    hub.start_workspace(user, "nb", token)
+    out = cli(hub, token, "start", "nb")
+    assert "Execution #1 starts with an empty home" in out and "[ 90%] Container started" in out, out
+    assert out.strip().endswith(f"nb is running: {hub.url}/user/{user}/nb/lab"), out
     hub.sh(user, "nb", "mkdir out && echo 1,2 > out/t.csv")
-    hub.stop_workspace(user, "nb", token)
+    out = cli(hub, token, "stop", "nb")
+    assert "nb #1 stopped; home saved (" in out and "changed files" in out, out
+    err = cli(hub, token, "start", "nb", "--continue", "7", ok=False)
+    assert err.strip() == "error: Workspace “nb” has no execution #7. It has executions #1.", err
     assert "nb" in cli(hub, token, "ls") and "#1 stopped" in cli(hub, token, "ls")
     rows = json.loads(cli(hub, token, "executions", "nb", "--json"))
     assert rows[0]["number"] == 1 and rows[0]["state"] == "stopped"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from pathlib import Path
 
 from jupyterhub.services.auth import HubOAuthenticated
 from sqlalchemy import select
@@ -65,6 +66,8 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             message = getattr(exc, "jupyterhub_message", None) or exc.log_message or message
         elif exc is not None:
             message = "Something went wrong on the server; the administrators can find the details in its log."
+        if status_code == 405 and message == self._reason:
+            message = f"{self.request.method} is not allowed at {self.request.path}; see api/openapi.yaml."
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"status": status_code, "message": message}))
 
@@ -131,8 +134,20 @@ class UsageHandler(APIHandler):
         self.write_json(await self.blocking(load))
 
 
+class OpenAPIHandler(web.RequestHandler):
+    """This API's description (OpenAPI 3), for clients and the fuzz test."""
+
+    def get(self):
+        self.set_header("Content-Type", "application/yaml")
+        self.finish(OPENAPI.read_bytes())
+
+
+OPENAPI = Path(__file__).resolve().parent / "openapi.yaml"
+
+
 def handlers(prefix: str) -> list:
     return [
+        (rf"{prefix}api/openapi.yaml", OpenAPIHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/usage/?", UsageHandler),
         (rf"{prefix}api/workspaces/?", WorkspacesHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/?", ExecutionsHandler),

@@ -230,6 +230,8 @@ class SharesHandler(DatasetHandler):
 
         self.write_json(await self.blocking(share), status=201)
 
+
+class ShareHandler(DatasetHandler):
     async def delete(self, owner, name, kind, principal):
         def unshare():
             with self.db.session() as s:
@@ -249,6 +251,6 @@ def handlers(prefix: str) -> list:
         (rf"{ds}/versions/?", VersionsHandler),
         (rf"{ds}/versions/(\d+)/?", VersionHandler),
         (rf"{ds}/shares/?", SharesHandler),
-        (rf"{ds}/shares/(user|group)/([^/]+)/?", SharesHandler),
+        (rf"{ds}/shares/(user|group)/([^/]+)/?", ShareHandler),
     ]
 

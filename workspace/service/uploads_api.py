@@ -68,25 +68,44 @@ class UploadHandler(UploadBase):
 
     _file = None
 
+    _refusal = None
+
     async def prepare(self):
-        if self.request.method != "PUT":
+        # A request refused here is answered only after its body is read (and
+        # dropped): refusing before would close the connection mid-upload, and
+        # the proxy would answer the client 503 instead of the sentence.
+        if self.request.method in ("GET", "DELETE"):
             return
-        self.request.connection.set_max_body_size(MAX_CHUNK)
-        owner, name, upload_id = self.path_args
+        if self.request.method != "PUT":
+            self._refusal = web.HTTPError(
+                405, f"{self.request.method} is not an upload operation: use PUT, GET or DELETE.")
+            return
         try:
-            start = int(self.get_argument("offset", "0"))
-        except ValueError:
-            raise UserError(400, "“offset” must be a byte position.")
-        up = await self.blocking(self.upload, owner, name, upload_id)
-        self._meta = up.meta()
-        self._upload = up
-        self._file = await self.blocking(up.open_at, start)
-        self._written = start
+            self.request.connection.set_max_body_size(MAX_CHUNK)
+            owner, name, upload_id = self.path_args
+            try:
+                start = int(self.get_argument("offset", "0"))
+            except ValueError:
+                raise UserError(400, "“offset” must be a byte position.")
+            up = await self.blocking(self.upload, owner, name, upload_id)
+            self._meta = up.meta()
+            self._upload = up
+            self._file = await self.blocking(up.open_at, start)
+            self._written = start
+        except web.HTTPError as e:
+            self._refusal = e
+
+    async def post(self, *args):
+        raise self._refusal or web.HTTPError(405)
 
     async def data_received(self, chunk: bytes):
+        if self._file is None:
+            return  # prepare() refused the request; the body is dropped
         self._written += len(chunk)
         if self._written > self._meta["size"]:
-            raise UserError(400, f"The upload is longer than the {self._meta['size']:,} bytes announced.")
+            self._close()
+            self._refusal = UserError(400, f"The upload is longer than the {self._meta['size']:,} bytes announced.")
+            return
         await asyncio.get_running_loop().run_in_executor(None, self._file.write, chunk)
 
     def on_finish(self):
@@ -102,6 +121,8 @@ class UploadHandler(UploadBase):
             self._file = None
 
     async def put(self, owner, name, upload_id):
+        if self._refusal is not None:
+            raise self._refusal
         await self.blocking(self._file.flush)
         self._close()
         self.write_json({"id": upload_id, "offset": self._written, "size": self._meta["size"]})

@@ -97,9 +97,10 @@ c.JupyterHub.services = [
         "cwd": str(HERE),
         "environment": service_env,
         "oauth_no_confirm": True,
-        # the pages start and stop the user's own workspaces with the user's
-        # OAuth token: it may do that and no more
-        "oauth_client_allowed_scopes": ["servers!user", "read:servers!user"],
+        # the pages start and stop workspaces with the user's OAuth token, which
+        # JupyterHub limits to these scopes AND the user's own rights: a
+        # student's own servers, an admin's all (the admin page)
+        "oauth_client_allowed_scopes": ["servers", "read:servers"],
         "display": True,
     },
     {

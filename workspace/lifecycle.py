@@ -120,6 +120,29 @@ def transition(db: Database, execution_id: int, state: str, message: str | None 
             ex.to(s, state, message)
 
 
+def record_stop_reason(db: Database, owner: str, name: str, reason: str, detail: str | None,
+                       execution_id: int | None = None) -> int | None:
+    """Say why the running execution of a workspace is about to be stopped (an admin, the culler).
+
+    Recorded before the stop is asked for, so the save keeps it; returns the
+    execution's id (None: nothing runs). With `reason=None` it is taken back
+    (the stop was refused).
+    """
+    with db.session() as s:
+        if execution_id is None:
+            ws = find_workspace(s, owner, name)
+            running = [e for e in ws.executions if e.state == "running"] if ws else []
+            if not running:
+                return None
+            ex = running[-1]
+        else:
+            ex = s.get(Execution, execution_id)
+        if ex is None or ex.state != "running":
+            return None
+        ex.stop_reason, ex.stop_detail = reason, detail
+        return ex.id
+
+
 def state_of(db: Database, execution_id: int) -> str:
     with db.session() as s:
         return s.get(Execution, execution_id).state

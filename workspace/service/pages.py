@@ -3,11 +3,14 @@
     /services/workspace/workspaces           my workspaces: state, start (with the spawn choices), stop, open
     /services/workspace/workspaces/{name}    one workspace: every execution as a timeline, live usage and
                                              save progress, "continue from here"
+    /services/workspace/admin                administrators: every running execution with its usage, stop
+                                             any; storage per user
 
 Pages log in through the hub (HubOAuth) and act with the user's own OAuth
-token, whose scopes the service's `oauth_client_allowed_scopes` limit to the
-user's own servers (jupyterhub_config.py): the service holds no power to
-start or stop anyone else's workspace. They are styled with the hub's own
+token. JupyterHub gives that token the intersection of the service's
+`oauth_client_allowed_scopes` (servers; jupyterhub_config.py) and the user's
+own rights: a student's token reaches only their own servers, an admin's all.
+The service itself holds no power to start or stop anyone's workspace. They are styled with the hub's own
 stylesheet. Errors are shown on the page as the sentence the hub or the
 service gave.
 """
@@ -21,11 +24,12 @@ from urllib.parse import quote
 
 import jinja2
 from jupyterhub.services.auth import HubOAuthenticated
-from sqlalchemy import select
+from sqlalchemy import func, select
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from ..executions import Execution, Workspace, find_workspace
+from .. import lifecycle
+from ..executions import Execution, Snapshot, UsageSample, Workspace, find_workspace
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # JupyterHub's server names: what `get_or_create_spawner` and the proxy accept
@@ -266,6 +270,63 @@ class _Latest:
         self.state = d["state"]
 
 
+class AdminPage(PageHandler):
+    """Administrators: every execution that runs (or saves) with its usage, stop any; storage per user."""
+
+    def admin_only(self) -> dict:
+        user = self.get_current_user()
+        if not user.get("admin"):
+            raise web.HTTPError(403, "Only administrators may see the admin page.")
+        return user
+
+    @web.authenticated
+    async def get(self, error: str | None = None, status: int = 200):
+        self.admin_only()
+
+        def load():
+            with self.db.session() as s:
+                active = s.scalars(
+                    select(Execution).where(Execution.state.in_(("queued", "preparing", "pulling", "restoring",
+                                                                 "running", "saving", "save_failed")))
+                    .order_by(Execution.started)
+                ).all()
+                rows = []
+                for ex in active:
+                    sample = s.scalars(select(UsageSample).where(UsageSample.execution_id == ex.id)
+                                       .order_by(UsageSample.at.desc()).limit(1)).first()
+                    rows.append({"owner": ex.workspace.owner, "workspace": ex.workspace.name,
+                                 "execution": ex.as_dict(), "usage": sample.as_dict() if sample else None})
+                storage = s.execute(
+                    select(Workspace.owner, func.count(Snapshot.id), func.coalesce(func.sum(Snapshot.bytes), 0),
+                           func.coalesce(func.sum(Snapshot.files), 0))
+                    .join(Execution, Execution.workspace_id == Workspace.id)
+                    .join(Snapshot, Execution.snapshot_id == Snapshot.id)
+                    .where(Snapshot.deleted.is_(None))
+                    .group_by(Workspace.owner).order_by(func.sum(Snapshot.bytes).desc())
+                ).all()
+                return rows, [{"owner": o, "outputs": n, "bytes": b, "files": f} for o, n, b, f in storage]
+
+        running, storage = await self.blocking(load)
+        self.set_status(status)
+        self.render_page("admin.html", running=running, storage=storage, error=error)
+
+    @web.authenticated
+    async def post(self):
+        admin = self.admin_only()["name"]
+        owner, name = self.get_body_argument("owner", ""), self.get_body_argument("workspace", "")
+        # the reason goes on the record first, so that the save keeps it
+        execution_id = await self.blocking(
+            lifecycle.record_stop_reason, self.db, owner, name, "admin", f"Stopped by the administrator {admin}."
+        )
+        code, body = await self.hub_api("DELETE", f"/users/{quote(owner, safe='')}/servers/{quote(name, safe='')}")
+        if code not in (202, 204):
+            if execution_id is not None:
+                await self.blocking(lifecycle.record_stop_reason, self.db, owner, name, None, None, execution_id)
+            return await self.get(error=(body or {}).get("message") or f"The hub refused to stop {owner}/{name} ({code}).",
+                                  status=code if 400 <= code < 500 else 502)
+        self.redirect(f"{self.prefix}admin")
+
+
 class RootPage(PageHandler):
     """The service's home: browsers go to their workspaces, API clients get a pointer to the API."""
 
@@ -282,6 +343,7 @@ def handlers(prefix: str) -> list:
         (rf"{prefix}?", RootPage),
         (rf"{prefix}workspaces/?", WorkspacesPage),
         (rf"{prefix}workspaces/([^/]+)/?", WorkspacePage),
+        (rf"{prefix}admin/?", AdminPage),
         (rf"{prefix}static/(.*)", web.StaticFileHandler, {"path": str(Path(__file__).resolve().parent / "static")}),
     ]
 

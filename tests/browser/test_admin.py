@@ -1,0 +1,58 @@
+"""The admin page in a real browser: every running execution with its usage; stopping one records `admin`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.integration.hub import ADMIN_PASSWORD, USER_PASSWORD
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "admin"
+
+
+def login(page, hub, user: str, password: str) -> None:
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", password)
+    page.click("input[type=submit], button[type=submit]")
+    page.wait_for_url("**/hub/home")
+
+
+def test_admin_sees_running_executions_and_stops_one(start_hub, chromium):
+    hub = start_hub(WORKSPACE_CULL_INTERVAL="1", WORKSPACE_USAGE_SAMPLE_INTERVAL="1")
+    student, ws = "noa", "lab"
+    token = hub.user_token(student)
+    hub.start_workspace(student, ws, token)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+
+    # a student may not see it
+    context = chromium.new_context()
+    page = context.new_page()
+    login(page, hub, student, USER_PASSWORD)
+    r = page.goto(f"{hub.url}/services/workspace/admin")
+    assert r.status == 403 and "Only administrators" in page.inner_text("#error-message")
+    context.close()
+
+    context = chromium.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        login(page, hub, hub.settings.admin_user, ADMIN_PASSWORD)
+        page.goto(f"{hub.url}/services/workspace/admin")
+        row = page.wait_for_selector(f"#running tr[data-owner='{student}'][data-workspace='{ws}']")
+        assert "#1" in row.inner_text() and "running" in row.inner_text().lower()
+        page.wait_for_timeout(2500)  # a usage sample or two
+        page.reload()
+        row = page.wait_for_selector(f"#running tr[data-owner='{student}'][data-workspace='{ws}']")
+        assert "CPU" in row.inner_text() and "no browser" in row.inner_text(), row.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "01-running.png"), full_page=True)
+        row.query_selector("button.stop").click()
+        page.wait_for_url("**/services/workspace/admin")
+        hub.wait_stopped(student, ws)
+        page.screenshot(path=str(ARTIFACTS / "02-stopped.png"), full_page=True)
+    finally:
+        context.close()
+    (ex,) = hub.executions(student, ws)
+    assert ex["state"] == "stopped" and ex["stop_reason"] == "admin" and ex["has_output"], ex
+    assert ex["stop_detail"] == f"Stopped by the administrator {hub.settings.admin_user}.", ex
+    assert errors == [], errors

@@ -58,3 +58,17 @@ def test_api_rights_and_errors(hub: Hub):
     admin = hub.user_token(hub.settings.admin_user, password=ADMIN_PASSWORD)
     r = hub.service_api("/workspaces", admin, user="jon")
     assert r.status_code == 200 and r.json() == [], r.text
+
+
+def test_cookie_requests_need_the_xsrf_token(hub: Hub):
+    """Another site cannot make a logged-in browser change anything (CSRF); the pages' own scripts can."""
+    hub.user_token("csrf")
+    browser = hub.browser_login("csrf")
+    assert browser.get(f"{hub.url}/services/workspace/workspaces", timeout=30).status_code == 200  # OAuth
+    api = f"{hub.url}/services/workspace/api"
+    r = browser.post(f"{api}/datasets", json={"name": "forged"}, timeout=30)
+    assert r.status_code == 403 and "X-XSRFToken" in r.json()["message"], r.text
+    xsrf = browser.cookies.get("_xsrf", path="/services/workspace/")
+    r = browser.post(f"{api}/datasets", json={"name": "mine"}, headers={"X-XSRFToken": xsrf}, timeout=30)
+    assert r.status_code == 201, r.text
+    assert browser.get(f"{api}/datasets", timeout=30).json()["mine"][0]["name"] == "mine"

@@ -31,9 +31,9 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     def db(self):
         return self.settings["workspace_db"]
 
-    def check_xsrf_cookie(self):
-        # token-authenticated API calls carry no xsrf cookie; the hub's auth checks the token
-        pass
+    # XSRF: JupyterHub's check (HubAuth.check_xsrf_cookie) applies: requests
+    # authenticated by a token pass, cookie-authenticated ones (the pages' own
+    # scripts) must send the `_xsrf` cookie's value as X-XSRFToken.
 
     async def blocking(self, fn, *args, **kwargs):
         return await IOLoop.current().run_in_executor(None, partial(fn, *args, **kwargs))
@@ -41,6 +41,11 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     def caller(self) -> dict:
         user = self.get_current_user()
         if not user:
+            if "Authorization" not in self.request.headers and self.request.method not in ("GET", "HEAD"):
+                if self.hub_auth.cookie_name in self.request.cookies:
+                    # logged in, but a cross-site request cannot know the XSRF token
+                    raise web.HTTPError(403, "A request with the login cookie must send the “_xsrf” cookie's "
+                                             "value in the X-XSRFToken header; scripts use a token instead.")
             raise web.HTTPError(403, "Log in to JupyterHub, or send a token in the Authorization header.")
         return user
 

@@ -121,6 +121,19 @@ class DatasetShare(Base):
 # -- names and references ----------------------------------------------------------
 
 
+
+def listing(session, user: str, groups: set[str]) -> dict:
+    """The datasets `user` may read, as {"mine", "shared" (with me), "public"} lists of dicts."""
+    out = {"mine": [], "shared": [], "public": []}
+    for ds in session.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name)):
+        if ds.owner == user:
+            out["mine"].append(ds.as_dict())
+        elif ds.readable_by(user, groups) and ds.visibility != "public":
+            out["shared"].append(ds.as_dict())
+        elif ds.visibility == "public":
+            out["public"].append(ds.as_dict())
+    return out
+
 def check_slug(name: str, what: str = "A dataset name") -> str:
     if not isinstance(name, str) or not SLUG.match(name):
         raise UserError(

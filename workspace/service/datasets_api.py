@@ -19,7 +19,7 @@ import uuid
 
 from sqlalchemy import select
 
-from ..datasets import VISIBILITIES, Dataset, DatasetShare, DatasetVersion, check_slug, find_dataset
+from ..datasets import VISIBILITIES, Dataset, DatasetShare, DatasetVersion, check_slug, find_dataset, listing
 from ..db import utcnow
 from ..errors import UserError
 from ..executions import ACTIVE, Execution, execution_by_number, find_workspace
@@ -98,15 +98,7 @@ class DatasetsHandler(DatasetHandler):
 
         def load():
             with self.db.session() as s:
-                out = {"mine": [], "shared": [], "public": []}
-                for ds in s.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name)):
-                    if ds.owner == user:
-                        out["mine"].append(ds.as_dict())
-                    elif ds.readable_by(user, groups) and ds.visibility != "public":
-                        out["shared"].append(ds.as_dict())
-                    elif ds.visibility == "public":
-                        out["public"].append(ds.as_dict())
-                return out
+                return listing(s, user, groups)
 
         self.write_json(await self.blocking(load))
 

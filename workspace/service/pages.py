@@ -3,6 +3,8 @@
     /services/workspace/workspaces           my workspaces: state, start (with the spawn choices), stop, open
     /services/workspace/workspaces/{name}    one workspace: every execution as a timeline, live usage and
                                              save progress, "continue from here"
+    /services/workspace/datasets             mine, shared with me, public: create, upload with progress and
+                                             resume, share
     /services/workspace/admin                administrators: every running execution with its usage, stop
                                              any; storage per user
 
@@ -28,7 +30,7 @@ from sqlalchemy import func, select
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from .. import lifecycle
+from .. import datasets, lifecycle
 from ..executions import Execution, Snapshot, UsageSample, Workspace, find_workspace
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -270,6 +272,20 @@ class _Latest:
         self.state = d["state"]
 
 
+class DatasetsPage(PageHandler):
+    """Mine, shared with me, public; create, upload (progress, resume), share. The script uses the REST API."""
+
+    @web.authenticated
+    async def get(self):
+        user = self.get_current_user()
+
+        def load():
+            with self.db.session() as s:
+                return datasets.listing(s, user["name"], set(user.get("groups") or []))
+
+        self.render_page("datasets.html", groups=await self.blocking(load), api=f"{self.prefix}api")
+
+
 class AdminPage(PageHandler):
     """Administrators: every execution that runs (or saves) with its usage, stop any; storage per user."""
 
@@ -343,6 +359,7 @@ def handlers(prefix: str) -> list:
         (rf"{prefix}?", RootPage),
         (rf"{prefix}workspaces/?", WorkspacesPage),
         (rf"{prefix}workspaces/([^/]+)/?", WorkspacePage),
+        (rf"{prefix}datasets/?", DatasetsPage),
         (rf"{prefix}admin/?", AdminPage),
         (rf"{prefix}static/(.*)", web.StaticFileHandler, {"path": str(Path(__file__).resolve().parent / "static")}),
     ]

@@ -7,6 +7,7 @@
 # Put site-specific changes in $WORKSPACE_DATA_DIR/jupyterhub_config.d/*.py,
 # which are loaded last (e.g. a production authenticator, see README).
 import faulthandler
+import json
 import os
 import sys
 from pathlib import Path
@@ -69,6 +70,14 @@ c.DockerWorkspaceSpawner.store_root = str(settings.store_dir)
 c.DockerWorkspaceSpawner.deployment = settings.deployment
 c.DockerWorkspaceSpawner.network_name = "bridge"
 c.DockerWorkspaceSpawner.start_timeout = 180
+# Resource types (see the help of WorkspaceMixin.resource_types), e.g. in
+# data/jupyterhub_config.d/types.py, or as JSON in WORKSPACE_RESOURCE_TYPES.
+if os.environ.get("WORKSPACE_RESOURCE_TYPES"):
+    c.DockerWorkspaceSpawner.resource_types = json.loads(os.environ["WORKSPACE_RESOURCE_TYPES"])
+if os.environ.get("WORKSPACE_GPU_INVENTORY"):
+    c.DockerWorkspaceSpawner.gpu_inventory = os.environ["WORKSPACE_GPU_INVENTORY"].split(",")
+if os.environ.get("WORKSPACE_GPU_DEVICE_MODE"):
+    c.DockerWorkspaceSpawner.gpu_device_mode = os.environ["WORKSPACE_GPU_DEVICE_MODE"]
 c.DockerWorkspaceSpawner.http_timeout = 120
 
 # -- login: one shared password for users, one for the admin ------------------

@@ -29,6 +29,7 @@ It also writes one usage sample per execution every `sample_interval`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -77,6 +78,7 @@ class Server:
     container_id: str | None = None
     started: float | None = None
     resource_type: str | None = None
+    max_runtime: float | None = None  # the resource type's, recorded on the execution
 
     @property
     def label(self) -> str:
@@ -197,7 +199,7 @@ class Culler(Application):
                 if ex is not None:
                     server.execution_id, server.number = ex.id, ex.number
                     server.container_id, server.started = ex.container_id, _epoch(ex.started)
-                    server.resource_type = getattr(ex, "resource_type", None)
+                    server.resource_type, server.max_runtime = ex.resource_type, ex.max_runtime
 
     def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
         db = database(self.db_url)
@@ -309,6 +311,8 @@ class Culler(Application):
             gpu_percent=max((g["utilization_percent"] for g in gpus), default=None),
         )
         limits = self.policy.limits(server.user, server.groups, server.resource_type)
+        if server.max_runtime and not (0 < limits.max_runtime < server.max_runtime):
+            limits = dataclasses.replace(limits, max_runtime=server.max_runtime)
         if tracked.watch is None:
             tracked.watch = Watch.start(obs)
             self.tracked[server.execution_id] = tracked

@@ -101,6 +101,10 @@ class Execution(Base):
     save_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     # dataset versions mounted: [{"slot", "mount", "ref", "version_id", "key"}]
     datasets: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    # the resource type it runs as, the GPU device IDs it holds (on `node`), its maximum run time (s)
+    resource_type: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    gpu_ids: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    max_runtime: Mapped[float | None] = mapped_column(Float, nullable=True)
     # live figures of a save in progress (files, bytes, rates, ETA)
     save_progress: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # who is working on the execution's home (a save may be finished by another process)
@@ -146,6 +150,8 @@ class Execution(Base):
             "stop_detail": self.stop_detail,
             "error": self.error,
             "image": self.image,
+            "resource_type": self.resource_type,
+            "gpu_ids": self.gpu_ids or [],
             "datasets": [{"mount": d["mount"], "ref": d["ref"]} for d in self.datasets or []],
             "started": iso(self.started),
             "stopped": iso(self.stopped),

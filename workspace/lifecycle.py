@@ -22,7 +22,7 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from . import datasets
+from . import datasets, profiles
 from .copier import Transfer
 from .db import Database
 from .executions import (
@@ -36,6 +36,7 @@ from .executions import (
     plan_continuation,
     release_claim,
 )
+from .errors import UserError
 from .homes import HomeStore, HomeStoreError, StoreFullError
 
 log = logging.getLogger("workspace.lifecycle")
@@ -90,14 +91,21 @@ def resolve_datasets(db: Database, refs, user: str, groups: set[str], admin: boo
 
 
 def begin(db: Database, owner: str, name: str, choice, image: str | None,
-          mounts: list[dict] | None = None) -> StartPlan:
-    """Record a new execution (state `preparing`) and decide what it restores."""
+          mounts: list[dict] | None = None, resource_type=None) -> StartPlan:
+    """Record a new execution and decide what it restores.
+
+    It is `preparing` at once, or `queued` when its resource type may have to
+    wait (capacity, GPUs); `admit()` lets it in.
+    """
     with db.session() as s:
         ws = get_or_create_workspace(s, owner, name)
         parent, source = plan_continuation(s, ws, choice)
         ex = new_execution(s, ws, parent, source, image=image)
         ex.datasets = mounts or []
-        ex.to(s, "preparing")
+        if resource_type is not None:
+            ex.resource_type, ex.max_runtime = resource_type.name, resource_type.max_runtime
+        if resource_type is None or not resource_type.limited:
+            ex.to(s, "preparing")
         snap = source.snapshot if source else None
         return StartPlan(
             execution_id=ex.id,
@@ -109,6 +117,29 @@ def begin(db: Database, owner: str, name: str, choice, image: str | None,
             restore_bytes=snap.bytes if snap else None,
             restore_files=snap.files if snap else None,
         )
+
+
+def admit(db: Database, execution_id: int, rtype, inventory: list[str], node: str):
+    """Let a queued execution in if its type has room (profiles.admit); its Admission."""
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        if ex.state != "queued":
+            return profiles.Admission(True, 0, 0, list(ex.gpu_ids or []))
+        admission = profiles.admit(s, ex, rtype, inventory, node)
+        if admission.admitted:
+            gpus = f" with GPU(s) {', '.join(admission.gpu_ids)}" if admission.gpu_ids else ""
+            ex.to(s, "preparing", f"Admitted as “{rtype.name}”{gpus}")
+        return admission
+
+
+def one_queued_per_user(db: Database, owner: str, name: str, rtype) -> None:
+    """A user waits at most once per resource type: a second queued start is the user's 409."""
+    with db.session() as s:
+        for ex in s.scalars(select(Execution).where(Execution.state == "queued",
+                                                    Execution.resource_type == rtype.name)):
+            if ex.workspace.owner == owner and ex.workspace.name != name:
+                raise UserError(409, f"You already wait for a “{rtype.name}” with workspace “{ex.workspace.name}”; "
+                                     "stop that one, or wait until it starts.")
 
 
 def transition(db: Database, execution_id: int, state: str, message: str | None = None, **fields) -> None:

@@ -19,6 +19,9 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_STORE_SIZE`      size of that sparse btrfs image (default 200G; takes only what is used)
 - `WORKSPACE_SERVICE_PORT`    port of the workspace service (REST API) on 127.0.0.1 (default 8082)
 - `WORKSPACE_DB_URL`          the workspace database (default SQLite `<data dir>/workspace.sqlite`)
+- `WORKSPACE_RESOURCE_TYPES`  resource types as JSON (see WorkspaceMixin.resource_types)
+- `WORKSPACE_GPU_INVENTORY`   GPU device IDs of this node, comma-separated (default: NVML's)
+- `WORKSPACE_GPU_DEVICE_MODE` `device_requests` (default) or `env` (NVIDIA_VISIBLE_DEVICES only)
 - `WORKSPACE_CULL_*`, `WORKSPACE_USAGE_SAMPLE_INTERVAL`, `WORKSPACE_CULLER_CONFIG`
                               the idle culler's policy (read by workspace/culler.py; see README)
 

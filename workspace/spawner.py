@@ -19,10 +19,10 @@ from pathlib import Path
 
 import docker
 from dockerspawner import DockerSpawner
-from traitlets import Int, Unicode, default
+from traitlets import Dict, Float, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from . import datasets, lifecycle, spawnform
+from . import datasets, lifecycle, profiles, spawnform
 from .copier import Transfer
 from .db import database
 from .errors import UserError
@@ -84,6 +84,41 @@ class WorkspaceMixin(LoggingConfigurable):
         that `make down` and the tests find and clean up only their own.""",
     )
 
+    resource_types = List(
+        Dict(),
+        config=True,
+        help="""The resource types users choose from (`user_options["resource_type"]`).
+        Each is a dict: `name`, `description`, `cpu` (cores), `memory` ("8G"),
+        `gpus` (count), `gpu_model`, `home_size` ("20G"), `max_runtime`
+        (seconds), `groups` (who may use it; empty: everyone) and `capacity`
+        (how many may run at once on a node). A start of a full type waits in
+        a queue, first come first served, and its progress shows the position.
+        Empty (the default): no types, no limits.""",
+    )
+    default_resource_type = Unicode(
+        None, allow_none=True, config=True,
+        help="The resource type of a start that names none (default: the first).",
+    )
+    gpu_inventory = List(
+        Unicode(), config=True,
+        help="""GPU device IDs of this node, when NVML cannot list them (e.g.
+        ["0", "1"]). Empty (the default): NVML's devices, or none.""",
+    )
+    gpu_device_mode = Unicode(
+        "device_requests", config=True,
+        help="""How a container gets its GPUs: `device_requests` (Docker's
+        --gpus with the allocated device IDs; needs the NVIDIA container
+        toolkit) or `env` (only NVIDIA_VISIBLE_DEVICES, for a default nvidia
+        runtime that reads it).""",
+    )
+    queue_poll_interval = Float(2.0, config=True, help="Seconds between two looks at the queue while a start waits.")
+    queue_timeout = Float(
+        24 * 3600, config=True,
+        help="""The longest a start may wait in the queue (seconds). The wait
+        does not count against start_timeout, which bounds the start once
+        admitted.""",
+    )
+
     execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
     live_key = Unicode("", help="Store key of the current execution's live home.")
 
@@ -107,7 +142,12 @@ class WorkspaceMixin(LoggingConfigurable):
         )
         # prefilled from the newest execution: "continue" offers the same datasets again
         bound = executions[0]["datasets"] if executions else []
-        return spawnform.render(executions, self.image_choices(), self.image, datasets=readable, bound=bound)
+        types = self.parsed_resource_types()
+        choices = await self.run_blocking(
+            spawnform.type_choices, self.db, types, groups, profiles.gpu_inventory(self.gpu_inventory)
+        ) if types else []
+        return spawnform.render(executions, self.image_choices(), self.image, datasets=readable, bound=bound,
+                                types=choices, current_type=self.default_resource_type)
 
     def image_choices(self) -> list[str]:
         """Images the user may choose from (engine-specific)."""
@@ -183,6 +223,10 @@ class WorkspaceMixin(LoggingConfigurable):
     def get_env(self):
         env = super().get_env()
         env.update(self.workspace_env())
+        gpus = getattr(self, "_gpu_ids", None)
+        if gpus is not None and self.parsed_resource_types():
+            # also with device_requests: CUDA programs see exactly these, by the same IDs
+            env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
         return env
 
     # -- progress -----------------------------------------------------------
@@ -228,9 +272,28 @@ class WorkspaceMixin(LoggingConfigurable):
         choice = parse_continue_from(self.user_options.get("continue_from"))
         await self.run_blocking(lifecycle.check_continuation, self.db, self.user.name, self.name, choice)
         await self.dataset_mounts()
+        rtype = self.chosen_resource_type()
+        if not hasattr(self, "_base_start_timeout"):
+            self._base_start_timeout = self.start_timeout
+        self.start_timeout = self._base_start_timeout
+        if rtype is not None and rtype.limited:
+            await self.run_blocking(lifecycle.one_queued_per_user, self.db, self.user.name, self.name, rtype)
+            # JupyterHub bounds start() by start_timeout; a wait in the queue must not count
+            self.start_timeout = self._base_start_timeout + self.queue_timeout
         result = super().run_pre_spawn_hook()
         if inspect.isawaitable(result):
             await result
+
+    def parsed_resource_types(self) -> list[profiles.ResourceType]:
+        return [profiles.ResourceType.from_config(d) for d in self.resource_types]
+
+    def chosen_resource_type(self) -> profiles.ResourceType | None:
+        """The resource type of this start (user_options["resource_type"]), or the user's 400/403."""
+        wanted = self.user_options.get("resource_type")
+        if wanted is not None and not isinstance(wanted, str):
+            raise UserError(400, "“resource_type” must be the name of a resource type.")
+        groups = {g.name for g in self.user.groups}
+        return profiles.choose(self.parsed_resource_types(), wanted, self.default_resource_type, groups)
 
     async def dataset_mounts(self) -> list[dict]:
         """Resolve `user_options["datasets"]` to the versions to mount (400/403 on bad input)."""
@@ -254,13 +317,20 @@ class WorkspaceMixin(LoggingConfigurable):
         await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name)
         mounts = await self.dataset_mounts()
         self._mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
+        rtype = self.chosen_resource_type()
         plan = await self.run_blocking(
-            lifecycle.begin, db, self.user.name, self.name, choice, self.image, mounts
+            lifecycle.begin, db, self.user.name, self.name, choice, self.image, mounts, rtype
         )
         self.execution_id, self.live_key, self._execution_number = plan.execution_id, plan.live_key, plan.number
         self.emit_progress(5, plan.describe())
         for m in mounts:
             self.emit_progress(5, f"Dataset {m['ref']} will be mounted read-only at {m['mount']}")
+        self._gpu_ids = []
+        if rtype is not None:
+            self.emit_progress(5, f"Resource type “{rtype.name}”: {rtype.summary()}")
+            self.apply_resource_type(rtype)
+            if rtype.limited:
+                await self._wait_in_queue(plan, rtype)
         try:
             await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
             await self.prepare_image()
@@ -286,6 +356,39 @@ class WorkspaceMixin(LoggingConfigurable):
             90, f"Container started {time.monotonic() - started:.1f} s after the request; waiting for JupyterLab"
         )
         return result
+
+    async def _wait_in_queue(self, plan, rtype: profiles.ResourceType) -> None:
+        """Wait (state `queued`) until admitted; report the position when it changes."""
+        inventory = profiles.gpu_inventory(self.gpu_inventory)
+        if rtype.gpus > len(inventory):
+            await self.run_blocking(lifecycle.discard, self.db, self.home_store, plan.execution_id, "failed",
+                                    "not enough GPUs on this node", "error")
+            raise UserError(503, f"“{rtype.name}” needs {rtype.gpus} GPU(s) but this server has {len(inventory)}; "
+                                 "choose another resource type, or ask your administrator.")
+        shown = None
+        deadline = time.monotonic() + self.queue_timeout
+        while True:
+            admission = await self.run_blocking(
+                lifecycle.admit, self.db, plan.execution_id, rtype, inventory, profiles.node_name()
+            )
+            if admission.admitted:
+                self._gpu_ids = admission.gpu_ids
+                gpus = f", GPU(s) {', '.join(self._gpu_ids)}" if self._gpu_ids else ""
+                self.emit_progress(8, f"Admitted as “{rtype.name}”{gpus}")
+                return
+            text = admission.describe(rtype)
+            if text != shown:
+                self.emit_progress(3, text, queue_position=admission.position)
+                shown = text
+            if time.monotonic() > deadline:
+                await self.run_blocking(lifecycle.discard, self.db, self.home_store, plan.execution_id, "stopped",
+                                        "waited too long in the queue", "user")
+                raise UserError(503, f"No “{rtype.name}” became free in {self.queue_timeout / 3600:g} h; "
+                                     "please try again later.")
+            await asyncio.sleep(self.queue_poll_interval)
+
+    def apply_resource_type(self, rtype: profiles.ResourceType) -> None:
+        """Limits of the type for this start (engine-specific: see DockerWorkspaceSpawner)."""
 
     async def _restore(self, plan) -> None:
         if plan.restore_snapshot:
@@ -362,10 +465,9 @@ class WorkspaceMixin(LoggingConfigurable):
         if state in ("stopped", "failed"):
             return
         if state in ("queued", "preparing", "pulling", "restoring"):
-            await self.run_blocking(
-                lifecycle.discard, db, store, execution_id, "stopped",
-                "Closed while preparing: nothing ran, so there is no output to save.", "user",
-            )
+            message = ("Left the queue: nothing ran, so there is no output to save." if state == "queued" else
+                       "Closed while preparing: nothing ran, so there is no output to save.")
+            await self.run_blocking(lifecycle.discard, db, store, execution_id, "stopped", message, "user")
             return
         final = await self.run_blocking(lifecycle.save, db, store, execution_id, reason, detail)
         if final == "stopped":
@@ -424,13 +526,21 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
 
     @default("extra_host_config")
     def _default_extra_host_config(self):
-        return {
+        # a callable (dockerspawner evaluates it at each create): the GPUs differ per start
+        return DockerWorkspaceSpawner._host_config
+
+    def _host_config(self) -> dict:
+        config = {
             # tini as PID 1 reaps the zombies of terminals and kernels.
             "init": True,
             # Keep a dead container until stop() removes it, so its logs and
             # exit status can be read (dockerspawner would auto-remove it).
             "auto_remove": False,
         }
+        gpus = getattr(self, "_gpu_ids", None)
+        if gpus and self.gpu_device_mode == "device_requests":
+            config["device_requests"] = [docker.types.DeviceRequest(device_ids=list(gpus), capabilities=[["gpu"]])]
+        return config
 
     @property
     def volume_binds(self):
@@ -439,6 +549,10 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         for source, mount in getattr(self, "_mounts", []):
             binds[source] = {"bind": mount, "mode": "ro"}
         return binds
+
+    def apply_resource_type(self, rtype: profiles.ResourceType) -> None:
+        self.cpu_limit = rtype.cpu
+        self.mem_limit = rtype.memory
 
     def container_labels(self) -> dict[str, str]:
         return {

@@ -4,7 +4,7 @@ JupyterHub shows it when a workspace is started from the hub's pages; the API
 takes the same choices as `user_options`:
 
     {"continue_from": "latest" | "fresh" | <execution number>, "image": "<allowed image>",
-     "datasets": ["owner/name", "owner/name:2", ...]}
+     "datasets": ["owner/name", "owner/name:2", ...], "resource_type": "<name>"}
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def readable_datasets(db: Database, user: str, groups: set[str], admin: bool) ->
 
 
 def render(executions: list[dict], images: list[str], current_image: str, selected="latest",
-           datasets: list[str] = (), bound: list[str] = ()) -> str:
+           datasets: list[str] = (), bound: list[str] = (), types: list[dict] = (),
+           current_type: str | None = None) -> str:
     def option(value, label, chosen=False):
         sel = " selected" if chosen else ""
         return f'<option value="{escape(str(value))}"{sel}>{escape(label)}</option>'
@@ -86,6 +87,16 @@ def render(executions: list[dict], images: list[str], current_image: str, select
         "</datalist>",
         "</div>",
     ]
+    if types:
+        html += [
+            '<div class="form-group mb-3">',
+            '<label for="resource_type" class="form-label">Resource type</label>',
+            '<select class="form-select form-control" id="resource_type" name="resource_type">',
+            *(option(t["name"], f"{t['name']} — {t['summary']} ({t['free']})", t["name"] == current_type)
+              for t in types),
+            "</select>",
+            "</div>",
+        ]
     if len(images) > 1:
         html += [
             '<div class="form-group mb-3">',
@@ -101,8 +112,33 @@ def render(executions: list[dict], images: list[str], current_image: str, select
 def options_from_form(formdata: dict) -> dict:
     """Form fields (lists of strings) -> user_options; validation happens at spawn."""
     options = {}
-    for key in ("continue_from", "image", "datasets"):
+    for key in ("continue_from", "image", "datasets", "resource_type"):
         values = formdata.get(key) or []
         if values and values[0] != "":
             options[key] = values[0]
     return options
+
+
+def type_choices(db: Database, types, groups, inventory: list[str]) -> list[dict]:
+    """The resource types the user may choose, with what is free now (blocking)."""
+    from . import profiles
+    from .executions import Execution
+
+    out = []
+    with db.session() as s:
+        free = len(profiles.free_gpus(s, inventory, profiles.node_name())) if inventory else 0
+        for t in types:
+            if not t.allowed(groups):
+                continue
+            active = s.query(Execution).filter(Execution.resource_type == t.name,
+                                               Execution.state.in_(profiles.HOLDING)).count()
+            queued = s.query(Execution).filter(Execution.resource_type == t.name, Execution.state == "queued").count()
+            parts = []
+            if t.capacity is not None:
+                parts.append(f"{max(0, t.capacity - active)} of {t.capacity} free")
+            if t.gpus:
+                parts.append(f"{free} GPU(s) free")
+            if queued:
+                parts.append(f"{queued} waiting")
+            out.append({"name": t.name, "summary": t.summary(), "free": ", ".join(parts) or "available"})
+    return out

@@ -245,7 +245,7 @@ class WorkspacePage(PageHandler):
             choice = self.get_body_argument("continue_from", "latest")
             datasets = self.get_body_argument("datasets", None)
             if datasets is None:  # the same datasets as the execution continued from
-                datasets = ", ".join(await self.blocking(_datasets_of, self.db, user, name, choice))
+                datasets = ", ".join(await self.blocking(_datasets_of, self.db, user, name, choice))  # latest versions
             return await start(self, name, choice, datasets, on_error=lambda **kw: self.get(name, **kw))
         raise web.HTTPError(400, "Say what to do: start or stop.")
 
@@ -262,7 +262,8 @@ def _datasets_of(db, user: str, name: str, choice: str) -> list[str]:
             ex = next((e for e in ws.executions if e.number == int(choice)), None)
         else:
             ex = max(ws.executions, key=lambda e: e.number)
-        return [d["ref"] for d in (ex.datasets or [])] if ex else []
+        # without the version, like the spawn form: the next start takes each dataset's latest
+        return [d["ref"].rsplit(":", 1)[0] for d in (ex.datasets or [])] if ex else []
 
 
 class _Latest:

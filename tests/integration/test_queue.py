@@ -1,0 +1,131 @@
+"""Resource types against real containers: limits, a visible queue when a type is full, GPU device IDs.
+
+The GPUs are a configured inventory of four device IDs handed to containers
+as NVIDIA_VISIBLE_DEVICES (`gpu_device_mode=env`): this machine has none,
+the allocation and the containers are real.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from .hub import Hub
+
+TYPES = [
+    {"name": "small", "description": "1 CPU, 1 GB", "cpu": 1, "memory": "1G", "capacity": 1, "max_runtime": 3600},
+    {"name": "gpu2", "gpus": 2, "gpu_model": "A100"},
+    {"name": "staff", "groups": ["staff"]},
+]
+
+
+@pytest.fixture(scope="module")
+def queue_hub(start_hub) -> Hub:
+    return start_hub(WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES), WORKSPACE_GPU_INVENTORY="0,1,2,3",
+                     WORKSPACE_GPU_DEVICE_MODE="env")
+
+
+def env_of(hub: Hub, user: str, ws: str) -> dict:
+    (c,) = hub.containers(user=user, server=ws)
+    return dict(line.split("=", 1) for line in c.attrs["Config"]["Env"])
+
+
+def state(hub: Hub, user: str, ws: str) -> str:
+    return hub.executions(user, ws)[-1]["state"]
+
+
+def wait_state(hub: Hub, user: str, ws: str, wanted: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while state(hub, user, ws) != wanted:
+        assert time.monotonic() < deadline, (wanted, hub.executions(user, ws)[-1])
+        time.sleep(0.3)
+
+
+class Follow(threading.Thread):
+    """Follows a spawn's progress stream in the background."""
+
+    def __init__(self, hub: Hub, user: str, ws: str, token: str):
+        super().__init__(daemon=True)
+        self.args, self.events = (hub, user, ws, token), []
+
+    def run(self):
+        hub, user, ws, token = self.args
+        self.events = hub.progress(user, ws, token, timeout=300)
+
+
+def test_bad_types_are_refused_with_a_sentence(queue_hub: Hub):
+    hub, user = queue_hub, "quinn"
+    token = hub.user_token(user)
+    r = hub.spawn(user, "x", token, {"resource_type": "huge"})
+    assert r.status_code == 400 and r.json()["message"] == "There is no resource type “huge”. Choose one of: small, gpu2, staff."
+    r = hub.spawn(user, "x", token, {"resource_type": "staff"})
+    assert r.status_code == 403 and "is for the group(s) staff" in r.json()["message"]
+    assert hub.executions(user, "x") == []
+
+
+def test_a_full_type_queues_the_next_start_visibly(queue_hub: Hub):
+    hub = queue_hub
+    ta, tb = hub.user_token("ann"), hub.user_token("ben")
+    hub.start_workspace("ann", "one", ta, resource_type="small")
+    (c,) = hub.containers(user="ann", server="one")
+    hc = c.attrs["HostConfig"]
+    assert hc["Memory"] == 1 << 30 and hc["CpuQuota"] / hc["CpuPeriod"] == 1, hc
+    assert hub.executions("ann", "one")[-1]["resource_type"] == "small"
+
+    r = hub.spawn("ben", "two", tb, {"resource_type": "small"})
+    assert r.status_code == 202, r.text
+    follow = Follow(hub, "ben", "two", tb)
+    follow.start()
+    wait_state(hub, "ben", "two", "queued")
+    # one waiting start per user and type
+    r = hub.spawn("ben", "three", tb, {"resource_type": "small"})
+    assert r.status_code == 409 and "You already wait for a “small” with workspace “two”" in r.json()["message"], r.text
+    time.sleep(3)
+    assert state(hub, "ben", "two") == "queued"  # still waiting: the queue does not time out the start
+
+    hub.stop_workspace("ann", "one", ta)
+    follow.join(120)
+    messages = [e["message"] for e in follow.events]
+    assert any("Waiting for a free “small” (1 may run at once): position 1 of 1" in m for m in messages), messages
+    assert any("Admitted as “small”" in m for m in messages) and follow.events[-1].get("ready"), messages
+    assert any(e.get("queue_position") == 1 for e in follow.events)
+    hub.stop_workspace("ben", "two", tb)
+
+
+def test_gpus_are_disjoint_the_third_waits_and_gets_the_freed_ones(queue_hub: Hub):
+    hub = queue_hub
+    tokens = {u: hub.user_token(u) for u in ("gia", "gus2", "gwen")}
+    hub.start_workspace("gia", "g", tokens["gia"], resource_type="gpu2")
+    hub.start_workspace("gus2", "g", tokens["gus2"], resource_type="gpu2")
+    first = env_of(hub, "gia", "g")["NVIDIA_VISIBLE_DEVICES"].split(",")
+    second = env_of(hub, "gus2", "g")["NVIDIA_VISIBLE_DEVICES"].split(",")
+    assert len(first) == len(second) == 2 and set(first).isdisjoint(second), (first, second)
+    assert hub.executions("gia", "g")[-1]["gpu_ids"] == first
+
+    r = hub.spawn("gwen", "g", tokens["gwen"], {"resource_type": "gpu2"})
+    assert r.status_code == 202, r.text
+    follow = Follow(hub, "gwen", "g", tokens["gwen"])
+    follow.start()
+    wait_state(hub, "gwen", "g", "queued")
+    hub.stop_workspace("gia", "g", tokens["gia"])
+    follow.join(120)
+    assert follow.events[-1].get("ready"), follow.events
+    assert env_of(hub, "gwen", "g")["NVIDIA_VISIBLE_DEVICES"].split(",") == first
+    hub.stop_workspace("gus2", "g", tokens["gus2"])
+    hub.stop_workspace("gwen", "g", tokens["gwen"])
+
+
+def test_leaving_the_queue_records_nothing_ran(queue_hub: Hub):
+    hub = queue_hub
+    ta, tb = hub.user_token("ada2"), hub.user_token("bo")
+    hub.start_workspace("ada2", "busy", ta, resource_type="small")
+    r = hub.spawn("bo", "wait", tb, {"resource_type": "small"})
+    assert r.status_code == 202, r.text
+    wait_state(hub, "bo", "wait", "queued")
+    hub.stop_workspace("bo", "wait", tb)
+    (ex,) = hub.executions("bo", "wait")
+    assert ex["state"] == "stopped" and "Left the queue" in ex["stop_detail"], ex
+    hub.stop_workspace("ada2", "busy", ta)

@@ -1,0 +1,114 @@
+"""Resource types, admission, GPU allocation and the queue, on a real SQLite database with a movable clock."""
+
+import datetime as dt
+
+import pytest
+
+from workspace import profiles
+from workspace.db import Database, move_clock, utcnow
+from workspace.errors import UserError
+from workspace.executions import Execution, get_or_create_workspace, new_execution
+from workspace.profiles import ResourceType, admit, choose, free_gpus
+
+GPU2 = ResourceType(name="gpu2", gpus=2, gpu_model="A100")
+ONE = ResourceType(name="one", capacity=1)
+INVENTORY = ["0", "1", "2", "3"]
+
+
+@pytest.fixture
+def db(tmp_path):
+    return Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+
+
+def queued(db, owner: str, rtype: ResourceType) -> int:
+    with db.session() as s:
+        ex = new_execution(s, get_or_create_workspace(s, owner, "ws"), None, None)
+        ex.resource_type = rtype.name
+        return ex.id
+
+
+def try_admit(db, execution_id: int, rtype: ResourceType) -> profiles.Admission:
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        a = admit(s, ex, rtype, INVENTORY, "node1")
+        if a.admitted:
+            ex.to(s, "preparing")
+        return a
+
+
+def end(db, execution_id: int, started_minutes_ago: float = 30) -> None:
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        for state in ("restoring", "running", "saving", "stopped"):
+            ex.to(s, state)
+        ex.started = utcnow() - dt.timedelta(minutes=started_minutes_ago)
+
+
+def test_gpus_are_disjoint_and_the_third_waits_first_come_first_served(db):
+    a, b, c, d = (queued(db, u, GPU2) for u in "abcd")
+    first, second = try_admit(db, a, GPU2), try_admit(db, b, GPU2)
+    assert first.admitted and second.admitted
+    assert set(first.gpu_ids).isdisjoint(second.gpu_ids) and len(first.gpu_ids + second.gpu_ids) == 4
+    # d asks before c: c is first in line, d second
+    late = try_admit(db, d, GPU2)
+    assert not late.admitted and (late.position, late.waiting) == (2, 2)
+    waiting = try_admit(db, c, GPU2)
+    assert not waiting.admitted and waiting.position == 1
+    end(db, a)  # a stops: its GPUs are free again
+    with db.session() as s:
+        assert free_gpus(s, INVENTORY, "node1") == first.gpu_ids
+    assert not try_admit(db, d, GPU2).admitted  # not d's turn
+    assert try_admit(db, c, GPU2).gpu_ids == first.gpu_ids
+
+
+def test_capacity_and_the_estimate_from_recent_run_lengths(db):
+    done = queued(db, "old", ONE)
+    assert try_admit(db, done, ONE).admitted
+    end(db, done, started_minutes_ago=40)  # a past run of 40 min
+    a, b, c = (queued(db, u, ONE) for u in "abc")
+    assert try_admit(db, a, ONE).admitted
+    with db.session() as s:
+        s.get(Execution, a).started = utcnow() - dt.timedelta(minutes=10)
+    wait_b, wait_c = try_admit(db, b, ONE), try_admit(db, c, ONE)
+    assert (wait_b.position, wait_c.position) == (1, 2)
+    assert wait_b.estimate_s == pytest.approx(30 * 60, abs=5)  # 40 min typical, 10 run
+    assert wait_c.estimate_s == pytest.approx(70 * 60, abs=5)  # then one more run
+    assert "position 1 of 2" in wait_b.describe(ONE) and "about 30 min" in wait_b.describe(ONE)
+
+
+def test_a_start_whose_hub_died_leaves_the_queue(db):
+    blocker = queued(db, "z", ONE)
+    assert try_admit(db, blocker, ONE).admitted
+    a, b = queued(db, "a", ONE), queued(db, "b", ONE)
+    assert try_admit(db, a, ONE).position == 1
+    assert try_admit(db, b, ONE).position == 2
+    move_clock(dt.timedelta(seconds=45))  # a's hub is gone: no heartbeat for 45 s
+    try:
+        assert try_admit(db, b, ONE).position == 1
+    finally:
+        move_clock(dt.timedelta(seconds=-45))
+    with db.session() as s:
+        ex = s.get(Execution, a)
+        assert ex.state == "stopped" and ex.stop_reason == "lost" and "hub restarted" in ex.stop_detail
+
+
+def test_choosing_a_type():
+    types = [ResourceType(name="cpu"), ResourceType(name="staff", groups=("staff",))]
+    assert choose(types, None, None, []).name == "cpu"
+    assert choose(types, "staff", None, ["staff"]).name == "staff"
+    with pytest.raises(UserError, match="There is no resource type “gpu”. Choose one of: cpu, staff."):
+        choose(types, "gpu", None, [])
+    with pytest.raises(UserError, match="is for the group"):
+        choose(types, "staff", None, ["students"])
+    assert choose([], None, None, []) is None
+    with pytest.raises(UserError, match="no resource types"):
+        choose([], "gpu", None, [])
+
+
+def test_types_from_configuration():
+    t = ResourceType.from_config({"name": "a100", "cpu": 8, "memory": "64G", "gpus": 1, "max_runtime": 10800,
+                                  "home_size": "50G", "capacity": 4, "groups": ["ml"]})
+    assert (t.memory, t.home_size, t.gpus, t.capacity, t.groups) == (64 << 30, 50 << 30, 1, 4, ("ml",))
+    assert t.limited and t.summary() == "8 CPU, 64 GB memory, 1 × GPU, at most 3 h"
+    with pytest.raises(ValueError, match="unknown setting"):
+        ResourceType.from_config({"name": "x", "gpu": 1})

@@ -1,0 +1,240 @@
+"""Resource types, GPU allocation and the queue.
+
+A **resource type** is what a student picks ("CPU 2 cores", "1 × A100"): CPU,
+memory, GPU count and model, home size limit, maximum run time, the groups
+allowed to use it, and a capacity (how many may run at once on a node). It is
+configured in jupyterhub_config.py (`WorkspaceMixin.resource_types`).
+
+**Admission**: an execution of a type waits in state `queued` until it is
+first in line for its type (first come, first served), fewer than `capacity`
+executions of the type are active, and enough GPUs are free on the node.
+Then it is admitted (state `preparing`) and given specific GPU device IDs.
+Admission reads and writes the workspace database in one transaction under a
+lock, so two starts never take the same GPU; the allocation is the set of GPU
+IDs of the executions that are active, so a stop, a crash or a hub restart
+(whose reconciliation ends vanished executions) frees them without
+bookkeeping of its own.
+
+Pure logic here; the spawner (workspace/spawner.py) waits and reports.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import threading
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from .errors import UserError
+from .db import utcnow
+from .executions import Execution
+
+# Executions holding a place (and their GPUs) of their type: admitted and not ended.
+HOLDING = ("preparing", "pulling", "restoring", "running", "saving")
+# A waiting start renews its heartbeat (the execution's lease) every poll; one
+# not renewed for this long lost its hub (a restart) and leaves the queue.
+QUEUE_HEARTBEAT = dt.timedelta(seconds=30)
+STALE_MESSAGE = ("The hub restarted while this start waited in the queue; nothing ran, so nothing is lost. "
+                 "Start the workspace again.")
+
+_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_bytes(value) -> int | None:
+    """`4G`, `512M`, `1073741824` or None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    text = str(value).strip().lower().rstrip("ib").rstrip("b")
+    if text and text[-1] in _UNITS:
+        return int(float(text[:-1]) * _UNITS[text[-1]])
+    return int(float(text))
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    name: str
+    description: str = ""
+    cpu: float | None = None  # cores
+    memory: int | None = None  # bytes
+    gpus: int = 0
+    gpu_model: str | None = None
+    home_size: int | None = None  # bytes
+    max_runtime: float | None = None  # seconds
+    groups: tuple[str, ...] = ()  # who may use it (empty: everyone)
+    capacity: int | None = None  # how many at once per node (None: no limit)
+
+    @classmethod
+    def from_config(cls, d: dict) -> "ResourceType":
+        known = {"name", "description", "cpu", "memory", "gpus", "gpu_model", "home_size", "max_runtime",
+                 "groups", "capacity"}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"resource type {d.get('name')!r}: unknown setting(s) {', '.join(sorted(unknown))}; "
+                             f"use {', '.join(sorted(known))}")
+        if not d.get("name"):
+            raise ValueError("every resource type needs a name")
+        return cls(
+            name=str(d["name"]), description=str(d.get("description") or ""),
+            cpu=float(d["cpu"]) if d.get("cpu") is not None else None,
+            memory=parse_bytes(d.get("memory")), gpus=int(d.get("gpus") or 0), gpu_model=d.get("gpu_model"),
+            home_size=parse_bytes(d.get("home_size")),
+            max_runtime=float(d["max_runtime"]) if d.get("max_runtime") else None,
+            groups=tuple(d.get("groups") or ()), capacity=int(d["capacity"]) if d.get("capacity") else None,
+        )
+
+    @property
+    def limited(self) -> bool:
+        """Whether a start may have to wait for this type."""
+        return self.capacity is not None or self.gpus > 0
+
+    def allowed(self, groups) -> bool:
+        return not self.groups or bool(set(self.groups) & set(groups))
+
+    def summary(self) -> str:
+        parts = []
+        if self.cpu:
+            parts.append(f"{self.cpu:g} CPU")
+        if self.memory:
+            parts.append(f"{self.memory / (1 << 30):g} GB memory")
+        if self.gpus:
+            parts.append(f"{self.gpus} × {self.gpu_model or 'GPU'}")
+        if self.max_runtime:
+            parts.append(f"at most {self.max_runtime / 3600:g} h")
+        return ", ".join(parts) or "no limits"
+
+
+def choose(types: list[ResourceType], wanted: str | None, default: str | None, groups) -> ResourceType | None:
+    """The resource type of a start, or the user's 400/403. None when no types are configured."""
+    if not types:
+        if wanted:
+            raise UserError(400, f"This server has no resource types, so “{wanted}” cannot be chosen.")
+        return None
+    by_name = {t.name: t for t in types}
+    name = wanted or default or types[0].name
+    if name not in by_name:
+        raise UserError(400, f"There is no resource type “{name}”. Choose one of: {', '.join(by_name)}.")
+    rtype = by_name[name]
+    if not rtype.allowed(groups):
+        raise UserError(403, f"The resource type “{name}” is for the group(s) {', '.join(rtype.groups)}; "
+                             "ask your instructor for access or choose another type.")
+    return rtype
+
+
+@dataclass
+class Admission:
+    admitted: bool
+    position: int  # 1-based place in its type's queue (0 when admitted)
+    waiting: int  # how many wait for the type
+    gpu_ids: list[str] = field(default_factory=list)
+    estimate_s: float | None = None  # expected wait
+
+    def describe(self, rtype: ResourceType) -> str:
+        est = f"; about {_minutes(self.estimate_s)} to wait (from recent run lengths)" if self.estimate_s else ""
+        why = []
+        if rtype.capacity is not None:
+            why.append(f"{rtype.capacity} may run at once")
+        if rtype.gpus:
+            why.append(f"{rtype.gpus} GPU(s) each")
+        return (f"Waiting for a free “{rtype.name}” ({', '.join(why)}): position {self.position} "
+                f"of {self.waiting} in the queue{est}")
+
+
+def _minutes(seconds: float) -> str:
+    m = max(1, round(seconds / 60))
+    return f"{m} min" if m < 120 else f"{m / 60:.1f} h"
+
+
+_admit_lock = threading.Lock()
+
+
+def admit(session, execution: Execution, rtype: ResourceType, inventory: list[str], node: str) -> Admission:
+    """Admit `execution` (queued) if it is first in line and its type has room; else its place.
+
+    Call inside one session (one transaction). Each call is also the waiting
+    start's heartbeat.
+    """
+    with _admit_lock:
+        same_type = list(session.scalars(
+            select(Execution).where(Execution.resource_type == rtype.name,
+                                    Execution.state.in_(HOLDING + ("queued",)))
+            .order_by(Execution.created, Execution.id)
+        ))
+        now = utcnow()
+        execution.lease_owner, execution.lease_until = "queue", now + QUEUE_HEARTBEAT
+        queue = []
+        for e in same_type:
+            if e.state != "queued":
+                continue
+            heartbeat = e.lease_until or (e.created + QUEUE_HEARTBEAT)  # none yet: as if from its creation
+            if e.id != execution.id and heartbeat < now:
+                e.stop_reason, e.stop_detail = "lost", STALE_MESSAGE
+                e.to(session, "stopped", STALE_MESSAGE)
+                continue
+            queue.append(e)
+        holding = [e for e in same_type if e.state in HOLDING]
+        position = next((i for i, e in enumerate(queue) if e.id == execution.id), 0) + 1
+        room = rtype.capacity is None or len(holding) < rtype.capacity
+        free = free_gpus(session, inventory, node) if rtype.gpus else []
+        enough = len(free) >= rtype.gpus
+        if position == 1 and room and enough:
+            execution.gpu_ids = free[:rtype.gpus]
+            execution.node = node
+            execution.lease_owner, execution.lease_until = None, None
+            return Admission(True, 0, len(queue) - 1, list(execution.gpu_ids))
+        return Admission(False, position, len(queue), estimate_s=estimate_wait(session, rtype, holding, position, now))
+
+
+def free_gpus(session, inventory: list[str], node: str) -> list[str]:
+    """GPU IDs of the node's inventory that no active execution holds, in inventory order."""
+    used = set()
+    for ids in session.scalars(
+        select(Execution.gpu_ids).where(Execution.state.in_(HOLDING), Execution.node == node)
+    ):
+        used.update(ids or [])
+    return [g for g in inventory if g not in used]
+
+
+def estimate_wait(session, rtype: ResourceType, holding: list[Execution], position: int,
+                  now: dt.datetime) -> float | None:
+    """Expected wait for `position`: when the running ones end, judged by how long recent ones ran."""
+    recent = list(session.scalars(
+        select(Execution).where(Execution.resource_type == rtype.name, Execution.state == "stopped",
+                                Execution.started.is_not(None), Execution.stopped.is_not(None))
+        .order_by(Execution.stopped.desc()).limit(20)
+    ))
+    if not recent:
+        return None
+    typical = statistics.median((e.stopped - e.started).total_seconds() for e in recent)
+    slots = max(1, rtype.capacity or len(holding) or 1)
+    remaining = sorted(max(0.0, typical - ((now - e.started).total_seconds() if e.started else 0.0))
+                       for e in holding)
+    remaining += [0.0] * (slots - len(remaining))
+    k = position - 1
+    return remaining[k % slots] + (k // slots) * typical
+
+
+def node_name() -> str:
+    """This node's name, as executions record it."""
+    import socket
+
+    return socket.gethostname()
+
+
+def gpu_inventory(static: list[str] | None, nvml=None) -> list[str]:
+    """The GPUs of this node: the configured list, else NVML's device indexes, else none."""
+    if static:
+        return [str(g) for g in static]
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception:
+        return []
+    try:
+        return [str(i) for i in range(nvml.nvmlDeviceGetCount())]
+    finally:
+        nvml.nvmlShutdown()

@@ -123,13 +123,21 @@ def admit(db: Database, execution_id: int, rtype, inventory: list[str], node: st
     """Let a queued execution in if its type has room (profiles.admit); its Admission."""
     with db.session() as s:
         ex = s.get(Execution, execution_id)
-        if ex.state != "queued":
+        if ex.state in profiles.HOLDING:
             return profiles.Admission(True, 0, 0, list(ex.gpu_ids or []))
+        if ex.state != "queued":  # ended while it waited (taken for gone: no heartbeat in time)
+            raise UserError(503, ex.stop_detail or "This start left the queue; start the workspace again.")
         admission = profiles.admit(s, ex, rtype, inventory, node)
         if admission.admitted:
             gpus = f" with GPU(s) {', '.join(admission.gpu_ids)}" if admission.gpu_ids else ""
             ex.to(s, "preparing", f"Admitted as “{rtype.name}”{gpus}")
         return admission
+
+
+def expire_stale_queue(db: Database) -> int:
+    """End queued executions whose waiting start is gone (see profiles.expire_stale); how many."""
+    with db.session() as s:
+        return len(profiles.expire_stale(s))
 
 
 def one_queued_per_user(db: Database, owner: str, name: str, rtype) -> None:

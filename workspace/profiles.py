@@ -165,16 +165,8 @@ def admit(session, execution: Execution, rtype: ResourceType, inventory: list[st
         ))
         now = utcnow()
         execution.lease_owner, execution.lease_until = "queue", now + QUEUE_HEARTBEAT
-        queue = []
-        for e in same_type:
-            if e.state != "queued":
-                continue
-            heartbeat = e.lease_until or (e.created + QUEUE_HEARTBEAT)  # none yet: as if from its creation
-            if e.id != execution.id and heartbeat < now:
-                e.stop_reason, e.stop_detail = "lost", STALE_MESSAGE
-                e.to(session, "stopped", STALE_MESSAGE)
-                continue
-            queue.append(e)
+        stale = {e.id for e in expire_stale(session, now)}
+        queue = [e for e in same_type if e.state == "queued" and e.id not in stale]
         holding = [e for e in same_type if e.state in HOLDING]
         position = next((i for i, e in enumerate(queue) if e.id == execution.id), 0) + 1
         room = rtype.capacity is None or len(holding) < rtype.capacity
@@ -186,6 +178,20 @@ def admit(session, execution: Execution, rtype: ResourceType, inventory: list[st
             execution.lease_owner, execution.lease_until = None, None
             return Admission(True, 0, len(queue) - 1, list(execution.gpu_ids))
         return Admission(False, position, len(queue), estimate_s=estimate_wait(session, rtype, holding, position, now))
+
+
+def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:
+    """End the queued executions whose waiting start is gone (no heartbeat: a hub restart)."""
+    now = now or utcnow()
+    ended = []
+    for e in session.scalars(select(Execution).where(Execution.state == "queued")):
+        heartbeat = e.lease_until or (e.created + QUEUE_HEARTBEAT)  # none yet: as if from its creation
+        if heartbeat < now and e.lease_owner in (None, "queue"):
+            e.stop_reason, e.stop_detail = "lost", STALE_MESSAGE
+            e.lease_owner, e.lease_until = None, None
+            e.to(session, "stopped", STALE_MESSAGE)
+            ended.append(e)
+    return ended
 
 
 def free_gpus(session, inventory: list[str], node: str) -> list[str]:

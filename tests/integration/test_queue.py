@@ -129,3 +129,40 @@ def test_leaving_the_queue_records_nothing_ran(queue_hub: Hub):
     (ex,) = hub.executions("bo", "wait")
     assert ex["state"] == "stopped" and "Left the queue" in ex["stop_detail"], ex
     hub.stop_workspace("ada2", "busy", ta)
+
+
+def test_a_hub_restart_loses_no_allocation_and_allocates_nothing_twice(start_hub):
+    hub = start_hub(WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES), WORKSPACE_GPU_INVENTORY="0,1,2,3",
+                    WORKSPACE_GPU_DEVICE_MODE="env", WORKSPACE_SAVE_RETRY_INTERVAL="2")
+    tokens = {u: hub.user_token(u) for u in ("ra", "rb", "rc")}
+    hub.start_workspace("ra", "g", tokens["ra"], resource_type="gpu2")
+    hub.start_workspace("rb", "g", tokens["rb"], resource_type="gpu2")
+    r = hub.spawn("rc", "g", tokens["rc"], {"resource_type": "gpu2"})
+    assert r.status_code == 202, r.text
+    wait_state(hub, "rc", "g", "queued")
+
+    hub.proc.terminate()
+    hub.proc.wait(30)
+    hub.start()
+    # the running ones kept their GPUs; the waiting start ended with a sentence (nothing ran)
+    ra = hub.executions("ra", "g")[-1]
+    rb = hub.executions("rb", "g")[-1]
+    assert ra["state"] == rb["state"] == "running" and set(ra["gpu_ids"]).isdisjoint(rb["gpu_ids"])
+    deadline = time.monotonic() + 60
+    while hub.executions("rc", "g")[0]["state"] == "queued":
+        assert time.monotonic() < deadline, hub.executions("rc", "g")
+        time.sleep(1)
+    first = hub.executions("rc", "g")[0]
+    assert first["state"] == "stopped" and ("hub restarted" in first["stop_detail"]
+                                            or "Left the queue" in first["stop_detail"]), first
+    if len(hub.executions("rc", "g")) == 1:
+        r = hub.spawn("rc", "g", tokens["rc"], {"resource_type": "gpu2"})  # the student tries again
+        assert r.status_code == 202, r.text
+    # the new start waits (all four GPUs are held) and gets ra's when ra stops
+    wait_state(hub, "rc", "g", "queued")
+    hub.stop_workspace("ra", "g", tokens["ra"])
+    hub.progress("rc", "g", tokens["rc"])
+    rc = hub.executions("rc", "g")[-1]
+    assert rc["state"] == "running" and sorted(rc["gpu_ids"]) == sorted(ra["gpu_ids"]), rc
+    for u in ("rb", "rc"):
+        hub.stop_workspace(u, "g", tokens[u])

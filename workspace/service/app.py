@@ -72,7 +72,7 @@ def dataset_rules() -> DatasetRules:
 
 
 async def retry_saves(settings: Settings) -> None:
-    """Forever: finish the saves that failed or were interrupted."""
+    """Forever: finish the saves that failed or were interrupted; end queued starts whose hub is gone."""
     db = database(settings.db_url)
     store = store_for(settings.store_dir, clean=False)
     loop = asyncio.get_running_loop()
@@ -81,6 +81,9 @@ async def retry_saves(settings: Settings) -> None:
             done = await loop.run_in_executor(None, lifecycle.finish_pending_saves, db, store)
             if done:
                 log.info("finished %d pending save(s)", len(done))
+            gone = await loop.run_in_executor(None, lifecycle.expire_stale_queue, db)
+            if gone:
+                log.info("%d queued start(s) whose hub had gone left the queue", gone)
         except Exception:
             log.exception("retrying pending saves failed")
         await asyncio.sleep(RETRY_INTERVAL)

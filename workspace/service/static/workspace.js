@@ -5,8 +5,13 @@
   var box = document.getElementById("executions");
   if (!box) return;
   var api = box.dataset.api;
+  function xsrf() {
+    var m = document.cookie.match(/(?:^|;\s*)_xsrf=([^;]*)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
   function get(path) {
-    return fetch(api + path, { credentials: "same-origin" }).then(function (r) {
+    // cookie-authenticated fetches carry the XSRF token (JupyterHub checks it, GETs included)
+    return fetch(api + path, { credentials: "same-origin", headers: { "X-XSRFToken": xsrf() } }).then(function (r) {
       if (!r.ok) throw new Error(path + ": " + r.status);
       return r.json();
     });

@@ -41,3 +41,12 @@ def chromium():
         browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
         yield browser
         browser.close()
+
+
+def login(page, hub, user: str, password: str) -> None:
+    """Log in through the hub's login form, as a student would."""
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", password)
+    page.click("input[type=submit], button[type=submit]")
+    page.wait_for_url("**/hub/home")

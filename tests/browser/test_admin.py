@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.browser.conftest import login
 from tests.integration.hub import ADMIN_PASSWORD, USER_PASSWORD
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "admin"
-
-
-def login(page, hub, user: str, password: str) -> None:
-    page.goto(f"{hub.url}/hub/login")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", password)
-    page.click("input[type=submit], button[type=submit]")
-    page.wait_for_url("**/hub/home")
 
 
 def test_admin_sees_running_executions_and_stops_one(start_hub, chromium):

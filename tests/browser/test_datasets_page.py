@@ -9,6 +9,7 @@ from pathlib import Path
 
 import requests
 
+from tests.browser.conftest import login
 from tests.integration.hub import USER_PASSWORD
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "datasets"
@@ -28,11 +29,7 @@ def test_create_upload_resume_and_share(start_hub, chromium, tmp_path):
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     try:
-        page.goto(f"{hub.url}/hub/login")
-        page.fill("input[name=username]", user)
-        page.fill("input[name=password]", USER_PASSWORD)
-        page.click("input[type=submit], button[type=submit]")
-        page.wait_for_url("**/hub/home")
+        login(page, hub, user, USER_PASSWORD)
         page.goto(f"{hub.url}/services/workspace/datasets")
         page.fill("#ds-name", "images")
         page.fill("#ds-description", "scans for the lab")

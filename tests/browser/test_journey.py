@@ -17,6 +17,7 @@ from pathlib import Path
 
 import requests
 
+from tests.browser.conftest import login
 from tests.integration.hub import USER_PASSWORD
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "journey"
@@ -79,11 +80,7 @@ def test_student_journey(start_hub, chromium):
     shot = Shots(page)
     try:
         # log in at the hub, then the workspace pages (OAuth, no confirmation)
-        page.goto(f"{hub.url}/hub/login")
-        page.fill("input[name=username]", user)
-        page.fill("input[name=password]", USER_PASSWORD)
-        page.click("input[type=submit], button[type=submit]")
-        page.wait_for_url("**/hub/home")
+        login(page, hub, user, USER_PASSWORD)
         page.goto(f"{hub.url}/services/workspace/")
         page.wait_for_url("**/services/workspace/workspaces")
         shot("workspaces-empty")

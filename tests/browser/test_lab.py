@@ -6,6 +6,7 @@ import time
 
 import requests
 
+from tests.browser.conftest import login
 from tests.integration.hub import USER_PASSWORD
 
 
@@ -29,11 +30,7 @@ def test_a_notice_shows_in_jupyterlab_and_the_open_tab_counts_as_a_browser(start
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "workspace" in m.text else None)
     try:
-        page.goto(f"{hub.url}/hub/login")
-        page.fill("input[name=username]", user)
-        page.fill("input[name=password]", USER_PASSWORD)
-        page.click("input[type=submit], button[type=submit]")
-        page.wait_for_url("**/hub/home", timeout=30_000)
+        login(page, hub, user, USER_PASSWORD)
         page.goto(f"{base}/lab")
         page.wait_for_selector(".jp-LabShell", timeout=90_000)
         assert "@workspace/lab" in page.evaluate("Object.keys(window._JUPYTERLAB || {})")

@@ -45,6 +45,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode, default
 from traitlets.config import Application
 
+from . import lifecycle
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .idle import IdlePolicy, Observation, Verdict, Watch
@@ -210,13 +211,6 @@ class Culler(Application):
                 if ex is not None and ex.state == "running":
                     ex.stop_reason, ex.stop_detail = reason, evidence
 
-    def _unrecord(self, execution_id: int) -> None:
-        """The hub refused the stop: the execution goes on, without a stop reason."""
-        with database(self.db_url).session() as s:
-            ex = s.get(Execution, execution_id)
-            if ex is not None and ex.state == "running":
-                ex.stop_reason, ex.stop_detail = None, None
-
     # -- the workspace extension -------------------------------------------------------
 
     async def _extension(self, server: Server, method: str, path: str, body=None, query=None):
@@ -348,7 +342,11 @@ class Culler(Application):
             await self.hub("DELETE", path)
         except (HTTPClientError, OSError) as e:
             log.error("%s: the hub did not stop it: %s", server.label, e)
-            await asyncio.get_running_loop().run_in_executor(None, self._unrecord, server.execution_id)
+            # the execution goes on, without a stop reason
+            await asyncio.get_running_loop().run_in_executor(
+                None, lifecycle.record_stop_reason, database(self.db_url), server.user, server.name, None, None,
+                server.execution_id,
+            )
             return
         counts["culled"] += 1
         self.tracked.pop(server.execution_id, None)

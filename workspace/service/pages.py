@@ -25,13 +25,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 import jinja2
-from jupyterhub.services.auth import HubOAuthenticated
 from sqlalchemy import func, select
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from .. import datasets, lifecycle
 from ..executions import Execution, Snapshot, UsageSample, Workspace, find_workspace
+from .api import APIHandler
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # JupyterHub's server names: what `get_or_create_spawner` and the proxy accept
@@ -74,12 +74,8 @@ def _ran(ex: dict) -> str:
 _env.filters.update(mb=_mb, seconds=_seconds, when=_when, ran=_ran)
 
 
-class PageHandler(HubOAuthenticated, web.RequestHandler):
-    """A page for a logged-in user (the hub's login when there is none)."""
-
-    @property
-    def db(self):
-        return self.settings["workspace_db"]
+class PageHandler(APIHandler):
+    """A page for a logged-in user (the hub's login when there is none); errors are pages, not JSON."""
 
     @property
     def prefix(self) -> str:
@@ -116,11 +112,6 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         code, model = await self.hub_api("GET", f"/users/{quote(user, safe='')}")
         return (model or {}).get("servers", {}) if code == 200 else {}
 
-    async def blocking(self, fn, *args):
-        from tornado.ioloop import IOLoop
-
-        return await IOLoop.current().run_in_executor(None, fn, *args)
-
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None, None))[1]
         message = (exc.log_message if isinstance(exc, web.HTTPError) and exc.log_message else
@@ -131,7 +122,7 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         ))
 
 
-def _state_of(server: dict | None, latest: Execution | None) -> str:
+def _state_of(server: dict | None, latest: str | None) -> str:
     """What the list shows: running, starting, stopping, saving, or the latest execution's state."""
     if server:
         if server.get("ready"):
@@ -141,7 +132,7 @@ def _state_of(server: dict | None, latest: Execution | None) -> str:
         return "starting"
     if latest is None:
         return "new"
-    return {"running": "stopping", "saving": "saving"}.get(latest.state, latest.state)
+    return "stopping" if latest == "running" else latest  # no server but still running: on its way down
 
 
 class WorkspacesPage(PageHandler):
@@ -158,7 +149,7 @@ class WorkspacesPage(PageHandler):
                     latest = max(ws.executions, key=lambda e: e.number, default=None)
                     rows.append({
                         "name": ws.name,
-                        "state": _state_of(servers.get(ws.name), latest),
+                        "state": _state_of(servers.get(ws.name), latest.state if latest else None),
                         "latest": latest.as_dict() if latest else None,
                         "executions": len(ws.executions),
                     })
@@ -226,7 +217,7 @@ class WorkspacePage(PageHandler):
         self.set_status(status)
         self.render_page(
             "workspace.html", name=name, executions=executions or [], error=error,
-            state=_state_of(server, _Latest(latest) if latest else None),
+            state=_state_of(server, latest["state"] if latest else None),
             lab_url=f"/user/{quote(user, safe='')}/{quote(name, safe='')}/lab",
             api=f"{self.prefix}api/workspaces/{quote(name, safe='')}",
         )
@@ -264,13 +255,6 @@ def _datasets_of(db, user: str, name: str, choice: str) -> list[str]:
             ex = max(ws.executions, key=lambda e: e.number)
         # without the version, like the spawn form: the next start takes each dataset's latest
         return [d["ref"].rsplit(":", 1)[0] for d in (ex.datasets or [])] if ex else []
-
-
-class _Latest:
-    """The newest execution's state for _state_of, from its dict."""
-
-    def __init__(self, d: dict):
-        self.state = d["state"]
 
 
 class DatasetsPage(PageHandler):

@@ -74,11 +74,19 @@ c.DockerWorkspaceSpawner.start_timeout = 180
 # data/jupyterhub_config.d/types.py, or as JSON in WORKSPACE_RESOURCE_TYPES.
 if os.environ.get("WORKSPACE_RESOURCE_TYPES"):
     c.DockerWorkspaceSpawner.resource_types = json.loads(os.environ["WORKSPACE_RESOURCE_TYPES"])
+if os.environ.get("WORKSPACE_DEFAULT_RESOURCE_TYPE"):
+    c.DockerWorkspaceSpawner.default_resource_type = os.environ["WORKSPACE_DEFAULT_RESOURCE_TYPE"]
 if os.environ.get("WORKSPACE_GPU_INVENTORY"):
     c.DockerWorkspaceSpawner.gpu_inventory = os.environ["WORKSPACE_GPU_INVENTORY"].split(",")
 if os.environ.get("WORKSPACE_GPU_DEVICE_MODE"):
     c.DockerWorkspaceSpawner.gpu_device_mode = os.environ["WORKSPACE_GPU_DEVICE_MODE"]
 c.DockerWorkspaceSpawner.http_timeout = 120
+# Storage quotas per user (see the help of workspace.quotas.StorageQuota), with
+# group and user overrides in data/jupyterhub_config.d/*.py.
+if os.environ.get("WORKSPACE_QUOTA_BYTES") is not None:
+    c.StorageQuota.bytes = os.environ["WORKSPACE_QUOTA_BYTES"]
+if os.environ.get("WORKSPACE_QUOTA_FILES"):
+    c.StorageQuota.files = int(os.environ["WORKSPACE_QUOTA_FILES"])
 
 # -- login: one shared password for users, one for the admin ------------------
 # Any user name logs in with the user password, so a class can try it at once.
@@ -160,3 +168,14 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
 # -- site overrides -------------------------------------------------------------
 for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):
     load_subconfig(str(extra))  # noqa: F821
+
+# The services do not read this file: they get the effective policy (after the
+# site overrides) in their environment, so the pages and the API show the same
+# resource types and quotas the spawner applies.
+service_env["WORKSPACE_STORAGE_QUOTA"] = json.dumps(dict(c.StorageQuota))
+if "resource_types" in c.DockerWorkspaceSpawner:
+    service_env["WORKSPACE_RESOURCE_TYPES"] = json.dumps(c.DockerWorkspaceSpawner.resource_types)
+for name, key in (("default_resource_type", "WORKSPACE_DEFAULT_RESOURCE_TYPE"), ("gpu_inventory", "WORKSPACE_GPU_INVENTORY")):
+    if name in c.DockerWorkspaceSpawner:
+        value = c.DockerWorkspaceSpawner[name]
+        service_env[key] = ",".join(value) if isinstance(value, list) else str(value)

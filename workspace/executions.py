@@ -105,6 +105,10 @@ class Execution(Base):
     resource_type: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     gpu_ids: Mapped[list | None] = mapped_column(JSON, nullable=True)
     max_runtime: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the CPU cores it was given, its home size limit (bytes), and whether it runs in cleanup mode
+    cpu: Mapped[float | None] = mapped_column(Float, nullable=True)
+    home_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    cleanup: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     # live figures of a save in progress (files, bytes, rates, ETA)
     save_progress: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # who is working on the execution's home (a save may be finished by another process)
@@ -152,6 +156,9 @@ class Execution(Base):
             "image": self.image,
             "resource_type": self.resource_type,
             "gpu_ids": self.gpu_ids or [],
+            "cpu": self.cpu,
+            "home_limit": self.home_limit,
+            "cleanup": bool(self.cleanup),
             "datasets": [{"mount": d["mount"], "ref": d["ref"]} for d in self.datasets or []],
             "started": iso(self.started),
             "stopped": iso(self.stopped),
@@ -181,11 +188,14 @@ class UsageSample(Base):
     gpu_memory_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # was a browser attached
     browser: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # bytes the live home takes (against the execution's home_limit)
+    home_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
     def as_dict(self) -> dict:
         return {
             "at": iso(self.at), "cpu_percent": self.cpu_percent, "memory_bytes": self.memory_bytes,
             "gpu_percent": self.gpu_percent, "gpu_memory_bytes": self.gpu_memory_bytes, "browser": self.browser,
+            "home_bytes": self.home_bytes,
         }
 
 

@@ -254,6 +254,20 @@ class HomeStore(LoggingConfigurable):
         """(bytes, files) of a snapshot."""
         return measure(self.snapshot_path(snapshot))
 
+    # -- home size limits -----------------------------------------------------------
+
+    def limit_home(self, live: str, limit: int | None) -> bool:
+        """Limit how large a live home may grow (bytes; None lifts it); True if the filesystem enforces it.
+
+        A backend that cannot enforce it returns False: the limit is then
+        watched (`home_usage` every minute) and warned about.
+        """
+        return False
+
+    def home_usage(self, live: str) -> int:
+        """Bytes a live home takes, as its limit counts them (a walk where the filesystem keeps no count)."""
+        return measure(self.live_path(live))[0]
+
     def usage(self) -> int:
         """Bytes the store takes on disk."""
         raise NotImplementedError
@@ -409,6 +423,33 @@ class BtrfsHomeStore(HomeStore):
                 shutil.rmtree(path)  # a plain directory (e.g. a partial copy)
             else:
                 raise
+
+    # Home size limits are btrfs quota groups: each subvolume's counts what it
+    # references (shared blocks included), and a write past its limit fails
+    # with "Disk quota exceeded". Quotas are enabled on the first limit, since
+    # their accounting costs a little on every snapshot and deletion.
+
+    _quota_enabled = False
+
+    def _enable_quota(self) -> None:
+        if not BtrfsHomeStore._quota_enabled:
+            self._run("quota", "enable", self.root)
+            self._run("quota", "rescan", "-W", self.root)  # counts are exact once a rescan is done
+            BtrfsHomeStore._quota_enabled = True
+
+    def limit_home(self, live: str, limit: int | None) -> bool:
+        self._enable_quota()
+        self._run("qgroup", "limit", str(limit) if limit else "none", self.live_path(live))
+        return True
+
+    def home_usage(self, live: str) -> int:
+        self._enable_quota()
+        out = self._run("qgroup", "show", "-reF", "--raw", self.live_path(live))
+        for line in out.splitlines():
+            fields = line.split()
+            if fields and fields[0].startswith("0/"):
+                return int(fields[1])
+        return measure(self.live_path(live))[0]
 
     def _is_subvolume(self, path: Path) -> bool:
         return path.stat().st_ino == 256

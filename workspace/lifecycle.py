@@ -55,6 +55,8 @@ class StartPlan:
     restore_snapshot: str | None
     restore_bytes: int | None
     restore_files: int | None
+    home_limit: int | None = None  # the resource type's home size limit (bytes)
+    cleanup_slack: int | None = None  # cleanup mode: the home may grow by at most this
 
     def describe(self) -> str:
         """The sentence the progress stream shows about what is restored."""
@@ -91,7 +93,7 @@ def resolve_datasets(db: Database, refs, user: str, groups: set[str], admin: boo
 
 
 def begin(db: Database, owner: str, name: str, choice, image: str | None,
-          mounts: list[dict] | None = None, resource_type=None) -> StartPlan:
+          mounts: list[dict] | None = None, resource_type=None, cleanup_slack: int | None = None) -> StartPlan:
     """Record a new execution and decide what it restores.
 
     It is `preparing` at once, or `queued` when its resource type may have to
@@ -104,6 +106,8 @@ def begin(db: Database, owner: str, name: str, choice, image: str | None,
         ex.datasets = mounts or []
         if resource_type is not None:
             ex.resource_type, ex.max_runtime = resource_type.name, resource_type.max_runtime
+            ex.cpu, ex.home_limit = resource_type.cpu, resource_type.home_size
+        ex.cleanup = cleanup_slack is not None
         if resource_type is None or not resource_type.limited:
             ex.to(s, "preparing")
         snap = source.snapshot if source else None
@@ -116,6 +120,8 @@ def begin(db: Database, owner: str, name: str, choice, image: str | None,
             restore_snapshot=snap.key if snap else None,
             restore_bytes=snap.bytes if snap else None,
             restore_files=snap.files if snap else None,
+            home_limit=ex.home_limit,
+            cleanup_slack=cleanup_slack,
         )
 
 
@@ -197,6 +203,49 @@ def restore(db: Database, store: HomeStore, plan: StartPlan, progress: Callable[
         ex = s.get(Execution, plan.execution_id)
         ex.restore_bytes, ex.restore_files, ex.restore_seconds = stats.bytes, stats.files, round(stats.seconds, 3)
     return stats
+
+
+@dataclass
+class HomeLimit:
+    bytes: int | None  # None: no limit
+    enforced: bool  # by the filesystem (else watched and warned about)
+    used: int | None = None  # the home's size when the limit was set
+    reason: str = ""  # why it is what it is, for the progress stream
+
+    def describe(self) -> str | None:
+        if self.bytes is None:
+            return None
+        how = "writes past it fail (“Disk quota exceeded”)" if self.enforced else \
+            "you are warned as the home nears it"
+        return f"Home size limit {self.bytes / 1e9:,.2f} GB ({how}){self.reason}"
+
+
+def limit_home(db: Database, store: HomeStore, plan: StartPlan) -> HomeLimit:
+    """Set and record the restored home's size limit: the resource type's, or in cleanup mode
+    its size now (plus slack). A home already larger than its type's limit may not grow (it is never cut).
+    """
+    limit = _home_limit(store, plan)
+    with db.session() as s:
+        s.get(Execution, plan.execution_id).home_limit = limit.bytes
+    return limit
+
+
+def _home_limit(store: HomeStore, plan: StartPlan) -> HomeLimit:
+    if plan.cleanup_slack is None and not plan.home_limit:
+        return HomeLimit(None, False)
+    used = store.home_usage(plan.live_key)
+    reason = ""
+    if plan.cleanup_slack is not None:
+        limit = used + plan.cleanup_slack
+        reason = f"; cleanup mode: the home ({used / 1e9:,.2f} GB) may only shrink"
+    else:
+        limit = plan.home_limit
+        if used >= limit:
+            limit = used + (64 << 20)
+            reason = (f"; your home ({used / 1e9:,.2f} GB) is already larger than this resource type's "
+                      f"{plan.home_limit / 1e9:,.2f} GB, so it may not grow: delete files, or choose a larger type")
+    enforced = store.limit_home(plan.live_key, limit)
+    return HomeLimit(limit, enforced, used, reason)
 
 
 def discard(db: Database, store: HomeStore, execution_id: int, state: str, message: str,

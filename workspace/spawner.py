@@ -22,7 +22,7 @@ from dockerspawner import DockerSpawner
 from traitlets import Dict, Float, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from . import datasets, lifecycle, profiles, spawnform
+from . import datasets, lifecycle, profiles, quotas, spawnform
 from .copier import Transfer
 from .db import database
 from .errors import UserError
@@ -153,6 +153,34 @@ class WorkspaceMixin(LoggingConfigurable):
         """Images the user may choose from (engine-specific)."""
         return [self.image]
 
+    @property
+    def storage_quota(self) -> quotas.StorageQuota:
+        """The storage quota policy (configured as `c.StorageQuota`)."""
+        if getattr(self, "_storage_quota", None) is None:
+            self._storage_quota = quotas.StorageQuota(parent=self)
+        return self._storage_quota
+
+    @property
+    def cleanup_mode(self) -> bool:
+        """Whether this start is in cleanup mode (`user_options["cleanup"]`)."""
+        value = self.user_options.get("cleanup", False)
+        if value in (True, False, None, "", "on", "true", "false", "off"):
+            return value in (True, "on", "true")
+        raise UserError(400, "“cleanup” must be true or false.")
+
+    def storage_page_url(self) -> str:
+        base = self.hub.base_url[: -len("hub/")] if self.hub.base_url.endswith("hub/") else "/"
+        return f"{base}services/workspace/storage"
+
+    async def check_storage(self) -> str | None:
+        """The user's storage against their quota: over it, a start is refused; a warning or None."""
+        groups = {g.name for g in self.user.groups}
+        policy, user = self.storage_quota, self.user.name
+        status = await self.run_blocking(lambda: quotas.status(self.db, self.home_store, policy, user, groups))
+        if status.over and not self.cleanup_mode:
+            raise status.refusal(self.storage_page_url())
+        return status.warning()
+
     # -- records and store ------------------------------------------------------
 
     _stores: dict = {}
@@ -218,6 +246,8 @@ class WorkspaceMixin(LoggingConfigurable):
             "TORCH_HOME": f"{home}/.cache/torch",
             "WORKSPACE_NAME": self.name or "",
             "WORKSPACE_EXECUTION": str(getattr(self, "_execution_number", "") or ""),
+            # the home's size limit in bytes (empty: none), for the workspace's own display
+            "WORKSPACE_HOME_LIMIT": str(getattr(getattr(self, "_home_limit", None), "bytes", None) or ""),
         }
 
     def get_env(self):
@@ -273,6 +303,7 @@ class WorkspaceMixin(LoggingConfigurable):
         await self.run_blocking(lifecycle.check_continuation, self.db, self.user.name, self.name, choice)
         await self.dataset_mounts()
         rtype = self.chosen_resource_type()
+        self._storage_warning = await self.check_storage()
         if not hasattr(self, "_base_start_timeout"):
             self._base_start_timeout = self.start_timeout
         self.start_timeout = self._base_start_timeout
@@ -289,6 +320,8 @@ class WorkspaceMixin(LoggingConfigurable):
 
     def chosen_resource_type(self) -> profiles.ResourceType | None:
         """The resource type of this start (user_options["resource_type"]), or the user's 400/403."""
+        if self.cleanup_mode:
+            return self.storage_quota.cleanup_resource_type()
         wanted = self.user_options.get("resource_type")
         if wanted is not None and not isinstance(wanted, str):
             raise UserError(400, "“resource_type” must be the name of a resource type.")
@@ -310,6 +343,7 @@ class WorkspaceMixin(LoggingConfigurable):
     async def start(self):
         self._reset_progress()
         self._restore_future = None
+        self._home_limit = None
         started = time.monotonic()
         choice = parse_continue_from(self.user_options.get("continue_from"))
         db, store = self.db, await self.run_blocking(lambda: self.home_store)
@@ -318,11 +352,17 @@ class WorkspaceMixin(LoggingConfigurable):
         mounts = await self.dataset_mounts()
         self._mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
         rtype = self.chosen_resource_type()
+        cleanup = self.storage_quota.slack if self.cleanup_mode else None
         plan = await self.run_blocking(
-            lifecycle.begin, db, self.user.name, self.name, choice, self.image, mounts, rtype
+            lifecycle.begin, db, self.user.name, self.name, choice, self.image, mounts, rtype, cleanup
         )
         self.execution_id, self.live_key, self._execution_number = plan.execution_id, plan.live_key, plan.number
         self.emit_progress(5, plan.describe())
+        if cleanup is not None:
+            self.emit_progress(5, "Cleanup mode: delete what you no longer need; the home cannot grow, and the "
+                                  "workspace stops after a short time")
+        if getattr(self, "_storage_warning", None):
+            self.emit_progress(5, self._storage_warning)
         for m in mounts:
             self.emit_progress(5, f"Dataset {m['ref']} will be mounted read-only at {m['mount']}")
         self._gpu_ids = []
@@ -412,6 +452,9 @@ class WorkspaceMixin(LoggingConfigurable):
             )
         else:
             self.emit_progress(60, "Created an empty home")
+        self._home_limit = await self.run_blocking(lifecycle.limit_home, self.db, self.home_store, plan)
+        if self._home_limit.describe():
+            self.emit_progress(62, self._home_limit.describe())
 
     async def _wait_restore(self) -> None:
         """Wait for a restore still running in a thread (its awaiter may have been cancelled)."""
@@ -477,6 +520,8 @@ class WorkspaceMixin(LoggingConfigurable):
     def _measure_quietly(self, execution_id: int) -> None:
         try:
             lifecycle.record_snapshot_size(self.db, self.home_store, execution_id)
+            # the user's storage changed: measure it now, so that the next start need not wait for it
+            quotas.measure(self.db, self.home_store, self.user.name)
         except Exception:
             self.log.exception("Measuring the snapshot of execution %s failed", execution_id)
 

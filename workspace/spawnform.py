@@ -140,5 +140,11 @@ def type_choices(db: Database, types, groups, inventory: list[str]) -> list[dict
                 parts.append(f"{free} GPU(s) free")
             if queued:
                 parts.append(f"{queued} waiting")
-            out.append({"name": t.name, "summary": t.summary(), "free": ", ".join(parts) or "available"})
+            out.append({
+                "name": t.name, "description": t.description, "summary": t.summary(),
+                "free": ", ".join(parts) or "available",
+                "cpu": t.cpu, "memory": t.memory, "gpus": t.gpus, "gpu_model": t.gpu_model,
+                "home_size": t.home_size, "max_runtime": t.max_runtime, "capacity": t.capacity,
+                "active": active, "queued": queued, "gpus_free": free if t.gpus else None,
+            })
     return out

@@ -15,12 +15,16 @@ import json
 from functools import partial
 from pathlib import Path
 
+from urllib.parse import quote
+
 from jupyterhub.services.auth import HubOAuthenticated
 from sqlalchemy import select
 from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 
 from ..db import iso
+from ..errors import UserError
 from ..executions import Execution, UsageSample, Workspace, execution_by_number, find_workspace
 
 
@@ -48,6 +52,36 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
                                              "value in the X-XSRFToken header; scripts use a token instead.")
             raise web.HTTPError(403, "Log in to JupyterHub, or send a token in the Authorization header.")
         return user
+
+    def who(self) -> tuple[str, set[str], bool]:
+        """(name, groups, admin) of the caller."""
+        user = self.caller()
+        return user["name"], set(user.get("groups") or []), bool(user.get("admin"))
+
+    def body(self) -> dict:
+        """The request's JSON object (empty when there is no body); the user's 400 otherwise."""
+        try:
+            data = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise UserError(400, "The request body must be JSON.")
+        if not isinstance(data, dict):
+            raise UserError(400, "The request body must be a JSON object.")
+        return data
+
+    async def groups_of(self, name: str) -> set[str]:
+        """A user's JupyterHub groups (the caller's from their login; another's from the hub, with the
+        service's own token)."""
+        user = self.caller()
+        if name == user["name"]:
+            return set(user.get("groups") or [])
+        req = HTTPRequest(
+            self.settings["hub_api_url"].rstrip("/") + f"/users/{quote(name, safe='')}",
+            headers={"Authorization": f"token {self.hub_auth.api_token}"}, request_timeout=30,
+        )
+        resp = await AsyncHTTPClient().fetch(req, raise_error=False)
+        if resp.code != 200:
+            return set()
+        return set(json.loads(resp.body).get("groups") or [])
 
     def owner(self) -> str:
         """Whose workspaces: the caller's, or `?user=` for an admin."""

@@ -13,6 +13,7 @@ the WORKSPACE_* variables are those of workspace/settings.py.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -28,7 +29,9 @@ from ..db import database
 from ..homes import store_for
 from ..settings import Settings
 from ..datasets import DatasetRules
-from . import datasets_api, pages, uploads_api
+from ..profiles import ResourceType
+from ..quotas import StorageQuota
+from . import datasets_api, pages, storage_api, uploads_api
 from .api import handlers
 
 log = logging.getLogger("workspace.service")
@@ -47,6 +50,7 @@ def make_app(settings: Settings) -> web.Application:
             *handlers(prefix),
             *datasets_api.handlers(prefix),
             *uploads_api.handlers(prefix),
+            *storage_api.handlers(prefix),
         ],
         prefix=prefix,
         hub_prefix=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/",
@@ -54,6 +58,11 @@ def make_app(settings: Settings) -> web.Application:
         workspace_db=db,
         workspace_store=store_for(settings.store_dir, clean=False),
         dataset_rules=dataset_rules(),
+        # the policy the hub applies, passed by jupyterhub_config.py
+        storage_quota=StorageQuota.from_env(),
+        resource_types=[ResourceType.from_config(d) for d in json.loads(os.environ.get("WORKSPACE_RESOURCE_TYPES") or "[]")],
+        default_resource_type=os.environ.get("WORKSPACE_DEFAULT_RESOURCE_TYPE") or None,
+        gpu_inventory=[g for g in os.environ.get("WORKSPACE_GPU_INVENTORY", "").split(",") if g],
         cookie_secret=os.urandom(32),
     )
 

@@ -36,19 +36,6 @@ class DatasetHandler(APIHandler):
     def rules(self):
         return self.settings["dataset_rules"]
 
-    def body(self) -> dict:
-        try:
-            data = json.loads(self.request.body or b"{}")
-        except ValueError:
-            raise UserError(400, "The request body must be JSON.")
-        if not isinstance(data, dict):
-            raise UserError(400, "The request body must be a JSON object.")
-        return data
-
-    def who(self) -> tuple[str, set[str], bool]:
-        user = self.caller()
-        return user["name"], set(user.get("groups") or []), bool(user.get("admin"))
-
     def readable(self, s, owner: str, name: str) -> Dataset:
         user, groups, admin = self.who()
         ds = find_dataset(s, owner, name)

@@ -1,0 +1,378 @@
+"""Storage quotas: what a user's saved data takes, against their limit.
+
+A user's **footprint** is the bytes and files of what they own in the store:
+the outputs (snapshots) of their workspaces and the versions of their
+datasets. A file shared by several of them (unchanged between executions of a
+lineage, or a dataset version made from an output) is counted once: that is
+what the store keeps of it.
+
+The **quota** (`StorageQuota`, traitlets) is bytes and files per user, with
+overrides per JupyterHub group (a member gets the largest of their groups')
+and per user (wins). Over it, a new start is refused with a sentence naming
+what takes the space, except a start in **cleanup mode**: a small,
+time-limited workspace whose home may not grow, so that a user can always get
+in and delete files. At `warn_fraction` (90 %) a start, the storage page and
+the API warn.
+
+Footprints are measured by a walk of the trees (each file identified by its
+inode, ctime, mtime and size, which a snapshot or a hard link keeps and any
+change alters) and stored in `storage_usage`; a measurement older than the
+user's newest save or deletion is stale and taken again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import stat
+import threading
+from dataclasses import dataclass, field
+
+from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, func, select
+from sqlalchemy.orm import Mapped, mapped_column
+from traitlets import Dict, Float, Int, Unicode
+from traitlets.config import Config, LoggingConfigurable
+
+from .copier import scan
+from .datasets import Dataset, DatasetVersion
+from .db import Base, Database, iso, utcnow
+from .errors import UserError
+from .executions import Execution, Snapshot, Workspace
+from .profiles import ResourceType, parse_bytes
+
+
+class StorageUsage(Base):
+    """The last measured footprint of one user."""
+
+    __tablename__ = "storage_usage"
+
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    files: Mapped[int] = mapped_column(Integer)
+    items: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    measured_at: Mapped[dt.datetime] = mapped_column(DateTime)
+
+
+@dataclass(frozen=True)
+class Limit:
+    bytes: int | None  # None: no limit
+    files: int | None
+
+    def as_dict(self) -> dict:
+        return {"bytes": self.bytes, "files": self.files}
+
+
+def _limit(d: dict, where: str) -> Limit:
+    unknown = set(d) - {"bytes", "files"}
+    if unknown:
+        raise ValueError(f"quota {where}: unknown setting(s) {', '.join(sorted(unknown))}; use bytes, files")
+    return Limit(parse_bytes(d.get("bytes")) or None, int(d["files"]) if d.get("files") else None)
+
+
+def _larger(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else max(a, b)
+
+
+class StorageQuota(LoggingConfigurable):
+    """How much each user may keep in the store (outputs and dataset versions)."""
+
+    bytes = Unicode(
+        "50G", config=True,
+        help="""Bytes a user may keep (their outputs and dataset versions, a
+        shared file counted once), like "50G"; empty for no limit.""",
+    )
+    files = Int(
+        1_000_000, config=True,
+        help="Files a user may keep (the same objects as `bytes`); 0 for no limit.",
+    )
+    groups = Dict(
+        config=True,
+        help="""Overrides per JupyterHub group: {"staff": {"bytes": "1T", "files": 5000000}}.
+        A member of several gets the largest of each figure.""",
+    )
+    users = Dict(
+        config=True,
+        help="""Overrides per user, winning over groups: {"alice": {"bytes": "200G"}}.
+        A figure left out is the default's.""",
+    )
+    warn_fraction = Float(
+        0.9, config=True,
+        help="Above this fraction of either figure, starts and the storage page warn.",
+    )
+    cleanup_type = Dict(
+        {"description": "Cleanup mode: delete files while over quota", "cpu": 0.5, "memory": "1G",
+         "max_runtime": 1800},
+        config=True,
+        help="""The resource type of a start in cleanup mode (the settings of
+        a resource type; no GPUs, never queued). Its home may grow by at most
+        `cleanup_slack` (JupyterLab's own state), so the user can only free
+        space.""",
+    )
+    cleanup_slack = Unicode(
+        "64M", config=True,
+        help="How much a home in cleanup mode may grow (JupyterLab writes a little state).",
+    )
+
+    def default_limit(self) -> Limit:
+        return Limit(parse_bytes(self.bytes) or None, self.files or None)
+
+    def limit_for(self, user: str, groups) -> Limit:
+        """The user's limit: their own override, else the largest of their groups', else the default."""
+        default = self.default_limit()
+        mine = [self._override(self.groups[g], default, f"of group {g}") for g in sorted(groups) if g in self.groups]
+        limit = Limit(_fold(_larger, [m.bytes for m in mine]), _fold(_larger, [m.files for m in mine])) if mine \
+            else default
+        if user in self.users:
+            limit = self._override(self.users[user], limit, f"of user {user}")
+        return limit
+
+    @staticmethod
+    def _override(d: dict, base: Limit, where: str) -> Limit:
+        """`d`'s figures over `base`'s (a figure `d` leaves out is `base`'s; 0 or "" is no limit)."""
+        given = _limit(d, where)
+        return Limit(given.bytes if "bytes" in d else base.bytes, given.files if "files" in d else base.files)
+
+    def cleanup_resource_type(self) -> ResourceType:
+        settings = {"name": "cleanup", **self.cleanup_type}
+        settings.pop("gpus", None)
+        settings.pop("capacity", None)
+        return ResourceType.from_config(settings)
+
+    @property
+    def slack(self) -> int:
+        return parse_bytes(self.cleanup_slack) or 0
+
+    def to_env(self) -> str:
+        """The settings as JSON, for the processes that do not read jupyterhub_config.py (the service)."""
+        return json.dumps({name: getattr(self, name) for name in self.trait_names(config=True)})
+
+    @classmethod
+    def from_env(cls, environ=os.environ) -> "StorageQuota":
+        values = json.loads(environ.get("WORKSPACE_STORAGE_QUOTA") or "{}")
+        return cls(config=Config({"StorageQuota": values}))
+
+
+def _fold(fn, values):
+    out = values[0]
+    for v in values[1:]:
+        out = fn(out, v)
+    return out
+
+
+# -- measuring -------------------------------------------------------------------
+
+
+@dataclass
+class Item:
+    """One object that takes space: an output or a dataset version."""
+
+    kind: str  # output | dataset
+    label: str  # what the user reads: “thesis” #3, alice/images v2
+    ref: dict  # {"workspace", "number"} or {"dataset", "version"}
+    created: str | None
+    bytes: int = 0
+    files: int = 0
+    # what deleting it alone would free (files no other object shares)
+    unique_bytes: int = 0
+    unique_files: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Footprint:
+    bytes: int = 0
+    files: int = 0
+    items: list[Item] = field(default_factory=list)
+
+
+def identity(st: os.stat_result) -> tuple:
+    """What identifies one stored file across the trees of a store.
+
+    A hard link (copy store) is the same inode; a btrfs snapshot keeps inode
+    numbers and their times; any change to a file alters its ctime.
+    """
+    return (st.st_ino, st.st_ctime_ns, st.st_mtime_ns, st.st_size)
+
+
+def footprint(trees: list[tuple[Item, os.PathLike]]) -> Footprint:
+    """Bytes and files of the trees together, each shared file once; per tree its own figures."""
+    owners: dict[tuple, list] = {}  # identity -> [size, first item index, shared by several]
+    for index, (item, path) in enumerate(trees):
+        if not os.path.isdir(path):
+            continue
+        for e in scan(os.fsencode(path)):
+            if not e.rel or stat.S_ISDIR(e.st.st_mode):
+                continue
+            size = e.st.st_size if stat.S_ISREG(e.st.st_mode) else 0
+            item.files += 1
+            item.bytes += size
+            key = identity(e.st)
+            seen = owners.get(key)
+            if seen is None:
+                owners[key] = [size, index, False]
+            elif seen[1] != index:
+                seen[2] = True
+    total = Footprint(items=[item for item, _ in trees])
+    for size, index, shared in owners.values():
+        total.files += 1
+        total.bytes += size
+        if not shared:
+            total.items[index].unique_files += 1
+            total.items[index].unique_bytes += size
+    return total
+
+
+_measure_lock = threading.Lock()
+
+
+def owned_trees(session, store, owner: str) -> list[tuple[Item, os.PathLike]]:
+    """The user's outputs and dataset versions with their store paths, oldest first."""
+    trees = []
+    rows = session.execute(
+        select(Execution, Workspace, Snapshot)
+        .join(Workspace, Execution.workspace_id == Workspace.id)
+        .join(Snapshot, Execution.snapshot_id == Snapshot.id)
+        .where(Workspace.owner == owner, Snapshot.deleted.is_(None))
+        .order_by(Snapshot.created, Snapshot.id)
+    )
+    for ex, ws, snap in rows:
+        item = Item("output", f"the output of “{ws.name}” #{ex.number}", {"workspace": ws.name, "number": ex.number},
+                    iso(snap.created))
+        trees.append((item, store.snapshot_path(snap.key)))
+    versions = session.execute(
+        select(DatasetVersion, Dataset).join(Dataset, DatasetVersion.dataset_id == Dataset.id)
+        .where(Dataset.owner == owner, DatasetVersion.deleted.is_(None))
+        .order_by(DatasetVersion.created, DatasetVersion.id)
+    )
+    for version, ds in versions:
+        item = Item("dataset", f"dataset {ds.ref} v{version.number}", {"dataset": ds.ref, "version": version.number},
+                    iso(version.created))
+        trees.append((item, store.dataset_path(version.key)))
+    return trees
+
+
+def last_change(session, owner: str) -> dt.datetime | None:
+    """When the user's stored objects last changed (a save, a new version, a deletion)."""
+    times = [
+        session.scalar(select(func.max(Snapshot.created)).join(Execution, Execution.snapshot_id == Snapshot.id)
+                       .join(Workspace, Execution.workspace_id == Workspace.id).where(Workspace.owner == owner)),
+        session.scalar(select(func.max(Snapshot.deleted)).join(Execution, Execution.snapshot_id == Snapshot.id)
+                       .join(Workspace, Execution.workspace_id == Workspace.id).where(Workspace.owner == owner)),
+        session.scalar(select(func.max(DatasetVersion.created)).join(Dataset).where(Dataset.owner == owner)),
+        session.scalar(select(func.max(DatasetVersion.deleted)).join(Dataset).where(Dataset.owner == owner)),
+    ]
+    times = [t for t in times if t is not None]
+    return max(times) if times else None
+
+
+def measure(db: Database, store, owner: str) -> StorageUsage:
+    """Walk the user's stored objects and record their footprint (blocking)."""
+    with _measure_lock:
+        started = utcnow()
+        with db.session() as s:
+            trees = owned_trees(s, store, owner)
+        fp = footprint(trees)
+        with db.session() as s:
+            row = s.get(StorageUsage, owner) or StorageUsage(owner=owner)
+            row.bytes, row.files, row.measured_at = fp.bytes, fp.files, started
+            row.items = [i.as_dict() for i in fp.items]
+            s.add(row)
+            return row
+
+
+def current(db: Database, store, owner: str) -> StorageUsage:
+    """The user's footprint, measured again if anything changed since the last measurement."""
+    with db.session() as s:
+        row = s.get(StorageUsage, owner)
+        changed = last_change(s, owner)
+        if row is not None and (changed is None or changed <= row.measured_at):
+            return row
+    return measure(db, store, owner)
+
+
+# -- the verdict -----------------------------------------------------------------------
+
+
+def gb(n: int) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:,.1f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e3:,.0f} kB" if n >= 1e3 else f"{n} bytes"
+
+
+@dataclass
+class Status:
+    usage: StorageUsage
+    limit: Limit
+    warn_fraction: float
+
+    @property
+    def fractions(self) -> tuple[float, float]:
+        fb = self.usage.bytes / self.limit.bytes if self.limit.bytes else 0.0
+        ff = self.usage.files / self.limit.files if self.limit.files else 0.0
+        return fb, ff
+
+    @property
+    def over(self) -> bool:
+        return any(f > 1 for f in self.fractions)
+
+    @property
+    def near(self) -> bool:
+        return any(f >= self.warn_fraction for f in self.fractions)
+
+    def figures(self) -> str:
+        parts = []
+        if self.limit.bytes:
+            parts.append(f"{gb(self.usage.bytes)} of {gb(self.limit.bytes)}")
+        else:
+            parts.append(gb(self.usage.bytes))
+        if self.limit.files:
+            parts.append(f"{self.usage.files:,} of {self.limit.files:,} files")
+        else:
+            parts.append(f"{self.usage.files:,} files")
+        return ", ".join(parts)
+
+    def biggest(self, n: int = 3) -> str:
+        items = sorted(self.usage.items or [], key=lambda i: (i["bytes"], i["files"]), reverse=True)[:n]
+        return "; ".join(f"{i['label']} ({gb(i['bytes'])}, {i['files']:,} files)" for i in items)
+
+    def warning(self) -> str | None:
+        if self.over:
+            return (f"Your storage is over its quota: {self.figures()}. A new start is refused until you free "
+                    "space (a start in cleanup mode still works).")
+        if self.near:
+            return (f"Your storage is nearly full: {self.figures()}. Delete outputs or dataset versions you no "
+                    "longer need on the Storage page.")
+        return None
+
+    def refusal(self, storage_url: str) -> UserError:
+        biggest = self.biggest()
+        return UserError(
+            403,
+            f"Your storage is over its quota ({self.figures()}), so a new start is refused. "
+            + (f"The most space is taken by {biggest}. " if biggest else "")
+            + f"Free space on the Storage page ({storage_url}): delete outputs or dataset versions you no longer "
+            "need. To delete files from your home, start the workspace in cleanup mode (a small workspace for a "
+            "short time, whose home cannot grow).",
+        )
+
+    def as_dict(self) -> dict:
+        fb, ff = self.fractions
+        return {
+            "usage": {"bytes": self.usage.bytes, "files": self.usage.files},
+            "limit": self.limit.as_dict(),
+            "fraction": {"bytes": round(fb, 4), "files": round(ff, 4)},
+            "over": self.over,
+            "warning": self.warning(),
+            "measured_at": iso(self.usage.measured_at),
+            "items": self.usage.items or [],
+        }
+
+
+def status(db: Database, store, policy: StorageQuota, owner: str, groups) -> Status:
+    """The user's footprint against their quota (blocking: may measure)."""
+    return Status(current(db, store, owner), policy.limit_for(owner, groups), policy.warn_fraction)

@@ -22,7 +22,10 @@ on the execution, then asks the hub to stop the server: the normal stop
 path, which saves the home first.
 
 It also writes one usage sample per execution every `sample_interval`
-(the execution page draws them). Its role holds only the scopes it needs
+(the execution page draws them), with the size of the home of an execution
+that has a home size limit, and warns that workspace as its home nears the
+limit (`quotas.home_notice`; btrfs enforces the limit, a copying store only
+measures it). Its role holds only the scopes it needs
 (see jupyterhub_config.py).
 """
 
@@ -49,6 +52,7 @@ from . import lifecycle
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .idle import IdlePolicy, Observation, Verdict, Watch
+from .quotas import home_notice
 from .usage import ContainerCgroup, CpuMeter
 
 log = logging.getLogger("workspace.culler")
@@ -80,6 +84,8 @@ class Server:
     started: float | None = None
     resource_type: str | None = None
     max_runtime: float | None = None  # the resource type's, recorded on the execution
+    live_key: str | None = None
+    home_limit: int | None = None  # bytes
 
     @property
     def label(self) -> str:
@@ -92,6 +98,7 @@ class Tracked:
     meter: CpuMeter | None
     last_sample: float = 0.0
     sample_cpu: list = field(default_factory=list)  # CPU readings since the last sample
+    home_notice: str | None = None  # the home-limit notice the workspace shows now
 
 
 class Culler(Application):
@@ -106,6 +113,8 @@ class Culler(Application):
     hub_api_url = Unicode(config=True, help="The hub's REST API (JupyterHub sets JUPYTERHUB_API_URL).")
     api_token = Unicode(config=True, help="The culler's token (JupyterHub sets JUPYTERHUB_API_TOKEN).")
     db_url = Unicode(config=True, help="The workspace database (WORKSPACE_DB_URL).")
+    store_dir = Unicode(config=True, help="The home store (WORKSPACE_STORE_DIR), where live homes are measured.")
+    home_warn_fraction = Float(0.9, config=True, help="Warn a workspace when its home passes this fraction of its limit.")
     cgroup_root = Unicode("/sys/fs/cgroup", config=True, help="Where the host's cgroup filesystem is mounted.")
     config_file = Unicode(
         config=True,
@@ -201,6 +210,7 @@ class Culler(Application):
                     server.execution_id, server.number = ex.id, ex.number
                     server.container_id, server.started = ex.container_id, _epoch(ex.started)
                     server.resource_type, server.max_runtime = ex.resource_type, ex.max_runtime
+                    server.live_key, server.home_limit = ex.live_key, ex.home_limit
 
     def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
         db = database(self.db_url)
@@ -261,15 +271,20 @@ class Culler(Application):
         servers = [s for s in servers if s.execution_id is not None]
         reports = await asyncio.gather(*(self.activity(s) for s in servers))
         now = self.clock()
-        samples, culls, actions = [], [], []
+        samples, culls, actions, samples_by_server = [], [], [], []
         for server, report in zip(servers, reports):
             verdict, sample = self._judge(server, report, now)
+            samples_by_server.append(sample)
             if sample is not None:
                 samples.append(sample)
             if verdict.action == "cull":
                 culls.append((server.execution_id, verdict.reason, verdict.evidence))
             if verdict.action != "keep":
                 actions.append((server, verdict))
+        homes = [(server, sample) for server, sample in zip(servers, samples_by_server) if sample is not None
+                 and server.home_limit]
+        if homes:
+            await asyncio.gather(*(self._watch_home(server, sample) for server, sample in homes))
         if samples or culls:
             await asyncio.get_running_loop().run_in_executor(None, self._record, samples, culls)
         counts = {"servers": len(servers), "warned": 0, "withdrawn": 0, "culled": 0}
@@ -328,6 +343,43 @@ class Culler(Application):
             )
             tracked.last_sample, tracked.sample_cpu = now, []
         return verdict, sample
+
+    @property
+    def store(self):
+        if getattr(self, "_store", None) is None:
+            from .homes import store_for
+
+            self._store = store_for(self.store_dir, clean=False)
+        return self._store
+
+    async def _watch_home(self, server: Server, sample: UsageSample) -> None:
+        """Measure a limited home into its sample; show, change or withdraw its notice."""
+        loop = asyncio.get_running_loop()
+        try:
+            used = await loop.run_in_executor(None, self.store.home_usage, server.live_key)
+        except Exception as e:  # its live home went (a stop under way)
+            log.info("%s: the home could not be measured: %s", server.label, e)
+            return
+        sample.home_bytes = used
+        tracked = self.tracked.get(server.execution_id)
+        enforced = self.store.kind == "btrfs"
+        message = home_notice(used, server.home_limit, enforced, self.home_warn_fraction)
+        if tracked is None or message == tracked.home_notice:
+            return
+        if server.url is not None:
+            try:
+                if message:
+                    await self._extension(server, "POST", "notices",
+                                          body={"id": "home-limit", "level": "warning", "message": message})
+                else:
+                    await self._extension(server, "DELETE", "notices", query={
+                        "id": "home-limit", "message": "Your home is back under its size limit."})
+            except (HTTPClientError, OSError) as e:
+                log.warning("%s: the home notice did not reach the workspace: %s", server.label, e)
+                return
+        log.info("%s #%s: home %d of %d bytes: %s", server.label, server.number, used, server.home_limit,
+                 message or "back under the warning")
+        tracked.home_notice = message
 
     async def _act(self, server: Server, verdict: Verdict, counts: dict) -> None:
         notice_id = f"cull-{verdict.reason}"
@@ -407,6 +459,7 @@ def main(argv=None) -> None:
     settings = Settings.from_env()
     app = Culler(config=Config(env_config()))
     app.db_url = settings.db_url
+    app.store_dir = str(settings.store_dir)
     app.config_file = os.environ.get("WORKSPACE_CULLER_CONFIG") or str(settings.path("culler_config.py"))
     if Path(app.config_file).is_file():
         app.load_config_file(app.config_file)

@@ -376,3 +376,19 @@ class Status:
 def status(db: Database, store, policy: StorageQuota, owner: str, groups) -> Status:
     """The user's footprint against their quota (blocking: may measure)."""
     return Status(current(db, store, owner), policy.limit_for(owner, groups), policy.warn_fraction)
+
+
+def home_notice(used: int, limit: int | None, enforced: bool, warn_fraction: float = 0.9) -> str | None:
+    """What a workspace is told about its home's size against its limit (None: nothing)."""
+    if not limit or used < warn_fraction * limit:
+        return None
+    figures = f"{gb(used)} of its {gb(limit)} limit ({used / limit:.0%})"
+    # a filesystem limit stops writes a block or so short of it: within 1 % is full
+    if used >= (0.99 * limit if enforced else limit):
+        if enforced:
+            return (f"Your home is full: {figures}. Writing more fails with “Disk quota exceeded”; delete files "
+                    "you no longer need (or start with a resource type with a larger home).")
+        return (f"Your home is over its size limit: {figures}. It is still saved in full, but please delete "
+                "files you no longer need.")
+    how = "writing past it fails with “Disk quota exceeded”" if enforced else "please stay under it"
+    return f"Your home is nearly full: {figures}; {how}. Delete files you no longer need."

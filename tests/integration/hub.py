@@ -116,6 +116,11 @@ class Hub:
         return requests.get(f"{self.url}/services/workspace/api{path}", headers=headers, params=params,
                             timeout=30, allow_redirects=False)
 
+    def service_call(self, method: str, path: str, token: str, **kwargs) -> requests.Response:
+        """Any method on the workspace service's REST API, with a token."""
+        return requests.request(method, f"{self.url}/services/workspace/api{path}",
+                                headers={"Authorization": f"token {token}"}, timeout=60, **kwargs)
+
     def user_token(self, name: str, password: str = USER_PASSWORD) -> str:
         """A token of `name` obtained with the shared user password, as a student would."""
         self.create_user(name)

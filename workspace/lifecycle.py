@@ -209,7 +209,6 @@ def restore(db: Database, store: HomeStore, plan: StartPlan, progress: Callable[
 class HomeLimit:
     bytes: int | None  # None: no limit
     enforced: bool  # by the filesystem (else watched and warned about)
-    used: int | None = None  # the home's size when the limit was set
     reason: str = ""  # why it is what it is, for the progress stream
 
     def describe(self) -> str | None:
@@ -245,7 +244,7 @@ def _home_limit(store: HomeStore, plan: StartPlan) -> HomeLimit:
             reason = (f"; your home ({used / 1e9:,.2f} GB) is already larger than this resource type's "
                       f"{plan.home_limit / 1e9:,.2f} GB, so it may not grow: delete files, or choose a larger type")
     enforced = store.limit_home(plan.live_key, limit)
-    return HomeLimit(limit, enforced, used, reason)
+    return HomeLimit(limit, enforced, reason)
 
 
 def discard(db: Database, store: HomeStore, execution_id: int, state: str, message: str,

@@ -14,7 +14,6 @@ Owners change their datasets (admins any); readers see them.
 
 from __future__ import annotations
 
-import json
 import uuid
 
 from sqlalchemy import select

@@ -1,10 +1,15 @@
 """The `workspace` command: the workspace service's REST API from a terminal.
 
     workspace ls                                   your workspaces
-    workspace start NAME [--continue N|latest|fresh] [--dataset REF ...]
+    workspace start NAME [--continue N|latest|fresh] [--dataset REF ...] [--type T] [--image I] [--cleanup]
                                                    start (prints the progress); prints the URL
     workspace stop NAME                            stop, and wait for the home to be saved
     workspace executions NAME                      a workspace's executions
+    workspace types                                the resource types you may choose, what is free now
+    workspace quota                                your storage against your quota, what takes the space
+    workspace cleanup [--keep N]                   delete old outputs, keeping the newest N per workspace
+    workspace delete-output NAME NUMBER            delete one execution's saved output
+    workspace accounting [--since T] [--until T] [--all]   CPU-hours and GPU-hours
     workspace datasets ls                          mine, shared with me, public
     workspace datasets show OWNER/NAME
     workspace datasets create NAME [--description TEXT] [--public]
@@ -142,7 +147,9 @@ def run(args, client: Client, out=sys.stdout) -> None:
             for w in rows
         ] or ["no workspaces yet"], out)
     elif args.command == "start":
-        start(client, args.name, args.continue_from, args.dataset, out)
+        options = {"resource_type": args.type, "image": args.image, "cleanup": args.cleanup or None}
+        start(client, args.name, args.continue_from, args.dataset, out,
+              **{k: v for k, v in options.items() if v is not None})
     elif args.command == "stop":
         stop(client, args.name, out)
     elif args.command == "executions":
@@ -154,16 +161,69 @@ def run(args, client: Client, out=sys.stdout) -> None:
         ], out)
     elif args.command == "datasets":
         datasets(args, client, js, out)
+    elif args.command == "types":
+        _print(client.call("GET", "/resource-types"), js, lambda d: [
+            f"{t['name']:<16} {t['summary']:<48} {t['free']}" + ("  (default)" if t["name"] == d["default"] else "")
+            for t in d["types"]
+        ] or ["this hub has no resource types: every workspace gets the same resources"], out)
+    elif args.command == "quota":
+        _print(client.call("GET", "/storage"), js, quota_lines, out)
+    elif args.command == "cleanup":
+        result = client.call("POST", "/storage/cleanup", json={"keep": args.keep})
+        _print(result, js, lambda r: [
+            *(f"deleted {d['workspace']} #{d['number']}: {_size(d['bytes'])}, {d['files']:,} files" for d in r["deleted"]),
+            *(f"kept {k['workspace']} #{k['number']}: {k['reason']}" for k in r["kept"]),
+            # an output shares files with the outputs continued from it: what it frees is in `quota`
+            f"deleted {len(r['deleted'])} output(s) of {_size(sum(d['bytes'] for d in r['deleted']))}"
+            if r["deleted"] else "nothing to delete",
+            *quota_lines(r["storage"])[:1],
+        ], out)
+    elif args.command == "delete-output":
+        d = client.call("DELETE", f"/workspaces/{args.name}/executions/{args.number}/output")["deleted"]
+        print(f"deleted the output of {d['workspace']} #{d['number']}: {_size(d['bytes'])}, {d['files']:,} files",
+              file=out)
+    elif args.command == "accounting":
+        params = {k: v for k, v in (("since", args.since), ("until", args.until)) if v}
+        if args.all:
+            params["all"] = "true"
+        _print(client.call("GET", "/accounting", params=params), js, accounting_lines, out)
+
+
+def quota_lines(d: dict) -> list[str]:
+    used, limit = d["usage"], d["limit"]
+
+    def of(value, cap, fmt):
+        return fmt(value) + (f" of {fmt(cap)} ({value / cap:.0%})" if cap else " (no limit)")
+
+    lines = [f"storage: {of(used['bytes'], limit['bytes'], _size)}, {of(used['files'], limit['files'], '{:,} files'.format)}"]
+    if d.get("warning"):
+        lines.append(d["warning"])
+    for item in d["items"][:10]:
+        lines.append(f"  {item['label']:<36} {_size(item['bytes']):>10} {item['files']:>9,} files"
+                     f"   frees {_size(item['unique_bytes'])} if deleted")
+    return lines
+
+
+def accounting_lines(d: dict) -> list[str]:
+    lines = [f"{'user':<16} {'executions':>10} {'hours':>8} {'CPU-hours':>10} {'CPU used':>9} {'GPU-hours':>10}"]
+    for u in d["users"]:
+        lines.append(f"{u['user']:<16} {u['executions']:>10} {u['runtime_s'] / 3600:>8.2f} {u['cpu_hours']:>10.2f} "
+                     f"{u['cpu_used_hours']:>9.2f} {u['gpu_hours']:>10.2f}")
+    if not d["users"]:
+        lines.append("no executions ran in this period")
+    return lines
 
 
 def _me(client: Client) -> str:
     return client.hub("GET", "/user")["name"]
 
 
-def start(client: Client, name: str, continue_from: str, refs: list[str] | None, out=sys.stdout) -> None:
-    """Start a workspace and print its progress until JupyterLab answers."""
+def start(client: Client, name: str, continue_from: str, refs: list[str] | None, out=sys.stdout, **choices) -> None:
+    """Start a workspace and print its progress until JupyterLab answers.
+
+    `choices`: the other user_options (resource_type, image, cleanup)."""
     me = _me(client)
-    options = {"continue_from": continue_from}
+    options = {"continue_from": continue_from, **choices}
     if refs:
         options["datasets"] = refs
     client.hub("POST", f"/users/{me}/servers/{name}", json={"user_options": options, "display_name": name})
@@ -269,11 +329,29 @@ def parser() -> argparse.ArgumentParser:
                     help="the execution whose home to continue from (default: latest)")
     st.add_argument("--dataset", action="append", metavar="OWNER/NAME[:VERSION]",
                     help="a dataset to mount read-only (/input0 …); repeat for up to five")
+    st.add_argument("--type", metavar="T", help="the resource type (see `workspace types`)")
+    st.add_argument("--image", help="the image, where the hub offers several")
+    st.add_argument("--cleanup", action="store_true",
+                    help="cleanup mode: a small, short workspace that is allowed over the storage quota, to delete files")
     sp = cmds.add_parser("stop", help="stop a workspace and wait for its home to be saved")
     sp.add_argument("name")
     ex = cmds.add_parser("executions", help="a workspace's executions")
     ex.add_argument("name")
     ex.add_argument("--json", action="store_true")
+    for name, text in (("types", "the resource types you may choose"),
+                       ("quota", "your storage against your quota, and what takes the space")):
+        cmds.add_parser(name, help=text).add_argument("--json", action="store_true")
+    cl = cmds.add_parser("cleanup", help="delete old outputs, keeping the newest of each workspace")
+    cl.add_argument("--keep", type=int, default=1, help="outputs to keep per workspace (default 1)")
+    cl.add_argument("--json", action="store_true")
+    do = cmds.add_parser("delete-output", help="delete one execution's saved output")
+    do.add_argument("name")
+    do.add_argument("number", type=int)
+    ac = cmds.add_parser("accounting", help="CPU-hours and GPU-hours of your executions")
+    ac.add_argument("--since", help="ISO time, e.g. 2026-09-01")
+    ac.add_argument("--until", help="ISO time")
+    ac.add_argument("--all", action="store_true", help="administrators: every user")
+    ac.add_argument("--json", action="store_true")
     ds = cmds.add_parser("datasets", help="datasets").add_subparsers(dest="datasets_command", required=True)
     d = ds.add_parser("ls")
     d.add_argument("--json", action="store_true")

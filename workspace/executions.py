@@ -228,6 +228,8 @@ def find_workspace(session: Session, owner: str, name: str) -> Workspace | None:
 
 
 def execution_by_number(session: Session, ws: Workspace, number: int) -> Execution | None:
+    if not 0 < number < 2**31:  # no such execution; and past the column's range the database would raise
+        return None
     return session.scalar(select(Execution).where(Execution.workspace_id == ws.id, Execution.number == number))
 
 

@@ -20,6 +20,9 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_SERVICE_PORT`    port of the workspace service (REST API) on 127.0.0.1 (default 8082)
 - `WORKSPACE_DB_URL`          the workspace database (default SQLite `<data dir>/workspace.sqlite`)
 - `WORKSPACE_RESOURCE_TYPES`  resource types as JSON (see WorkspaceMixin.resource_types)
+- `WORKSPACE_DEFAULT_RESOURCE_TYPE` the type a start without a choice gets (default: the first)
+- `WORKSPACE_QUOTA_BYTES`     each user's storage quota, like 50G; empty for none (default 50G)
+- `WORKSPACE_QUOTA_FILES`     each user's file quota (default 1000000; 0 for none)
 - `WORKSPACE_GPU_INVENTORY`   GPU device IDs of this node, comma-separated (default: NVML's)
 - `WORKSPACE_GPU_DEVICE_MODE` `device_requests` (default) or `env` (NVIDIA_VISIBLE_DEVICES only)
 - `WORKSPACE_CULL_*`, `WORKSPACE_USAGE_SAMPLE_INTERVAL`, `WORKSPACE_CULLER_CONFIG`

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from .hub import ADMIN_PASSWORD, Hub
+from .test_cli import cli
 from .test_culler import notices
 
 TYPES = [
@@ -153,3 +154,39 @@ def test_accounting_and_resource_types(storage_hub: Hub):
     assert types["default"] == "small"
     small = next(t for t in types["types"] if t["name"] == "small")
     assert small["home_size"] == LIMIT and small["cpu"] == 1 and small["free"] == "available"
+
+
+def test_cli_types_quota_start_with_a_type_accounting_and_cleanup(storage_hub: Hub):
+    hub, user = storage_hub, "cleo"
+    token = hub.user_token(user)
+    out = cli(hub, token, "types")
+    assert out.splitlines()[0].startswith("small") and out.splitlines()[0].endswith("available  (default)"), out
+    assert "roomy" in out
+    out = cli(hub, token, "start", "nb", "--type", "roomy")
+    assert out.strip().endswith(f"nb is running: {hub.url}/user/{user}/nb/lab"), out
+    hub.sh(user, "nb", "head -c 2000000 /dev/urandom > $HOME/two.bin")
+    cli(hub, token, "stop", "nb")
+    assert hub.executions(user, "nb")[-1]["resource_type"] == "roomy"
+    err = cli(hub, token, "start", "nb", "--type", "huge", ok=False)
+    assert err.startswith("error: ") and "huge" in err and "Traceback" not in err, err
+
+    out = wait_for(lambda: (lambda o: o if "frees" in o else None)(cli(hub, token, "quota")), 30, "the footprint")
+    assert out.startswith("storage: 2.0 MB of 31.5 MB (6%), ") and "of 5,000 files" in out, out
+    assert "the output of “nb” #1" in out, out
+    assert json.loads(cli(hub, token, "quota", "--json"))["limit"] == {"bytes": 30 << 20, "files": 5000}
+
+    out = cli(hub, token, "accounting")
+    assert out.splitlines()[1].startswith("cleo") and out.splitlines()[1].split()[1] == "1", out
+    assert json.loads(cli(hub, token, "accounting", "--json"))["executions"][0]["cpu_cores"] == 2
+    assert cli(hub, token, "accounting", "--all", ok=False).strip() == (
+        "error: Only administrators may see everyone's accounting.")
+
+    out = cli(hub, token, "start", "nb", "--cleanup")
+    assert "Cleanup mode" in out, out
+    cli(hub, token, "stop", "nb")
+    out = cli(hub, token, "cleanup", "--keep", "1")
+    assert out.startswith("deleted nb #1: 2.0 MB") and "deleted 1 output(s) of 2.0 MB" in out, out
+    err = cli(hub, token, "delete-output", "nb", "1", ok=False)
+    assert err.startswith("error: ") and "#1" in err, err
+    out = cli(hub, token, "delete-output", "nb", "2")
+    assert out.startswith("deleted the output of nb #2: "), out

@@ -283,6 +283,13 @@ def measure(db: Database, store, owner: str) -> StorageUsage:
             return row
 
 
+def measure_soon(db: Database, store, owner: str) -> None:
+    """Measure the user's footprint again in a worker thread, not waiting for it (after a deletion)."""
+    import asyncio
+
+    asyncio.get_running_loop().run_in_executor(None, measure, db, store, owner)
+
+
 def current(db: Database, store, owner: str) -> StorageUsage:
     """The user's footprint, measured again if anything changed since the last measurement."""
     with db.session() as s:

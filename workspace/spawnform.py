@@ -4,7 +4,7 @@ JupyterHub shows it when a workspace is started from the hub's pages; the API
 takes the same choices as `user_options`:
 
     {"continue_from": "latest" | "fresh" | <execution number>, "image": "<allowed image>",
-     "datasets": ["owner/name", "owner/name:2", ...], "resource_type": "<name>"}
+     "datasets": ["owner/name", "owner/name:2", ...], "resource_type": "<name>", "cleanup": true}
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def execution_choices(db: Database, owner: str, name: str) -> list[dict]:
                 "stopped": e.stopped.strftime("%Y-%m-%d %H:%M") if e.stopped else None,
                 # the dataset references bound, without version: the next start takes the latest
                 "datasets": [d["ref"].rsplit(":", 1)[0] for d in e.datasets or []],
+                "resource_type": e.resource_type,
             }
             for e in sorted(ws.executions, key=lambda e: e.number, reverse=True)
         ]
@@ -49,7 +50,10 @@ def readable_datasets(db: Database, user: str, groups: set[str], admin: bool) ->
 
 def render(executions: list[dict], images: list[str], current_image: str, selected="latest",
            datasets: list[str] = (), bound: list[str] = (), types: list[dict] = (),
-           current_type: str | None = None) -> str:
+           current_type: str | None = None, continue_choice: bool = True) -> str:
+    """The form's fields (Bootstrap 5, the hub's own look); the pages of the service use them too.
+
+    `continue_choice` False leaves out "Continue from" (a workspace that does not exist yet)."""
     def option(value, label, chosen=False):
         sel = " selected" if chosen else ""
         return f'<option value="{escape(str(value))}"{sel}>{escape(label)}</option>'
@@ -66,7 +70,7 @@ def render(executions: list[dict], images: list[str], current_image: str, select
             label += f" ({e['stop_reason']})"
         choices.append(option(e["number"], label, str(selected) == str(e["number"])))
     choices.append(option("fresh", "Nothing: start with an empty home", selected == "fresh"))
-    html = [
+    html = [] if not continue_choice else [
         '<div class="form-group mb-3">',
         '<label for="continue_from" class="form-label">Continue from</label>',
         '<select class="form-select form-control" id="continue_from" name="continue_from">',
@@ -106,6 +110,13 @@ def render(executions: list[dict], images: list[str], current_image: str, select
             "</select>",
             "</div>",
         ]
+    html += [
+        '<div class="form-check mb-3">',
+        '<input class="form-check-input" type="checkbox" id="cleanup" name="cleanup" value="on">',
+        '<label class="form-check-label" for="cleanup">Cleanup mode: a small workspace for 30 minutes whose home '
+        "can only shrink, to delete files. It starts even when your storage is over its quota.</label>",
+        "</div>",
+    ]
     return "\n".join(html)
 
 
@@ -116,6 +127,8 @@ def options_from_form(formdata: dict) -> dict:
         values = formdata.get(key) or []
         if values and values[0] != "":
             options[key] = values[0]
+    if (formdata.get("cleanup") or [""])[0] in ("on", "true", "1"):
+        options["cleanup"] = True
     return options
 
 

@@ -33,3 +33,10 @@ def test_options_from_form():
     assert options_from_form({"continue_from": ["3"], "image": ["a:1"]}) == {"continue_from": "3", "image": "a:1"}
     assert options_from_form({"datasets": ["prof/a, prof/b:2"]}) == {"datasets": "prof/a, prof/b:2"}
     assert options_from_form({"continue_from": [""]}) == {}
+
+
+def test_cleanup_mode_is_a_checkbox():
+    assert options_from_form({"cleanup": ["on"], "continue_from": ["2"]}) == {"cleanup": True, "continue_from": "2"}
+    assert "cleanup" not in options_from_form({"continue_from": ["2"]})
+    html = render([], ["a:1"], "a:1", continue_choice=False)
+    assert 'name="cleanup"' in html and 'name="continue_from"' not in html

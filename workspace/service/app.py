@@ -62,6 +62,8 @@ def make_app(settings: Settings) -> web.Application:
         storage_quota=StorageQuota.from_env(),
         resource_types=[ResourceType.from_config(d) for d in json.loads(os.environ.get("WORKSPACE_RESOURCE_TYPES") or "[]")],
         default_resource_type=os.environ.get("WORKSPACE_DEFAULT_RESOURCE_TYPE") or None,
+        image=settings.image,
+        images=settings.images,
         gpu_inventory=[g for g in os.environ.get("WORKSPACE_GPU_INVENTORY", "").split(",") if g],
         cookie_secret=os.urandom(32),
     )

@@ -5,6 +5,8 @@
                                              save progress, "continue from here"
     /services/workspace/datasets             mine, shared with me, public: create, upload with progress and
                                              resume, share
+    /services/workspace/storage              my storage against my quota, what takes the space, delete an
+                                             output, one-click cleanup of old outputs
     /services/workspace/admin                administrators: every running execution with its usage, stop
                                              any; storage per user
 
@@ -25,11 +27,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 import jinja2
+from markupsafe import Markup
 from sqlalchemy import func, select
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from .. import datasets, lifecycle
+from .. import datasets, lifecycle, outputs, profiles, quotas, spawnform
+from ..errors import UserError
 from ..executions import Execution, Snapshot, UsageSample, Workspace, find_workspace
 from .api import APIHandler
 
@@ -112,6 +116,39 @@ class PageHandler(APIHandler):
         code, model = await self.hub_api("GET", f"/users/{quote(user, safe='')}")
         return (model or {}).get("servers", {}) if code == 200 else {}
 
+    async def spawn_form(self, name: str | None = None, selected="latest") -> Markup:
+        """The spawn choices (the hub's own form fields: continue from, datasets, type, image, cleanup mode),
+        prefilled from the chosen execution of workspace `name` (None: a new workspace)."""
+        user = self.get_current_user()
+        groups, admin = set(user.get("groups") or []), bool(user.get("admin"))
+        types = self.settings["resource_types"]
+        inventory = profiles.gpu_inventory(self.settings["gpu_inventory"]) if types else []
+
+        def load():
+            executions = spawnform.execution_choices(self.db, user["name"], name) if name else []
+            chosen = next((e for e in executions if str(e["number"]) == str(selected)), None) or \
+                (executions[0] if executions else None)
+            return (executions, spawnform.readable_datasets(self.db, user["name"], groups, admin),
+                    spawnform.type_choices(self.db, types, groups, inventory) if types else [], chosen)
+
+        executions, readable, type_rows, chosen = await self.blocking(load)
+        images = self.settings["images"]
+        current_type = (chosen or {}).get("resource_type")
+        if current_type in (None, "cleanup"):
+            current_type = self.settings["default_resource_type"]
+        return Markup(spawnform.render(
+            executions, images, self.settings["image"], selected=selected, datasets=readable,
+            bound=(chosen or {}).get("datasets", []) if name else [], types=type_rows, current_type=current_type,
+            continue_choice=name is not None,
+        ))
+
+    async def storage_warning(self) -> str | None:
+        """The user's storage warning (near or over quota), for the top of their pages."""
+        user = self.get_current_user()
+        status = await self.blocking(quotas.status, self.db, self.settings["workspace_store"],
+                                     self.settings["storage_quota"], user["name"], set(user.get("groups") or []))
+        return status.warning()
+
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None, None))[1]
         message = (exc.log_message if isinstance(exc, web.HTTPError) and exc.log_message else
@@ -140,7 +177,7 @@ class WorkspacesPage(PageHandler):
     async def get(self, error: str | None = None, status: int = 200):
         user = self.get_current_user()["name"]
         servers = await self.servers(user)
-        form = {k: self.get_body_argument(k, "") for k in ("name", "datasets")} if self.request.method == "POST" else {}
+        form = {"name": self.get_body_argument("name", "")} if self.request.method == "POST" else {}
 
         def load():
             with self.db.session() as s:
@@ -161,7 +198,8 @@ class WorkspacesPage(PageHandler):
 
         self.set_status(status)
         self.render_page("workspaces.html", workspaces=await self.blocking(load), error=error, form=form,
-                         lab_prefix=f"/user/{quote(user, safe='')}/")
+                         lab_prefix=f"/user/{quote(user, safe='')}/", spawn_form=await self.spawn_form(),
+                         storage_warning=await self.storage_warning())
 
     @web.authenticated
     async def post(self):
@@ -177,13 +215,28 @@ class WorkspacesPage(PageHandler):
                     self.get_body_argument("datasets", ""), on_error=self.get)
 
 
-async def start(handler: PageHandler, name: str, continue_from: str, datasets: str, on_error) -> None:
-    """Ask the hub to start `name` with the user's choices; follow to its progress page."""
+def _form_choices(handler: PageHandler) -> dict:
+    """The resource type, image and cleanup mode a page's form chose (what is absent is left out)."""
+    options = {k: handler.get_body_argument(k, "") for k in ("resource_type", "image")}
+    options = {k: v for k, v in options.items() if v}
+    if handler.get_body_argument("cleanup", "") in ("on", "true"):
+        options["cleanup"] = True
+    return options
+
+
+async def start(handler: PageHandler, name: str, continue_from: str, datasets: str, on_error,
+                resource_type: str | None = None) -> None:
+    """Ask the hub to start `name` with the user's choices; follow to its progress page.
+
+    `resource_type`: the type when the form chose none (continuing keeps the execution's type)."""
     user = handler.get_current_user()["name"]
     options = {"continue_from": continue_from or "latest"}
     refs = [r.strip() for r in datasets.replace("\n", ",").split(",") if r.strip()]
     if refs:
         options["datasets"] = refs
+    if resource_type and resource_type != "cleanup":
+        options["resource_type"] = resource_type
+    options.update(_form_choices(handler))
     code, body = await handler.hub_api(
         "POST", f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}",
         {"user_options": options, "display_name": name},
@@ -198,7 +251,7 @@ async def start(handler: PageHandler, name: str, continue_from: str, datasets: s
 
 class WorkspacePage(PageHandler):
     @web.authenticated
-    async def get(self, name: str, error: str | None = None, status: int = 200):
+    async def get(self, name: str, error: str | None = None, status: int = 200, message: str | None = None):
         user = self.get_current_user()["name"]
         server = (await self.servers(user)).get(name)
 
@@ -216,10 +269,11 @@ class WorkspacePage(PageHandler):
         latest = executions[0] if executions else None
         self.set_status(status)
         self.render_page(
-            "workspace.html", name=name, executions=executions or [], error=error,
+            "workspace.html", name=name, executions=executions or [], error=error, message=message,
             state=_state_of(server, latest["state"] if latest else None),
             lab_url=f"/user/{quote(user, safe='')}/{quote(name, safe='')}/lab",
-            api=f"{self.prefix}api/workspaces/{quote(name, safe='')}",
+            api=f"{self.prefix}api/workspaces/{quote(name, safe='')}", datasets_api=f"{self.prefix}api/datasets",
+            spawn_form=await self.spawn_form(name), storage_warning=await self.storage_warning(),
         )
 
     @web.authenticated
@@ -234,27 +288,41 @@ class WorkspacePage(PageHandler):
             return self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}")
         if action == "start":
             choice = self.get_body_argument("continue_from", "latest")
+            refs, rtype = await self.blocking(_choices_of, self.db, user, name, choice)
             datasets = self.get_body_argument("datasets", None)
-            if datasets is None:  # the same datasets as the execution continued from
-                datasets = ", ".join(await self.blocking(_datasets_of, self.db, user, name, choice))  # latest versions
-            return await start(self, name, choice, datasets, on_error=lambda **kw: self.get(name, **kw))
-        raise web.HTTPError(400, "Say what to do: start or stop.")
+            if datasets is None:  # the same datasets as the execution continued from (their latest versions)
+                datasets = ", ".join(refs)
+            return await start(self, name, choice, datasets, on_error=lambda **kw: self.get(name, **kw),
+                               resource_type=rtype)
+        if action == "delete-output":
+            number = self.get_body_argument("number", "")
+            try:
+                deleted = await self.blocking(outputs.delete_output, self.db, self.settings["workspace_store"],
+                                              user, name, int(number) if number.isdigit() else 0)
+            except UserError as e:
+                return await self.get(name, error=e.jupyterhub_message, status=e.status_code)
+            quotas.measure_soon(self.db, self.settings["workspace_store"], user)
+            return await self.get(name, message=f"Deleted the output of #{deleted['number']} "
+                                                f"({_mb(deleted['bytes'])}, {deleted['files']:,} files).")
+        raise web.HTTPError(400, "Say what to do: start, stop or delete-output.")
 
 
-def _datasets_of(db, user: str, name: str, choice: str) -> list[str]:
-    """The dataset refs bound to the execution `choice` (a number or `latest`) of a workspace."""
+def _choices_of(db, user: str, name: str, choice: str) -> tuple[list[str], str | None]:
+    """The dataset refs and resource type of the execution `choice` (a number or `latest`) of a workspace."""
     if choice == "fresh":
-        return []
+        return [], None
     with db.session() as s:
         ws = find_workspace(s, user, name)
         if ws is None or not ws.executions:
-            return []
+            return [], None
         if choice.isdigit():
             ex = next((e for e in ws.executions if e.number == int(choice)), None)
         else:
             ex = max(ws.executions, key=lambda e: e.number)
+        if ex is None:
+            return [], None
         # without the version, like the spawn form: the next start takes each dataset's latest
-        return [d["ref"].rsplit(":", 1)[0] for d in (ex.datasets or [])] if ex else []
+        return [d["ref"].rsplit(":", 1)[0] for d in (ex.datasets or [])], ex.resource_type
 
 
 class DatasetsPage(PageHandler):
@@ -269,6 +337,50 @@ class DatasetsPage(PageHandler):
                 return datasets.listing(s, user["name"], set(user.get("groups") or []))
 
         self.render_page("datasets.html", groups=await self.blocking(load), api=f"{self.prefix}api")
+
+
+class StoragePage(PageHandler):
+    """My storage against my quota, biggest first; delete an output; delete old outputs in one click."""
+
+    @web.authenticated
+    async def get(self, error: str | None = None, status: int = 200, message: str | None = None):
+        user = self.get_current_user()
+        st = await self.blocking(quotas.status, self.db, self.settings["workspace_store"],
+                                 self.settings["storage_quota"], user["name"], set(user.get("groups") or []))
+        storage = st.as_dict()
+        storage["items"] = sorted(storage["items"], key=lambda i: (i["bytes"], i["files"]), reverse=True)
+        self.set_status(status)
+        self.render_page("storage.html", storage=storage, figures=st.figures(), error=error, message=message,
+                         storage_warning=None)
+
+    @web.authenticated
+    async def post(self):
+        user = self.get_current_user()["name"]
+        store = self.settings["workspace_store"]
+        action = self.get_body_argument("action", "")
+        try:
+            if action == "delete-output":
+                number = self.get_body_argument("number", "")
+                d = await self.blocking(outputs.delete_output, self.db, store, user,
+                                        self.get_body_argument("workspace", ""), int(number) if number.isdigit() else 0)
+                text = f"Deleted the output of “{d['workspace']}” #{d['number']} ({_mb(d['bytes'])}, {d['files']:,} files)."
+            elif action == "cleanup":
+                keep = self.get_body_argument("keep", "1")
+                result = await self.blocking(outputs.cleanup, self.db, store, user,
+                                             int(keep) if keep.isdigit() else -1)
+                done = result["deleted"]
+                text = (f"Deleted {len(done)} old output(s) ({_mb(sum(d['bytes'] for d in done))})." if done
+                        else "There were no old outputs to delete.")
+                if result["kept"]:
+                    text += " Kept: " + "; ".join(f"“{k['workspace']}” #{k['number']} ({k['reason']})"
+                                                  for k in result["kept"]) + "."
+            else:
+                raise UserError(400, "Say what to do: delete-output or cleanup.")
+        except UserError as e:
+            return await self.get(error=e.jupyterhub_message, status=e.status_code)
+        # measured now (not off the request): the page shows what the deletion freed
+        await self.blocking(quotas.measure, self.db, store, user)
+        await self.get(message=text)
 
 
 class AdminPage(PageHandler):
@@ -345,6 +457,7 @@ def handlers(prefix: str) -> list:
         (rf"{prefix}workspaces/?", WorkspacesPage),
         (rf"{prefix}workspaces/([^/]+)/?", WorkspacePage),
         (rf"{prefix}datasets/?", DatasetsPage),
+        (rf"{prefix}storage/?", StoragePage),
         (rf"{prefix}admin/?", AdminPage),
         (rf"{prefix}static/(.*)", web.StaticFileHandler, {"path": str(Path(__file__).resolve().parent / "static")}),
     ]

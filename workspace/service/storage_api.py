@@ -12,8 +12,6 @@ reports every user.
 
 from __future__ import annotations
 
-import asyncio
-
 from tornado import web
 
 from .. import accounting, outputs, profiles, quotas, spawnform
@@ -34,10 +32,6 @@ class StorageHandler(APIHandler):
         status = await self.blocking(quotas.status, self.db, self.store, self.policy, owner, groups)
         return {"user": owner, **status.as_dict()}
 
-    def remeasure(self, owner: str) -> None:
-        """Measure the user's footprint again off the request (deleting changed it)."""
-        asyncio.get_running_loop().run_in_executor(None, quotas.measure, self.db, self.store, owner)
-
 
 class StorageStatusHandler(StorageHandler):
     async def get(self):
@@ -57,7 +51,7 @@ class OutputHandler(StorageHandler):
     async def delete(self, name: str, number: str):
         owner = self.owner()
         deleted = await self.blocking(outputs.delete_output, self.db, self.store, owner, name, int(number))
-        self.remeasure(owner)
+        quotas.measure_soon(self.db, self.store, owner)
         self.write_json({"deleted": deleted})
 
 

@@ -45,6 +45,38 @@
       if (changed) window.location.reload();
     }).catch(function () {});
   }
+  // "Make a dataset from this output": create the dataset if it is new, then a version from the output
+  // (no copy: the version shares the output's files).
+  function send(url, body) {
+    return fetch(url, {
+      method: "POST", credentials: "same-origin", body: JSON.stringify(body),
+      headers: { "X-XSRFToken": xsrf(), "Content-Type": "application/json" },
+    }).then(function (r) { return r.json().then(function (data) { return { status: r.status, data: data }; }); });
+  }
+  document.querySelectorAll(".dataset-form").forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var result = form.querySelector(".dataset-result"), name = form.elements.dsname.value.trim();
+      var datasetsApi = box.dataset.datasetsApi, owner = box.dataset.user;
+      result.className = "col-12 dataset-result text-muted";
+      result.textContent = "Making the version…";
+      send(datasetsApi, { name: name }).then(function (made) {
+        if (made.status !== 201 && made.status !== 409) throw new Error(made.data.message);
+        return send(datasetsApi + "/" + encodeURIComponent(owner) + "/" + encodeURIComponent(name) + "/versions", {
+          from_execution: { workspace: box.dataset.workspace, number: Number(form.getAttribute("data-number")),
+                            path: form.elements.path.value.trim() },
+        });
+      }).then(function (v) {
+        if (v.status !== 201) throw new Error(v.data.message);
+        result.className = "col-12 dataset-result text-success";
+        result.textContent = owner + "/" + name + " version " + v.data.version + ": " +
+          (v.data.bytes / 1e6).toFixed(1) + " MB, " + v.data.files + " files.";
+      }).catch(function (e) {
+        result.className = "col-12 dataset-result text-danger";
+        result.textContent = e.message;
+      });
+    });
+  });
   if (box.dataset.active === "true" || document.querySelector(".usage, .save-progress")) {
     poll();
     setInterval(poll, 2000);

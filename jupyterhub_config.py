@@ -117,7 +117,7 @@ c.JupyterHub.services = [
         # the pages start and stop workspaces with the user's OAuth token, which
         # JupyterHub limits to these scopes AND the user's own rights: a
         # student's own servers, an admin's all (the admin page)
-        "oauth_client_allowed_scopes": ["servers", "read:servers"],
+        "oauth_client_allowed_scopes": ["servers", "read:servers", "custom:workspaces:read"],
         "display": True,
     },
     {
@@ -127,6 +127,12 @@ c.JupyterHub.services = [
         "environment": service_env,
     },
 ]
+# Reading other users' workspaces (never changing them): the service checks this scope.
+c.JupyterHub.custom_scopes = {
+    "custom:workspaces:read": {
+        "description": "Read users' workspaces, executions, usage, storage and accounting (read-only).",
+    },
+}
 c.JupyterHub.load_roles = [
     {
         # every user may use the workspace service (with their own rights there)
@@ -164,6 +170,18 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
             "services": ["workspace-admin"],
         }
     )
+
+# Instructors: WORKSPACE_COURSES='{"cs101": {"instructors": ["prof"]}}' gives each instructor
+# read-only access to the workspaces of the members of the JupyterHub group of the course, and the
+# group's member list. (A site can write such roles itself in jupyterhub_config.d.)
+for course, spec in json.loads(os.environ.get("WORKSPACE_COURSES") or "{}").items():
+    c.JupyterHub.load_roles.append({
+        "name": f"instructor-{course}",
+        "description": f"Instructors of {course}: read their students' workspaces.",
+        "scopes": [f"custom:workspaces:read!group={course}", f"read:groups!group={course}",
+                   f"list:users!group={course}", f"read:users:name!group={course}"],
+        "users": list(spec.get("instructors", [])),
+    })
 
 # -- site overrides -------------------------------------------------------------
 for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):

@@ -6,7 +6,8 @@
 
 Authentication is JupyterHub's (a token or the hub's login cookie through
 OAuth). A user sees their own workspaces; an admin may add `?user=NAME` to
-see anyone's. Errors are JSON: {"status": ..., "message": "<a sentence>"}.
+see anyone's, and a holder of the custom scope `custom:workspaces:read` (an
+instructor, filtered to their course's group) may read those it covers. Errors are JSON: {"status": ..., "message": "<a sentence>"}.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from urllib.parse import quote
 
+from jupyterhub.scopes import Scope, parse_scopes
 from jupyterhub.services.auth import HubOAuthenticated
 from sqlalchemy import select
 from tornado import web
@@ -26,6 +28,12 @@ from tornado.ioloop import IOLoop
 from ..db import iso
 from ..errors import UserError
 from ..executions import Execution, UsageSample, Workspace, execution_by_number, find_workspace
+
+
+# JupyterHub RBAC: read (never change) other users' workspaces, executions, usage, storage and
+# accounting. Defined in jupyterhub_config.py; instructors hold it filtered to their course's group
+# (`custom:workspaces:read!group=cs101`).
+READ_SCOPE = "custom:workspaces:read"
 
 
 class APIHandler(HubOAuthenticated, web.RequestHandler):
@@ -83,15 +91,28 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             return set()
         return set(json.loads(resp.body).get("groups") or [])
 
-    def owner(self) -> str:
-        """Whose workspaces: the caller's, or `?user=` for an admin."""
+    async def owner(self) -> str:
+        """Whose objects: the caller's, or `?user=`'s for an admin, or (reading only) for a holder of
+        READ_SCOPE that covers that user."""
         user = self.caller()
         wanted = self.get_argument("user", None)
-        if wanted and wanted != user["name"]:
-            if not user.get("admin"):
-                raise web.HTTPError(403, "Only administrators may see other users' workspaces.")
+        if not wanted or wanted == user["name"] or user.get("admin"):
+            return wanted or user["name"]
+        if self.request.method in ("GET", "HEAD") and await self.may_read(user, wanted):
             return wanted
-        return user["name"]
+        raise web.HTTPError(403, "Only administrators may see other users' workspaces, and instructors "
+                                 "(read-only) those of their course's students.")
+
+    async def may_read(self, user: dict, other: str) -> bool:
+        """Whether the caller's token holds READ_SCOPE for `other` (all users, that user, or a group of theirs)."""
+        granted = parse_scopes(user.get("scopes") or []).get(READ_SCOPE)
+        if granted is Scope.ALL:
+            return True
+        if not granted:
+            return False
+        if other in granted.get("user", ()):
+            return True
+        return bool(granted.get("group") and set(granted["group"]) & await self.groups_of(other))
 
     def write_json(self, data, status: int = 200) -> None:
         self.set_status(status)
@@ -124,7 +145,7 @@ def _workspace_summary(ws: Workspace) -> dict:
 
 class WorkspacesHandler(APIHandler):
     async def get(self):
-        owner = self.owner()
+        owner = await self.owner()
 
         def load():
             with self.db.session() as s:
@@ -136,7 +157,7 @@ class WorkspacesHandler(APIHandler):
 
 class ExecutionsHandler(APIHandler):
     async def get(self, name: str, number: str | None = None):
-        owner = self.owner()
+        owner = await self.owner()
 
         def load():
             with self.db.session() as s:
@@ -157,7 +178,7 @@ class UsageHandler(APIHandler):
     """The usage samples of one execution (one a minute while it ran), oldest first."""
 
     async def get(self, name: str, number: str):
-        owner = self.owner()
+        owner = await self.owner()
 
         def load():
             with self.db.session() as s:

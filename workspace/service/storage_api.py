@@ -35,12 +35,12 @@ class StorageHandler(APIHandler):
 
 class StorageStatusHandler(StorageHandler):
     async def get(self):
-        self.write_json(await self.status(self.owner()))
+        self.write_json(await self.status(await self.owner()))
 
 
 class CleanupHandler(StorageHandler):
     async def post(self):
-        owner = self.owner()
+        owner = await self.owner()
         keep = self.body().get("keep", 1)
         result = await self.blocking(outputs.cleanup, self.db, self.store, owner, keep)
         result["storage"] = await self.status(owner)
@@ -49,7 +49,7 @@ class CleanupHandler(StorageHandler):
 
 class OutputHandler(StorageHandler):
     async def delete(self, name: str, number: str):
-        owner = self.owner()
+        owner = await self.owner()
         deleted = await self.blocking(outputs.delete_output, self.db, self.store, owner, name, int(number))
         quotas.measure_soon(self.db, self.store, owner)
         self.write_json({"deleted": deleted})
@@ -61,7 +61,7 @@ class AccountingHandler(APIHandler):
         everyone = self.get_argument("all", "").lower() in ("1", "true", "yes")
         if everyone and not admin:
             raise web.HTTPError(403, "Only administrators may see everyone's accounting.")
-        owners = None if everyone else [self.owner()]
+        owners = None if everyone else [await self.owner()]
         since = accounting.parse_time(self.get_argument("since", None), "since")
         until = accounting.parse_time(self.get_argument("until", None), "until")
 

@@ -141,8 +141,9 @@ c.JupyterHub.load_roles = [
     },
     {
         "name": "workspace-service",
-        "description": "The workspace service: read users to tell admins from others.",
-        "scopes": ["list:users", "read:users"],
+        "description": "The workspace service: read users (to tell admins from others) and groups "
+                       "(an instructor's course page lists the course's members).",
+        "scopes": ["list:users", "read:users", "list:groups", "read:groups"],
         "services": ["workspace"],
     },
     {

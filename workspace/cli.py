@@ -1,15 +1,16 @@
 """The `workspace` command: the workspace service's REST API from a terminal.
 
-    workspace ls                                   your workspaces
+    workspace ls [--user U]                        your workspaces (instructors: a student's)
     workspace start NAME [--continue N|latest|fresh] [--dataset REF ...] [--type T] [--image I] [--cleanup]
                                                    start (prints the progress); prints the URL
     workspace stop NAME                            stop, and wait for the home to be saved
-    workspace executions NAME                      a workspace's executions
+    workspace executions NAME [--user U]           a workspace's executions
+    workspace courses                              instructors: each course's students, their workspaces
     workspace types                                the resource types you may choose, what is free now
-    workspace quota                                your storage against your quota, what takes the space
+    workspace quota [--user U]                     your storage against your quota, what takes the space
     workspace cleanup [--keep N]                   delete old outputs, keeping the newest N per workspace
     workspace delete-output NAME NUMBER            delete one execution's saved output
-    workspace accounting [--since T] [--until T] [--all]   CPU-hours and GPU-hours
+    workspace accounting [--since T] [--until T] [--all | --user U]   CPU-hours and GPU-hours
     workspace datasets ls                          mine, shared with me, public
     workspace datasets show OWNER/NAME
     workspace datasets create NAME [--description TEXT] [--public]
@@ -20,7 +21,8 @@
     workspace datasets unshare OWNER/NAME (--user U | --group G)
     workspace datasets delete OWNER/NAME VERSION
 
-Every listing takes --json. The hub is $WORKSPACE_URL (default
+Every listing takes --json; --user reads another user's (administrators, and
+instructors for their course's students). The hub is $WORKSPACE_URL (default
 http://127.0.0.1:8000); the token is $WORKSPACE_TOKEN or $JUPYTERHUB_API_TOKEN
 (inside a workspace the latter is already set). Errors print the server's
 sentence and exit 1.
@@ -140,8 +142,9 @@ def _print(data, as_json: bool, lines, out=sys.stdout) -> None:
 
 def run(args, client: Client, out=sys.stdout) -> None:
     js = getattr(args, "json", False)
+    whose = {"user": args.user} if getattr(args, "user", None) else {}
     if args.command == "ls":
-        _print(client.call("GET", "/workspaces"), js, lambda rows: [
+        _print(client.call("GET", "/workspaces", params=whose), js, lambda rows: [
             f"{w['name']:<24} {w['executions']:>3} executions"
             + (f", #{w['current']['number']} {w['current']['state']}" if w["current"] else "")
             for w in rows
@@ -153,7 +156,7 @@ def run(args, client: Client, out=sys.stdout) -> None:
     elif args.command == "stop":
         stop(client, args.name, out)
     elif args.command == "executions":
-        _print(client.call("GET", f"/workspaces/{args.name}/executions"), js, lambda rows: [
+        _print(client.call("GET", f"/workspaces/{args.name}/executions", params=whose), js, lambda rows: [
             f"#{e['number']:<4} {e['state']:<11} from {('#' + str(e['parent'])) if e['parent'] else 'fresh':<6} "
             f"{e['stop_reason'] or '':<11} {e['started'] or '':<28} "
             + (_size(e['snapshot_bytes']) if e['snapshot_bytes'] is not None else "")
@@ -167,7 +170,7 @@ def run(args, client: Client, out=sys.stdout) -> None:
             for t in d["types"]
         ] or ["this hub has no resource types: every workspace gets the same resources"], out)
     elif args.command == "quota":
-        _print(client.call("GET", "/storage"), js, quota_lines, out)
+        _print(client.call("GET", "/storage", params=whose), js, quota_lines, out)
     elif args.command == "cleanup":
         result = client.call("POST", "/storage/cleanup", json={"keep": args.keep})
         _print(result, js, lambda r: [
@@ -183,10 +186,12 @@ def run(args, client: Client, out=sys.stdout) -> None:
         print(f"deleted the output of {d['workspace']} #{d['number']}: {_size(d['bytes'])}, {d['files']:,} files",
               file=out)
     elif args.command == "accounting":
-        params = {k: v for k, v in (("since", args.since), ("until", args.until)) if v}
+        params = whose | {k: v for k, v in (("since", args.since), ("until", args.until)) if v}
         if args.all:
             params["all"] = "true"
         _print(client.call("GET", "/accounting", params=params), js, accounting_lines, out)
+    elif args.command == "courses":
+        _print(client.call("GET", "/courses"), js, course_lines, out)
 
 
 def quota_lines(d: dict) -> list[str]:
@@ -202,6 +207,20 @@ def quota_lines(d: dict) -> list[str]:
         lines.append(f"  {item['label']:<36} {_size(item['bytes']):>10} {item['files']:>9,} files"
                      f"   frees {_size(item['unique_bytes'])} if deleted")
     return lines
+
+
+def course_lines(courses: list[dict]) -> list[str]:
+    lines = []
+    for c in courses:
+        n = len(c["students"])
+        lines.append(f"{c['name'] or 'students given to you by name'}: {n} student{'' if n == 1 else 's'}, "
+                     f"{c['running']} running now")
+        for st in c["students"]:
+            storage = st["storage"]
+            lines.append(f"  {st['name']:<16} {_size(storage['bytes']) if storage else '–':>10}  " + (", ".join(
+                f"{w['name']} " + (f"#{w['number']} {w['state']}" if w["number"] else "new") for w in st["workspaces"]
+            ) or "no workspaces yet"))
+    return lines or ["no courses yet"]
 
 
 def accounting_lines(d: dict) -> list[str]:
@@ -339,7 +358,8 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("name")
     ex.add_argument("--json", action="store_true")
     for name, text in (("types", "the resource types you may choose"),
-                       ("quota", "your storage against your quota, and what takes the space")):
+                       ("quota", "your storage against your quota, and what takes the space"),
+                       ("courses", "instructors: each course's students and their workspaces")):
         cmds.add_parser(name, help=text).add_argument("--json", action="store_true")
     cl = cmds.add_parser("cleanup", help="delete old outputs, keeping the newest of each workspace")
     cl.add_argument("--keep", type=int, default=1, help="outputs to keep per workspace (default 1)")
@@ -352,6 +372,8 @@ def parser() -> argparse.ArgumentParser:
     ac.add_argument("--until", help="ISO time")
     ac.add_argument("--all", action="store_true", help="administrators: every user")
     ac.add_argument("--json", action="store_true")
+    for sub in (ls, ex, cmds.choices["quota"], ac):
+        sub.add_argument("--user", metavar="U", help="another user's (administrators; instructors: their students)")
     ds = cmds.add_parser("datasets", help="datasets").add_subparsers(dest="datasets_command", required=True)
     d = ds.add_parser("ls")
     d.add_argument("--json", action="store_true")

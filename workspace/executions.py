@@ -26,6 +26,8 @@ from .errors import UserError
 STATES = ("queued", "preparing", "pulling", "restoring", "running", "saving", "save_failed", "stopped", "failed")
 ACTIVE = ("queued", "preparing", "pulling", "restoring", "running")
 FINAL = ("stopped", "failed")
+# not finished: it runs, waits, or its home is not saved yet
+UNFINISHED = ACTIVE + ("saving", "save_failed")
 STOP_REASONS = ("user", "idle", "max_runtime", "admin", "error", "lost")
 
 TRANSITIONS: dict[str, set[str]] = {

@@ -17,15 +17,14 @@ from sqlalchemy import select
 
 from .db import Database, utcnow
 from .errors import UserError
-from .executions import ACTIVE, Execution, Workspace, execution_by_number, find_workspace
+from .executions import UNFINISHED, Execution, Workspace, execution_by_number, find_workspace
 
-# states whose save still needs the output it was restored from
-_DEPENDING = ACTIVE + ("saving", "save_failed")
 
 
 def dependants(session, ex: Execution) -> list[Execution]:
+    """The unfinished executions restored from `ex`: their save still needs its output."""
     return list(session.scalars(
-        select(Execution).where(Execution.restored_from_id == ex.id, Execution.state.in_(_DEPENDING))
+        select(Execution).where(Execution.restored_from_id == ex.id, Execution.state.in_(UNFINISHED))
     ))
 
 

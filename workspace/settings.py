@@ -25,6 +25,8 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_QUOTA_FILES`     each user's file quota (default 1000000; 0 for none)
 - `WORKSPACE_GPU_INVENTORY`   GPU device IDs of this node, comma-separated (default: NVML's)
 - `WORKSPACE_GPU_DEVICE_MODE` `device_requests` (default) or `env` (NVIDIA_VISIBLE_DEVICES only)
+- `WORKSPACE_COURSES`         instructors per course (a JupyterHub group) as JSON, like
+                              `{"cs101": {"instructors": ["prof"]}}`: read-only access to its students
 - `WORKSPACE_CULL_*`, `WORKSPACE_USAGE_SAMPLE_INTERVAL`, `WORKSPACE_CULLER_CONFIG`
                               the idle culler's policy (read by workspace/culler.py; see README)
 

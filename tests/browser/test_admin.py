@@ -42,6 +42,9 @@ def test_admin_sees_running_executions_and_stops_one(start_hub, chromium):
         row.query_selector("button.stop").click()
         page.wait_for_url("**/services/workspace/admin")
         hub.wait_stopped(student, ws)
+        page.reload()
+        cells = page.locator(f"#storage tr[data-owner='{student}'] td").all_inner_texts()
+        assert cells[1] == "1" and "files" in cells[4] and "measured" in cells[4], cells  # the saved output
         page.screenshot(path=str(ARTIFACTS / "02-stopped.png"), full_page=True)
     finally:
         context.close()

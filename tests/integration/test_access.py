@@ -9,6 +9,7 @@ import json
 import pytest
 
 from .hub import Hub
+from .test_cli import cli
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,21 @@ def test_an_instructor_reads_the_course_students_workspaces_and_changes_nothing(
     # the course's member list comes from the hub itself (the role's read:groups)
     members = hub.api("GET", "/groups/cs101", token=prof)
     assert members.status_code == 200 and members.json()["users"] == ["stu"], members.text
+
+    # the course: its students with their workspaces (the course page's API), and the CLI's --user
+    r = hub.service_api("/courses", prof)
+    assert r.status_code == 200, r.text
+    (course,) = r.json()
+    assert course["name"] == "cs101" and course["running"] == 0 and [s["name"] for s in course["students"]] == ["stu"]
+    assert course["students"][0]["workspaces"] == [{"name": "lab1", "state": "stopped", "number": 1,
+                                                    "stop_reason": "user"}], course
+    r = hub.service_api("/courses", student)
+    assert r.status_code == 403 and "Courses are for instructors" in r.json()["message"]
+    out = cli(hub, prof, "courses")
+    assert out.startswith("cs101: 1 student, 0 running now\n  stu ") and "lab1 #1 stopped" in out, out
+    assert cli(hub, prof, "ls", "--user", "stu").startswith("lab1 ")
+    assert cli(hub, prof, "executions", "lab1", "--user", "stu").startswith("#1    stopped")
+    assert "instructors (read-only)" in cli(hub, prof, "ls", "--user", "outa", ok=False)
 
     # read-only: no deleting, no cleanup for a student
     r = hub.service_call("DELETE", "/workspaces/lab1/executions/1/output", prof, params={"user": "stu"})

@@ -3,6 +3,7 @@
     GET /api/workspaces                                  the caller's workspaces
     GET /api/workspaces/{name}/executions                every execution of one
     GET /api/workspaces/{name}/executions/{number}       one execution (live save progress)
+    GET /api/courses                                     instructors: their courses' students and workspaces
 
 Authentication is JupyterHub's (a token or the hub's login cookie through
 OAuth). A user sees their own workspaces; an admin may add `?user=NAME` to
@@ -25,6 +26,7 @@ from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 
+from .. import courses
 from ..db import iso
 from ..errors import UserError
 from ..executions import Execution, UsageSample, Workspace, execution_by_number, find_workspace
@@ -76,20 +78,20 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             raise UserError(400, "The request body must be a JSON object.")
         return data
 
+    async def service_hub(self, path: str) -> dict | None:
+        """GET from the hub's REST API with the service's own token (its role: read users and groups);
+        None unless the hub answers 200."""
+        req = HTTPRequest(self.settings["hub_api_url"].rstrip("/") + path,
+                          headers={"Authorization": f"token {self.hub_auth.api_token}"}, request_timeout=30)
+        resp = await AsyncHTTPClient().fetch(req, raise_error=False)
+        return json.loads(resp.body) if resp.code == 200 else None
+
     async def groups_of(self, name: str) -> set[str]:
-        """A user's JupyterHub groups (the caller's from their login; another's from the hub, with the
-        service's own token)."""
+        """A user's JupyterHub groups (the caller's from their login; another's from the hub)."""
         user = self.caller()
         if name == user["name"]:
             return set(user.get("groups") or [])
-        req = HTTPRequest(
-            self.settings["hub_api_url"].rstrip("/") + f"/users/{quote(name, safe='')}",
-            headers={"Authorization": f"token {self.hub_auth.api_token}"}, request_timeout=30,
-        )
-        resp = await AsyncHTTPClient().fetch(req, raise_error=False)
-        if resp.code != 200:
-            return set()
-        return set(json.loads(resp.body).get("groups") or [])
+        return set((await self.service_hub(f"/users/{quote(name, safe='')}") or {}).get("groups") or [])
 
     async def owner(self) -> str:
         """Whose objects: the caller's, or `?user=`'s for an admin, or (reading only) for a holder of
@@ -113,6 +115,31 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         if other in granted.get("user", ()):
             return True
         return bool(granted.get("group") and set(granted["group"]) & await self.groups_of(other))
+
+    async def taught_courses(self) -> dict[str, list[str]]:
+        """The students the caller may read, by course (JupyterHub group): every group for an administrator
+        or a holder of READ_SCOPE unfiltered, the scope's groups for an instructor, and the users the
+        scope names one by one under "". 403 for one who reads nobody else."""
+        user = self.caller()
+        granted = parse_scopes(user.get("scopes") or []).get(READ_SCOPE)
+        if user.get("admin") or granted is Scope.ALL:
+            groups, offset = [], 0
+            while True:  # the hub pages its lists
+                page = await self.service_hub(f"/groups?offset={offset}&limit=200") or []
+                groups += page
+                offset += len(page)
+                if len(page) < 200:
+                    break
+            return {g["name"]: sorted(g.get("users") or []) for g in groups}
+        if not granted:
+            raise web.HTTPError(403, "Courses are for instructors: ask an administrator to make you one "
+                                     "(WORKSPACE_COURSES); your own workspaces are on the Workspaces page.")
+        found = {}
+        for name in sorted(granted.get("group", ())):
+            found[name] = sorted((await self.service_hub(f"/groups/{quote(name, safe='')}") or {}).get("users") or [])
+        if granted.get("user"):
+            found[""] = sorted(granted["user"])
+        return found
 
     def write_json(self, data, status: int = 200) -> None:
         self.set_status(status)
@@ -194,6 +221,13 @@ class UsageHandler(APIHandler):
         self.write_json(await self.blocking(load))
 
 
+class CoursesHandler(APIHandler):
+    """The courses the caller teaches: each student's workspaces, what runs now, their storage."""
+
+    async def get(self):
+        self.write_json(await self.blocking(courses.overview, self.db, await self.taught_courses()))
+
+
 class OpenAPIHandler(web.RequestHandler):
     """This API's description (OpenAPI 3), for clients and the fuzz test."""
 
@@ -210,6 +244,7 @@ def handlers(prefix: str) -> list:
         (rf"{prefix}api/openapi.yaml", OpenAPIHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/usage/?", UsageHandler),
         (rf"{prefix}api/workspaces/?", WorkspacesHandler),
+        (rf"{prefix}api/courses/?", CoursesHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/?", ExecutionsHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/?", ExecutionsHandler),
     ]

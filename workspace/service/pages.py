@@ -7,6 +7,8 @@
                                              resume, share
     /services/workspace/storage              my storage against my quota, what takes the space, delete an
                                              output, one-click cleanup of old outputs
+    /services/workspace/course               instructors: their courses' students, their workspaces (read-only)
+                                             and storage
     /services/workspace/admin                administrators: every running execution with its usage, stop
                                              any; storage per user
 
@@ -27,15 +29,18 @@ from pathlib import Path
 from urllib.parse import quote
 
 import jinja2
+from jupyterhub.scopes import parse_scopes
 from markupsafe import Markup
 from sqlalchemy import func, select
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from .. import datasets, lifecycle, outputs, profiles, quotas, spawnform
+from .. import courses, datasets, lifecycle, outputs, profiles, quotas, spawnform
+from ..db import iso
 from ..errors import UserError
-from ..executions import Execution, Snapshot, UsageSample, Workspace, find_workspace
-from .api import APIHandler
+from ..executions import UNFINISHED, Execution, Snapshot, UsageSample, Workspace, find_workspace
+from ..quotas import StorageUsage
+from .api import READ_SCOPE, APIHandler
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # JupyterHub's server names: what `get_or_create_spawner` and the proxy accept
@@ -75,7 +80,7 @@ def _ran(ex: dict) -> str:
     return _seconds((end - start).total_seconds())
 
 
-_env.filters.update(mb=_mb, seconds=_seconds, when=_when, ran=_ran)
+_env.filters.update(size=quotas.gb, mb=_mb, seconds=_seconds, when=_when, ran=_ran)
 
 
 class PageHandler(APIHandler):
@@ -87,8 +92,9 @@ class PageHandler(APIHandler):
 
     def render_page(self, template: str, **context) -> None:
         user = self.get_current_user()
+        teaches = bool(user and (user.get("admin") or parse_scopes(user.get("scopes") or []).get(READ_SCOPE)))
         html = _env.get_template(template).render(
-            prefix=self.prefix, user=user, hub_prefix=self.settings["hub_prefix"],
+            prefix=self.prefix, user=user, hub_prefix=self.settings["hub_prefix"], teaches=teaches,
             xsrf_token=self.xsrf_token.decode() if isinstance(self.xsrf_token, bytes) else self.xsrf_token,
             **context,
         )
@@ -250,14 +256,19 @@ async def start(handler: PageHandler, name: str, continue_from: str, datasets: s
 
 
 class WorkspacePage(PageHandler):
+    """One workspace's executions; with `?user=NAME` an instructor's (or an administrator's) read-only view
+    of a student's workspace."""
+
     @web.authenticated
     async def get(self, name: str, error: str | None = None, status: int = 200, message: str | None = None):
-        user = self.get_current_user()["name"]
-        server = (await self.servers(user)).get(name)
+        me = self.get_current_user()["name"]
+        owner = await self.owner()
+        readonly = owner != me
+        server = None if readonly else (await self.servers(me)).get(name)
 
         def load():
             with self.db.session() as s:
-                ws = find_workspace(s, user, name)
+                ws = find_workspace(s, owner, name)
                 if ws is None:
                     return None
                 executions = sorted(ws.executions, key=lambda e: e.number, reverse=True)
@@ -265,21 +276,29 @@ class WorkspacePage(PageHandler):
 
         executions = await self.blocking(load)
         if executions is None and server is None:
-            raise web.HTTPError(404, f"You have no workspace “{name}”.")
+            raise web.HTTPError(404, f"{owner} has no workspace “{name}”." if readonly
+                                else f"You have no workspace “{name}”.")
         latest = executions[0] if executions else None
+        # another's servers are not the caller's to read: the records say what runs
+        state = (latest["state"] if latest else "new") if readonly else \
+            _state_of(server, latest["state"] if latest else None)
         self.set_status(status)
         self.render_page(
-            "workspace.html", name=name, executions=executions or [], error=error, message=message,
-            state=_state_of(server, latest["state"] if latest else None),
-            lab_url=f"/user/{quote(user, safe='')}/{quote(name, safe='')}/lab",
+            "workspace.html", name=name, owner=owner, readonly=readonly, executions=executions or [],
+            error=error, message=message, state=state,
+            lab_url=f"/user/{quote(me, safe='')}/{quote(name, safe='')}/lab",
             api=f"{self.prefix}api/workspaces/{quote(name, safe='')}", datasets_api=f"{self.prefix}api/datasets",
-            spawn_form=await self.spawn_form(name), storage_warning=await self.storage_warning(),
+            query=f"?user={quote(owner, safe='')}" if readonly else "",
+            spawn_form=None if readonly else await self.spawn_form(name),
+            storage_warning=None if readonly else await self.storage_warning(),
         )
 
     @web.authenticated
     async def post(self, name: str):
         action = self.get_body_argument("action", "")
         user = self.get_current_user()["name"]
+        if self.get_argument("user", user) != user:  # a read-only view has no actions
+            raise web.HTTPError(403, "You can read another user's workspace, not start, stop or change it.")
         if action == "stop":
             code, body = await self.hub_api("DELETE", f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}")
             if code not in (202, 204):
@@ -383,6 +402,16 @@ class StoragePage(PageHandler):
         await self.get(message=text)
 
 
+class CoursePage(PageHandler):
+    """Instructors: the students of each course they teach (its JupyterHub group), their workspaces (each
+    opens read-only), what runs now and their storage. Administrators see every group."""
+
+    @web.authenticated
+    async def get(self):
+        listing = await self.blocking(courses.overview, self.db, await self.taught_courses())
+        self.render_page("course.html", courses=listing)
+
+
 class AdminPage(PageHandler):
     """Administrators: every execution that runs (or saves) with its usage, stop any; storage per user."""
 
@@ -399,8 +428,7 @@ class AdminPage(PageHandler):
         def load():
             with self.db.session() as s:
                 active = s.scalars(
-                    select(Execution).where(Execution.state.in_(("queued", "preparing", "pulling", "restoring",
-                                                                 "running", "saving", "save_failed")))
+                    select(Execution).where(Execution.state.in_(UNFINISHED))
                     .order_by(Execution.started)
                 ).all()
                 rows = []
@@ -417,7 +445,13 @@ class AdminPage(PageHandler):
                     .where(Snapshot.deleted.is_(None))
                     .group_by(Workspace.owner).order_by(func.sum(Snapshot.bytes).desc())
                 ).all()
-                return rows, [{"owner": o, "outputs": n, "bytes": b, "files": f} for o, n, b, f in storage]
+                per_user = {o: {"owner": o, "outputs": n, "bytes": b, "files": f, "footprint": None}
+                            for o, n, b, f in storage}
+                # what the quota counts (outputs and dataset versions, shared data once), as last measured
+                for u in s.scalars(select(StorageUsage)):
+                    row = per_user.setdefault(u.owner, {"owner": u.owner, "outputs": 0, "bytes": 0, "files": 0})
+                    row["footprint"] = {"bytes": u.bytes, "files": u.files, "at": iso(u.measured_at)}
+                return rows, list(per_user.values())
 
         running, storage = await self.blocking(load)
         self.set_status(status)
@@ -458,6 +492,7 @@ def handlers(prefix: str) -> list:
         (rf"{prefix}workspaces/([^/]+)/?", WorkspacePage),
         (rf"{prefix}datasets/?", DatasetsPage),
         (rf"{prefix}storage/?", StoragePage),
+        (rf"{prefix}course/?", CoursePage),
         (rf"{prefix}admin/?", AdminPage),
         (rf"{prefix}static/(.*)", web.StaticFileHandler, {"path": str(Path(__file__).resolve().parent / "static")}),
     ]

@@ -4,14 +4,14 @@
   "use strict";
   var box = document.getElementById("executions");
   if (!box) return;
-  var api = box.dataset.api;
+  var api = box.dataset.api, query = box.dataset.query || "";  // query: ?user= of a read-only view
   function xsrf() {
     var m = document.cookie.match(/(?:^|;\s*)_xsrf=([^;]*)/);
     return m ? decodeURIComponent(m[1]) : "";
   }
   function get(path) {
     // cookie-authenticated fetches carry the XSRF token (JupyterHub checks it, GETs included)
-    return fetch(api + path, { credentials: "same-origin", headers: { "X-XSRFToken": xsrf() } }).then(function (r) {
+    return fetch(api + path + query, { credentials: "same-origin", headers: { "X-XSRFToken": xsrf() } }).then(function (r) {
       if (!r.ok) throw new Error(path + ": " + r.status);
       return r.json();
     });
@@ -26,7 +26,7 @@
         if (s.memory_bytes !== null) parts.push("memory " + gb(s.memory_bytes));
         if (s.gpu_percent !== null) parts.push("GPU " + s.gpu_percent.toFixed(0) + " %");
         parts.push(s.browser ? "browser attached" : "no browser");
-        el.textContent = "Usage (" + s.at + "): " + parts.join(", ");
+        el.textContent = "Usage (" + s.at.replace("T", " ").slice(0, 19) + " UTC): " + parts.join(", ");
       }).catch(function () {});
     });
     get("/executions").then(function (list) {

@@ -180,6 +180,17 @@ def admit(session, execution: Execution, rtype: ResourceType, inventory: list[st
         return Admission(False, position, len(queue), estimate_s=estimate_wait(session, rtype, holding, position, now))
 
 
+def queue_positions(session) -> dict[int, tuple[int, int]]:
+    """{execution id: (1-based position, how many wait)} of every queued execution, in its type's queue
+    (the order `admit` serves: first requested, first admitted)."""
+    queued = session.scalars(select(Execution).where(Execution.state == "queued")
+                             .order_by(Execution.created, Execution.id)).all()
+    by_type: dict[str | None, list[int]] = {}
+    for e in queued:
+        by_type.setdefault(e.resource_type, []).append(e.id)
+    return {eid: (i + 1, len(ids)) for ids in by_type.values() for i, eid in enumerate(ids)}
+
+
 def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:
     """End the queued executions whose waiting start is gone (no heartbeat: a hub restart)."""
     now = now or utcnow()

@@ -58,6 +58,8 @@ def test_an_instructor_reads_the_course_and_a_students_workspace(start_hub, chro
         assert page.locator(".execution").evaluate_all("cards => cards.map(c => c.dataset.state)") == [
             "running", "stopped"]
         assert "stopped: user" in page.inner_text(".execution[data-number='1']")
+        states = page.locator(".execution[data-number='1'] .timeline li").all_text_contents()
+        assert states[-1].startswith("stopped at ") and ", for " in states[-2], states  # each with its duration
         # the page's script asks the API for the student's usage (with ?user=): a sample arrives
         page.wait_for_function("document.querySelector('.usage').textContent.includes('CPU')", timeout=30_000)
         assert page.locator("main form, .container form").count() == 0

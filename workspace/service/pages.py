@@ -38,7 +38,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from .. import courses, datasets, lifecycle, outputs, profiles, quotas, spawnform
 from ..db import iso
 from ..errors import UserError
-from ..executions import UNFINISHED, Execution, Snapshot, UsageSample, Workspace, find_workspace
+from ..executions import FINAL, UNFINISHED, Execution, Snapshot, UsageSample, Workspace, find_workspace
 from ..quotas import StorageUsage
 from .api import READ_SCOPE, APIHandler
 
@@ -80,7 +80,23 @@ def _ran(ex: dict) -> str:
     return _seconds((end - start).total_seconds())
 
 
-_env.filters.update(size=quotas.gb, mb=_mb, seconds=_seconds, when=_when, ran=_ran)
+def _timeline(ex: dict) -> list[dict]:
+    """An execution's states, each with how long it lasted (the last one: until now, unless it is final)."""
+    import datetime as dt
+
+    def parse(t: str) -> dt.datetime:
+        return dt.datetime.fromisoformat(t.rstrip("Z"))
+
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    steps = ex.get("transitions") or []
+    out = []
+    for i, t in enumerate(steps):
+        end = parse(steps[i + 1]["at"]) if i + 1 < len(steps) else (None if t["state"] in FINAL else now)
+        out.append(dict(t, seconds=None if end is None else max(0.0, (end - parse(t["at"])).total_seconds())))
+    return out
+
+
+_env.filters.update(timeline=_timeline, size=quotas.gb, mb=_mb, seconds=_seconds, when=_when, ran=_ran)
 
 
 class PageHandler(APIHandler):
@@ -413,7 +429,8 @@ class CoursePage(PageHandler):
 
 
 class AdminPage(PageHandler):
-    """Administrators: every execution that runs (or saves) with its usage, stop any; storage per user."""
+    """Administrators: every execution that waits in the queue (with its place), runs or saves, with its
+    usage; stop any; storage per user."""
 
     def admin_only(self) -> dict:
         user = self.get_current_user()
@@ -429,14 +446,16 @@ class AdminPage(PageHandler):
             with self.db.session() as s:
                 active = s.scalars(
                     select(Execution).where(Execution.state.in_(UNFINISHED))
-                    .order_by(Execution.started)
+                    .order_by(Execution.created, Execution.id)
                 ).all()
+                queue = profiles.queue_positions(s)
                 rows = []
                 for ex in active:
                     sample = s.scalars(select(UsageSample).where(UsageSample.execution_id == ex.id)
                                        .order_by(UsageSample.at.desc()).limit(1)).first()
                     rows.append({"owner": ex.workspace.owner, "workspace": ex.workspace.name,
-                                 "execution": ex.as_dict(), "usage": sample.as_dict() if sample else None})
+                                 "execution": ex.as_dict(), "usage": sample.as_dict() if sample else None,
+                                 "queue": queue.get(ex.id)})
                 storage = s.execute(
                     select(Workspace.owner, func.count(Snapshot.id), func.coalesce(func.sum(Snapshot.bytes), 0),
                            func.coalesce(func.sum(Snapshot.files), 0))

@@ -117,7 +117,8 @@ c.JupyterHub.services = [
         # the pages start and stop workspaces with the user's OAuth token, which
         # JupyterHub limits to these scopes AND the user's own rights: a
         # student's own servers, an admin's all (the admin page)
-        "oauth_client_allowed_scopes": ["servers", "read:servers", "custom:workspaces:read"],
+        "oauth_client_allowed_scopes": ["servers", "read:servers", "custom:workspaces:read",
+                                        "custom:courses:manage"],
         "display": True,
     },
     {
@@ -132,6 +133,9 @@ c.JupyterHub.custom_scopes = {
     "custom:workspaces:read": {
         "description": "Read users' workspaces, executions, usage, storage and accounting (read-only).",
     },
+    "custom:courses:manage": {
+        "description": "Set a course up: its roster (the group's members) and the workspace its students get.",
+    },
 }
 c.JupyterHub.load_roles = [
     {
@@ -142,8 +146,9 @@ c.JupyterHub.load_roles = [
     {
         "name": "workspace-service",
         "description": "The workspace service: read users (to tell admins from others) and groups "
-                       "(an instructor's course page lists the course's members).",
-        "scopes": ["list:users", "read:users", "list:groups", "read:groups"],
+                       "(an instructor's course page lists the course's members); a course set-up "
+                       "creates the roster's users and the course's group and sets its members.",
+        "scopes": ["list:users", "read:users", "list:groups", "read:groups", "admin:users", "admin:groups"],
         "services": ["workspace"],
     },
     {
@@ -173,13 +178,14 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
     )
 
 # Instructors: WORKSPACE_COURSES='{"cs101": {"instructors": ["prof"]}}' gives each instructor
-# read-only access to the workspaces of the members of the JupyterHub group of the course, and the
-# group's member list. (A site can write such roles itself in jupyterhub_config.d.)
+# read-only access to the workspaces of the members of the JupyterHub group of the course, the
+# group's member list, and the right to set the course up (its roster and template, courses.py). (A site can write such roles itself in jupyterhub_config.d.)
 for course, spec in json.loads(os.environ.get("WORKSPACE_COURSES") or "{}").items():
     c.JupyterHub.load_roles.append({
         "name": f"instructor-{course}",
         "description": f"Instructors of {course}: read their students' workspaces.",
-        "scopes": [f"custom:workspaces:read!group={course}", f"read:groups!group={course}",
+        "scopes": [f"custom:workspaces:read!group={course}", f"custom:courses:manage!group={course}",
+                   f"read:groups!group={course}",
                    f"list:users!group={course}", f"read:users:name!group={course}"],
         "users": list(spec.get("instructors", [])),
     })

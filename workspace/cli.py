@@ -6,6 +6,8 @@
     workspace stop NAME                            stop, and wait for the home to be saved
     workspace executions NAME [--user U]           a workspace's executions
     workspace courses                              instructors: each course's students, their workspaces
+    workspace course-setup COURSE --roster FILE [--workspace W] [--type T] [--image I] [--dataset REF ...]
+                           [--starter WORKSPACE:N]  set a course up from its roster in one step
     workspace types                                the resource types you may choose, what is free now
     workspace quota [--user U]                     your storage against your quota, what takes the space
     workspace cleanup [--keep N]                   delete old outputs, keeping the newest N per workspace
@@ -192,6 +194,8 @@ def run(args, client: Client, out=sys.stdout) -> None:
         _print(client.call("GET", "/accounting", params=params), js, accounting_lines, out)
     elif args.command == "courses":
         _print(client.call("GET", "/courses"), js, course_lines, out)
+    elif args.command == "course-setup":
+        print(client.call("PUT", f"/courses/{args.course}", json=course_setup_body(args))["message"], file=out)
 
 
 def quota_lines(d: dict) -> list[str]:
@@ -207,6 +211,20 @@ def quota_lines(d: dict) -> list[str]:
         lines.append(f"  {item['label']:<36} {_size(item['bytes']):>10} {item['files']:>9,} files"
                      f"   frees {_size(item['unique_bytes'])} if deleted")
     return lines
+
+
+def course_setup_body(args) -> dict:
+    """The set-up request of `course-setup`: the roster file's text (the server parses it and names a bad
+    line) and the template."""
+    with open(args.roster, encoding="utf-8-sig") as f:
+        body = {"students": f.read(), "workspace": args.workspace, "resource_type": args.type, "image": args.image,
+                "datasets": args.dataset or []}
+    if args.starter:
+        workspace, _, number = args.starter.rpartition(":")
+        if not workspace or not number.isdigit():
+            raise CLIError(f"“{args.starter}” is not a starter; write WORKSPACE:N, like prep:3.")
+        body["starter"] = {"workspace": workspace, "number": int(number)}
+    return {k: v for k, v in body.items() if v is not None}
 
 
 def course_lines(courses: list[dict]) -> list[str]:
@@ -372,6 +390,15 @@ def parser() -> argparse.ArgumentParser:
     ac.add_argument("--until", help="ISO time")
     ac.add_argument("--all", action="store_true", help="administrators: every user")
     ac.add_argument("--json", action="store_true")
+    cs = cmds.add_parser("course-setup", help="instructors: set a course up from its roster in one step")
+    cs.add_argument("course", help="the course (its JupyterHub group)")
+    cs.add_argument("--roster", required=True, metavar="FILE",
+                    help="one username per line, or CSV whose first column is the username")
+    cs.add_argument("--workspace", help="the workspace each student gets (default: the course's name)")
+    cs.add_argument("--type", metavar="T", help="its resource type")
+    cs.add_argument("--image", help="its image")
+    cs.add_argument("--dataset", action="append", metavar="OWNER/NAME", help="a dataset of yours; repeat")
+    cs.add_argument("--starter", metavar="WORKSPACE:N", help="your execution whose output each first start restores")
     for sub in (ls, ex, cmds.choices["quota"], ac):
         sub.add_argument("--user", metavar="U", help="another user's (administrators; instructors: their students)")
     ds = cmds.add_parser("datasets", help="datasets").add_subparsers(dest="datasets_command", required=True)

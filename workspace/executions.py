@@ -55,6 +55,8 @@ class Workspace(Base):
     owner: Mapped[str] = mapped_column(String(255), index=True)
     name: Mapped[str] = mapped_column(String(255))
     created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    # the course (JupyterHub group) it was provisioned for: its first start restores the course's starter
+    course: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
     executions: Mapped[list["Execution"]] = relationship(
         back_populates="workspace", order_by="Execution.number", foreign_keys="Execution.workspace_id"
@@ -127,6 +129,11 @@ class Execution(Base):
     transitions: Mapped[list["Transition"]] = relationship(back_populates="execution", order_by="Transition.id")
 
     @property
+    def from_starter(self) -> bool:
+        """Whether what it restored is another workspace's output (a course's starter)."""
+        return self.restored_from is not None and self.restored_from.workspace_id != self.workspace_id
+
+    @property
     def has_output(self) -> bool:
         return self.snapshot is not None and self.snapshot.deleted is None
 
@@ -151,7 +158,10 @@ class Execution(Base):
             "number": self.number,
             "state": self.state,
             "parent": self.parent.number if self.parent else None,
-            "restored_from": self.restored_from.number if self.restored_from else None,
+            "restored_from": self.restored_from.number if self.restored_from and not self.from_starter else None,
+            # a course's starter (another user's output) restored into a first start
+            "starter": (f"{self.restored_from.workspace.owner}/{self.restored_from.workspace.name} "
+                        f"#{self.restored_from.number}") if self.from_starter else None,
             "stop_reason": self.stop_reason,
             "stop_detail": self.stop_detail,
             "error": self.error,

@@ -22,7 +22,7 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from . import datasets, profiles
+from . import courses, datasets, profiles
 from .copier import Transfer
 from .db import Database
 from .executions import (
@@ -57,9 +57,12 @@ class StartPlan:
     restore_files: int | None
     home_limit: int | None = None  # the resource type's home size limit (bytes)
     cleanup_slack: int | None = None  # cleanup mode: the home may grow by at most this
+    starter: str | None = None  # a course's starter restored instead: "course (owner/workspace #n)"
 
     def describe(self) -> str:
         """The sentence the progress stream shows about what is restored."""
+        if self.starter:
+            return f"Execution #{self.number} starts from the starter of the course {self.starter}"
         if self.restore_from is None and self.parent is None:
             return f"Execution #{self.number} starts with an empty home"
         if self.restore_from is None:
@@ -102,6 +105,9 @@ def begin(db: Database, owner: str, name: str, choice, image: str | None,
     with db.session() as s:
         ws = get_or_create_workspace(s, owner, name)
         parent, source = plan_continuation(s, ws, choice)
+        starter = courses.starter_for(s, ws) if source is None and choice != "fresh" else None
+        if starter is not None:  # nothing of its own to restore yet: the course's starter
+            source = starter
         ex = new_execution(s, ws, parent, source, image=image)
         ex.datasets = mounts or []
         if resource_type is not None:
@@ -116,12 +122,14 @@ def begin(db: Database, owner: str, name: str, choice, image: str | None,
             number=ex.number,
             live_key=ex.live_key,
             parent=parent.number if parent else None,
-            restore_from=source.number if source else None,
+            restore_from=source.number if source and starter is None else None,
             restore_snapshot=snap.key if snap else None,
             restore_bytes=snap.bytes if snap else None,
             restore_files=snap.files if snap else None,
             home_limit=ex.home_limit,
             cleanup_slack=cleanup_slack,
+            starter=(f"{ws.course} ({starter.workspace.owner}/{starter.workspace.name} #{starter.number})"
+                     if starter is not None else None),
         )
 
 

@@ -26,7 +26,8 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_GPU_INVENTORY`   GPU device IDs of this node, comma-separated (default: NVML's)
 - `WORKSPACE_GPU_DEVICE_MODE` `device_requests` (default) or `env` (NVIDIA_VISIBLE_DEVICES only)
 - `WORKSPACE_COURSES`         instructors per course (a JupyterHub group) as JSON, like
-                              `{"cs101": {"instructors": ["prof"]}}`: read-only access to its students
+                              `{"cs101": {"instructors": ["prof"]}}`: they set the course up from its roster
+                              and read (never change) its students' workspaces
 - `WORKSPACE_CULL_*`, `WORKSPACE_USAGE_SAMPLE_INTERVAL`, `WORKSPACE_CULLER_CONFIG`
                               the idle culler's policy (read by workspace/culler.py; see README)
 

@@ -22,7 +22,7 @@ from dockerspawner import DockerSpawner
 from traitlets import Dict, Float, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from . import datasets, lifecycle, profiles, quotas, spawnform
+from . import courses, datasets, lifecycle, profiles, quotas, spawnform
 from .copier import Transfer
 from .db import database
 from .errors import UserError
@@ -299,6 +299,10 @@ class WorkspaceMixin(LoggingConfigurable):
             # "continue from #3" must not stick (the default is the latest), and
             # a rejected value must not be kept.
             self.orm_spawner.user_options = {k: v for k, v in stored.items() if k != "continue_from"}
+        # a course's workspace: the course's resource type, image and datasets unless this start chose
+        defaults = await self.run_blocking(courses.start_defaults, self.db, self.user.name, self.name)
+        if defaults:
+            self.user_options = {**defaults, **(self.user_options or {})}
         choice = parse_continue_from(self.user_options.get("continue_from"))
         await self.run_blocking(lifecycle.check_continuation, self.db, self.user.name, self.name, choice)
         await self.dataset_mounts()

@@ -1,21 +1,31 @@
 """The instructor's course page in a real browser: the course's students with their workspaces, what runs
 now and their storage; a student's workspace opens read-only (executions and live usage, no actions);
-nothing beyond the course, and a student has no course page."""
+nothing beyond the course, and a student has no course page. Setting a course up from the page: a bad
+roster line is a sentence (the form keeps what was typed), then the roster and starter in one step, and a
+student's first start opens JupyterLab on the starter's files."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.browser.conftest import login
+from tests.browser.test_journey import wait_for_lab
 from tests.integration.hub import USER_PASSWORD
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "course"
 
 
-def test_an_instructor_reads_the_course_and_a_students_workspace(start_hub, chromium):
-    hub = start_hub(WORKSPACE_COURSES=json.dumps({"cs101": {"instructors": ["prof"]}}),
-                    WORKSPACE_CULL_INTERVAL="1", WORKSPACE_USAGE_SAMPLE_INTERVAL="1")
+@pytest.fixture(scope="module")
+def course_hub(start_hub):
+    return start_hub(WORKSPACE_COURSES=json.dumps({"cs101": {"instructors": ["prof"]}, "cs102": {"instructors": ["prof"]}}),
+                     WORKSPACE_CULL_INTERVAL="1", WORKSPACE_USAGE_SAMPLE_INTERVAL="1")
+
+
+def test_an_instructor_reads_the_course_and_a_students_workspace(course_hub, chromium):
+    hub = course_hub
     student, ws = "stu", "lab1"
     token = hub.user_token(student)
     for name in ("prof", "stu2", "outa"):
@@ -93,3 +103,66 @@ def test_an_instructor_reads_the_course_and_a_students_workspace(start_hub, chro
     finally:
         context.close()
     hub.stop_workspace(student, ws, token)
+
+
+def test_an_instructor_sets_a_course_up_from_the_page(course_hub, chromium):
+    hub = course_hub
+    prof = hub.user_token("prof")
+    hub.start_workspace("prof", "prep", prof)
+    hub.sh("prof", "prep", "echo 'print(42)' > $HOME/assignment.py")
+    hub.stop_workspace("prof", "prep", prof)
+    pages = f"{hub.url}/services/workspace"
+    context = chromium.new_context(viewport={"width": 1400, "height": 1100})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    try:
+        login(page, hub, "prof", USER_PASSWORD)
+        page.goto(f"{pages}/course")
+        section = page.locator(".course[data-course='cs102']")
+        section.locator("details.setup summary").click()
+        form = section.locator("form.course-setup")
+        form.locator("textarea[name=roster]").fill("username\nkim\nlee/x\n")
+        form.locator("input[name=workspace]").fill("week1")
+        form.locator("select[name=starter]").select_option("prep:1")
+        form.locator("button[type=submit]").click()
+        assert page.inner_text("#error").startswith("Line 3 of the roster, “lee/x”, is not a username")
+        form = page.locator(".course[data-course='cs102'] form.course-setup")
+        assert form.locator("textarea[name=roster]").input_value().split() == ["username", "kim", "lee/x"]  # kept
+        assert hub.api("GET", "/users/kim").status_code == 404  # nothing changed
+        # the page came with its 400, which the browser logs; that one is expected, nothing else
+        assert [e for e in errors if "status of 400" not in e] == [], errors
+        errors.clear()
+        form.locator("textarea[name=roster]").fill("username\nkim\nlee\n")
+        form.locator("button[type=submit]").click()
+        assert page.inner_text("#message").startswith("cs102: 2 student(s) (2 new user(s), 2 added, 0 removed")
+        section = page.locator(".course[data-course='cs102']")
+        assert "Each student has the workspace “week1”, starting from prof/prep #1" in \
+            section.locator(".course-template").inner_text()
+        assert section.locator("tr.student").evaluate_all("rows => rows.map(r => r.dataset.student)") == ["kim", "lee"]
+        assert "week1 new" in section.locator("tr.student[data-student='kim']").inner_text().lower()
+        page.screenshot(path=str(ARTIFACTS / "04-course-set-up.png"), full_page=True)
+        assert not errors, errors
+    finally:
+        context.close()
+
+    # the student: the course's workspace is waiting; its first start opens on the starter's files
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    try:
+        login(page, hub, "kim", USER_PASSWORD)
+        page.goto(f"{pages}/workspaces")
+        row = page.locator("#workspaces tr[data-workspace='week1']")
+        assert "new" in row.inner_text().lower()
+        row.locator("button:has-text('Start')").click()
+        wait_for_lab(page, "kim", "week1")
+        assert hub.sh("kim", "week1", "cat $HOME/assignment.py") == "print(42)\n"
+        page.screenshot(path=str(ARTIFACTS / "05-student-first-start.png"))
+        page.goto(f"{pages}/workspaces/week1")
+        assert "starter prof/prep #1" in page.inner_text(".execution[data-number='1']")
+        hub.stop_workspace("kim", "week1", hub.user_token("kim"))
+        assert not errors, errors
+    finally:
+        context.close()

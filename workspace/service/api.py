@@ -4,6 +4,7 @@
     GET /api/workspaces/{name}/executions                every execution of one
     GET /api/workspaces/{name}/executions/{number}       one execution (live save progress)
     GET /api/courses                                     instructors: their courses' students and workspaces
+    PUT /api/courses/{name}                              set a course up from its roster (courses.py)
 
 Authentication is JupyterHub's (a token or the hub's login cookie through
 OAuth). A user sees their own workspaces; an admin may add `?user=NAME` to
@@ -36,6 +37,9 @@ from ..executions import Execution, UsageSample, Workspace, execution_by_number,
 # accounting. Defined in jupyterhub_config.py; instructors hold it filtered to their course's group
 # (`custom:workspaces:read!group=cs101`).
 READ_SCOPE = "custom:workspaces:read"
+# Set a course up (its roster and template): instructors hold it for their course's group
+# (`custom:courses:manage!group=cs101`).
+MANAGE_SCOPE = "custom:courses:manage"
 
 
 class APIHandler(HubOAuthenticated, web.RequestHandler):
@@ -79,12 +83,24 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return data
 
     async def service_hub(self, path: str) -> dict | None:
-        """GET from the hub's REST API with the service's own token (its role: read users and groups);
-        None unless the hub answers 200."""
-        req = HTTPRequest(self.settings["hub_api_url"].rstrip("/") + path,
-                          headers={"Authorization": f"token {self.hub_auth.api_token}"}, request_timeout=30)
+        """GET from the hub's REST API with the service's own token; None unless the hub answers 200."""
+        code, data = await self.service_hub_call("GET", path)
+        return data if code == 200 else None
+
+    async def service_hub_call(self, method: str, path: str, body=None) -> tuple[int, dict | list | None]:
+        """Call the hub's REST API with the service's own token (its role: read users and groups; create
+        users and groups, and set a group's members, for a course set-up); (status, JSON body)."""
+        req = HTTPRequest(self.settings["hub_api_url"].rstrip("/") + path, method=method,
+                          headers={"Authorization": f"token {self.hub_auth.api_token}"},
+                          body=None if body is None else json.dumps(body), allow_nonstandard_methods=True,
+                          request_timeout=60)
         resp = await AsyncHTTPClient().fetch(req, raise_error=False)
-        return json.loads(resp.body) if resp.code == 200 else None
+        if resp.code == 599:
+            raise web.HTTPError(502, "The hub does not answer; try again in a moment.")
+        try:
+            return resp.code, json.loads(resp.body) if resp.body else None
+        except ValueError:
+            return resp.code, None
 
     async def groups_of(self, name: str) -> set[str]:
         """A user's JupyterHub groups (the caller's from their login; another's from the hub)."""
@@ -140,6 +156,59 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         if granted.get("user"):
             found[""] = sorted(granted["user"])
         return found
+
+    def may_manage(self, course: str) -> bool:
+        """Whether the caller may set `course` up: an administrator, or a holder of MANAGE_SCOPE for its group."""
+        user = self.caller()
+        granted = parse_scopes(user.get("scopes") or []).get(MANAGE_SCOPE)
+        return bool(user.get("admin")) or granted is Scope.ALL or bool(granted and course in granted.get("group", ()))
+
+    async def set_up_course(self, course: str, body: dict) -> dict:
+        """Check a course set-up, then make the hub's users and group match the roster and record the
+        template (courses.py); what changed, with a sentence."""
+        if not self.may_manage(course):
+            raise web.HTTPError(403, f"Only the instructors of “{course}” (and administrators) may set it up.")
+        if not courses.WORKSPACE_NAME.match(course):
+            raise UserError(400, f"“{course}” cannot be a course name: use lower-case letters, digits, “-”, “_” "
+                                 "or “.” (it is the JupyterHub group of its students).")
+        user = self.caller()
+        setup = await self.blocking(
+            courses.check_setup, self.db, course, body, user["name"], bool(user.get("admin")),
+            self.settings["resource_types"], self.settings["default_resource_type"], self.settings["images"],
+        )
+        group = f"/groups/{quote(course, safe='')}"
+        code, model = await self.service_hub_call("GET", group)
+        if code == 404:
+            code, model = await self.service_hub_call("POST", group)
+        if code not in (200, 201):
+            raise web.HTTPError(502, f"The hub refused to create the group “{course}” ({code}).")
+        created: list[str] = []
+        if setup.students:
+            code, made = await self.service_hub_call("POST", "/users", {"usernames": setup.students})
+            if code == 201:
+                created = sorted(u["name"] for u in made or [])
+            elif code == 400:
+                raise UserError(400, "The hub refused a name of the roster: "
+                                     f"{(made or {}).get('message', 'invalid username')}")
+            elif code != 409:  # 409: all exist already
+                raise web.HTTPError(502, f"The hub refused to create the roster's users ({code}).")
+        before = set((model or {}).get("users") or [])
+        added, removed = sorted(set(setup.students) - before), sorted(before - set(setup.students))
+        for method, names in (("POST", added), ("DELETE", removed)):
+            if names:
+                code, _ = await self.service_hub_call(method, f"{group}/users", {"users": names})
+                if code != 200:
+                    raise web.HTTPError(502, f"The hub refused to change the members of “{course}” ({code}).")
+        applied = await self.blocking(courses.apply_setup, self.db, setup)
+        message = (f"{course}: {len(setup.students)} student(s) ({len(created)} new user(s), {len(added)} added, "
+                   f"{len(removed)} removed from the group); workspace “{setup.workspace}” given to "
+                   f"{len(applied['workspaces_created'])} more.")
+        if applied["shared"]:
+            message += f" Shared {', '.join(applied['shared'])} with the group."
+        if setup.notes:
+            message += " " + " ".join(setup.notes)
+        return {"course": course, "students": setup.students, "created_users": created, "added": added,
+                "removed": removed, **applied, "notes": setup.notes, "message": message}
 
     def write_json(self, data, status: int = 200) -> None:
         self.set_status(status)
@@ -228,6 +297,13 @@ class CoursesHandler(APIHandler):
         self.write_json(await self.blocking(courses.overview, self.db, await self.taught_courses()))
 
 
+class CourseHandler(APIHandler):
+    """PUT: set a course up from its roster in one step (courses.py)."""
+
+    async def put(self, name: str):
+        self.write_json(await self.set_up_course(name, self.body()))
+
+
 class OpenAPIHandler(web.RequestHandler):
     """This API's description (OpenAPI 3), for clients and the fuzz test."""
 
@@ -245,6 +321,7 @@ def handlers(prefix: str) -> list:
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/usage/?", UsageHandler),
         (rf"{prefix}api/workspaces/?", WorkspacesHandler),
         (rf"{prefix}api/courses/?", CoursesHandler),
+        (rf"{prefix}api/courses/([^/]+)/?", CourseHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/?", ExecutionsHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/?", ExecutionsHandler),
     ]

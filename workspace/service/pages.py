@@ -423,9 +423,35 @@ class CoursePage(PageHandler):
     opens read-only), what runs now and their storage. Administrators see every group."""
 
     @web.authenticated
-    async def get(self):
+    async def get(self, error: str | None = None, status: int = 200, message: str | None = None,
+                  form: dict | None = None):
         listing = await self.blocking(courses.overview, self.db, await self.taught_courses())
-        self.render_page("course.html", courses=listing)
+        for c in listing:
+            c["manage"] = self.may_manage(c["name"])
+        me = self.get_current_user()["name"]
+        self.set_status(status)
+        self.render_page("course.html", courses=listing, error=error, message=message, form=form or {},
+                         choices=await self.blocking(courses.setup_choices, self.db, me),
+                         types=self.settings["resource_types"], images=self.settings["images"])
+
+    @web.authenticated
+    async def post(self):
+        """Set a course up from the form: the roster's text and the template."""
+        arg = self.get_body_argument
+        course = arg("course", "").strip()
+        body = {"students": arg("roster", ""), "workspace": arg("workspace", "").strip() or None,
+                "resource_type": arg("resource_type", "") or None, "image": arg("image", "") or None,
+                "datasets": self.get_body_arguments("datasets")}
+        workspace, _, number = arg("starter", "").rpartition(":")
+        if number.isdigit():
+            body["starter"] = {"workspace": workspace, "number": int(number)}
+        body = {k: v for k, v in body.items() if v is not None}
+        try:
+            done = await self.set_up_course(course, body)
+        except web.HTTPError as e:
+            return await self.get(error=getattr(e, "jupyterhub_message", None) or e.log_message,
+                                  status=e.status_code, form={"course": course, **body})
+        await self.get(message=done["message"])
 
 
 class AdminPage(PageHandler):

@@ -3,13 +3,14 @@
     GET /api/workspaces                                  the caller's workspaces
     GET /api/workspaces/{name}/executions                every execution of one
     GET /api/workspaces/{name}/executions/{number}       one execution (live save progress)
-    GET /api/courses                                     instructors: their courses' students and workspaces
-    PUT /api/courses/{name}                              set a course up from its roster (courses.py)
+
+Courses (instructors: read their students', set a course up) are in courses_api.py.
 
 Authentication is JupyterHub's (a token or the hub's login cookie through
 OAuth). A user sees their own workspaces; an admin may add `?user=NAME` to
 see anyone's, and a holder of the custom scope `custom:workspaces:read` (an
-instructor, filtered to their course's group) may read those it covers. Errors are JSON: {"status": ..., "message": "<a sentence>"}.
+instructor, filtered to their course's group) may read those it covers.
+Errors are JSON: {"status": ..., "message": "<a sentence>"}.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 
-from .. import courses
 from ..db import iso
 from ..errors import UserError
 from ..executions import Execution, UsageSample, Workspace, execution_by_number, find_workspace
@@ -37,9 +37,6 @@ from ..executions import Execution, UsageSample, Workspace, execution_by_number,
 # accounting. Defined in jupyterhub_config.py; instructors hold it filtered to their course's group
 # (`custom:workspaces:read!group=cs101`).
 READ_SCOPE = "custom:workspaces:read"
-# Set a course up (its roster and template): instructors hold it for their course's group
-# (`custom:courses:manage!group=cs101`).
-MANAGE_SCOPE = "custom:courses:manage"
 
 
 class APIHandler(HubOAuthenticated, web.RequestHandler):
@@ -132,84 +129,6 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             return True
         return bool(granted.get("group") and set(granted["group"]) & await self.groups_of(other))
 
-    async def taught_courses(self) -> dict[str, list[str]]:
-        """The students the caller may read, by course (JupyterHub group): every group for an administrator
-        or a holder of READ_SCOPE unfiltered, the scope's groups for an instructor, and the users the
-        scope names one by one under "". 403 for one who reads nobody else."""
-        user = self.caller()
-        granted = parse_scopes(user.get("scopes") or []).get(READ_SCOPE)
-        if user.get("admin") or granted is Scope.ALL:
-            groups, offset = [], 0
-            while True:  # the hub pages its lists
-                page = await self.service_hub(f"/groups?offset={offset}&limit=200") or []
-                groups += page
-                offset += len(page)
-                if len(page) < 200:
-                    break
-            return {g["name"]: sorted(g.get("users") or []) for g in groups}
-        if not granted:
-            raise web.HTTPError(403, "Courses are for instructors: ask an administrator to make you one "
-                                     "(WORKSPACE_COURSES); your own workspaces are on the Workspaces page.")
-        found = {}
-        for name in sorted(granted.get("group", ())):
-            found[name] = sorted((await self.service_hub(f"/groups/{quote(name, safe='')}") or {}).get("users") or [])
-        if granted.get("user"):
-            found[""] = sorted(granted["user"])
-        return found
-
-    def may_manage(self, course: str) -> bool:
-        """Whether the caller may set `course` up: an administrator, or a holder of MANAGE_SCOPE for its group."""
-        user = self.caller()
-        granted = parse_scopes(user.get("scopes") or []).get(MANAGE_SCOPE)
-        return bool(user.get("admin")) or granted is Scope.ALL or bool(granted and course in granted.get("group", ()))
-
-    async def set_up_course(self, course: str, body: dict) -> dict:
-        """Check a course set-up, then make the hub's users and group match the roster and record the
-        template (courses.py); what changed, with a sentence."""
-        if not self.may_manage(course):
-            raise web.HTTPError(403, f"Only the instructors of “{course}” (and administrators) may set it up.")
-        if not courses.WORKSPACE_NAME.match(course):
-            raise UserError(400, f"“{course}” cannot be a course name: use lower-case letters, digits, “-”, “_” "
-                                 "or “.” (it is the JupyterHub group of its students).")
-        user = self.caller()
-        setup = await self.blocking(
-            courses.check_setup, self.db, course, body, user["name"], bool(user.get("admin")),
-            self.settings["resource_types"], self.settings["default_resource_type"], self.settings["images"],
-        )
-        group = f"/groups/{quote(course, safe='')}"
-        code, model = await self.service_hub_call("GET", group)
-        if code == 404:
-            code, model = await self.service_hub_call("POST", group)
-        if code not in (200, 201):
-            raise web.HTTPError(502, f"The hub refused to create the group “{course}” ({code}).")
-        created: list[str] = []
-        if setup.students:
-            code, made = await self.service_hub_call("POST", "/users", {"usernames": setup.students})
-            if code == 201:
-                created = sorted(u["name"] for u in made or [])
-            elif code == 400:
-                raise UserError(400, "The hub refused a name of the roster: "
-                                     f"{(made or {}).get('message', 'invalid username')}")
-            elif code != 409:  # 409: all exist already
-                raise web.HTTPError(502, f"The hub refused to create the roster's users ({code}).")
-        before = set((model or {}).get("users") or [])
-        added, removed = sorted(set(setup.students) - before), sorted(before - set(setup.students))
-        for method, names in (("POST", added), ("DELETE", removed)):
-            if names:
-                code, _ = await self.service_hub_call(method, f"{group}/users", {"users": names})
-                if code != 200:
-                    raise web.HTTPError(502, f"The hub refused to change the members of “{course}” ({code}).")
-        applied = await self.blocking(courses.apply_setup, self.db, setup)
-        message = (f"{course}: {len(setup.students)} student(s) ({len(created)} new user(s), {len(added)} added, "
-                   f"{len(removed)} removed from the group); workspace “{setup.workspace}” given to "
-                   f"{len(applied['workspaces_created'])} more.")
-        if applied["shared"]:
-            message += f" Shared {', '.join(applied['shared'])} with the group."
-        if setup.notes:
-            message += " " + " ".join(setup.notes)
-        return {"course": course, "students": setup.students, "created_users": created, "added": added,
-                "removed": removed, **applied, "notes": setup.notes, "message": message}
-
     def write_json(self, data, status: int = 200) -> None:
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
@@ -290,20 +209,6 @@ class UsageHandler(APIHandler):
         self.write_json(await self.blocking(load))
 
 
-class CoursesHandler(APIHandler):
-    """The courses the caller teaches: each student's workspaces, what runs now, their storage."""
-
-    async def get(self):
-        self.write_json(await self.blocking(courses.overview, self.db, await self.taught_courses()))
-
-
-class CourseHandler(APIHandler):
-    """PUT: set a course up from its roster in one step (courses.py)."""
-
-    async def put(self, name: str):
-        self.write_json(await self.set_up_course(name, self.body()))
-
-
 class OpenAPIHandler(web.RequestHandler):
     """This API's description (OpenAPI 3), for clients and the fuzz test."""
 
@@ -320,8 +225,6 @@ def handlers(prefix: str) -> list:
         (rf"{prefix}api/openapi.yaml", OpenAPIHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/usage/?", UsageHandler),
         (rf"{prefix}api/workspaces/?", WorkspacesHandler),
-        (rf"{prefix}api/courses/?", CoursesHandler),
-        (rf"{prefix}api/courses/([^/]+)/?", CourseHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/?", ExecutionsHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/?", ExecutionsHandler),
     ]

@@ -31,7 +31,7 @@ from ..settings import Settings
 from ..datasets import DatasetRules
 from ..profiles import ResourceType
 from ..quotas import StorageQuota
-from . import datasets_api, pages, storage_api, uploads_api
+from . import courses_api, datasets_api, pages, storage_api, uploads_api
 from .api import handlers
 
 log = logging.getLogger("workspace.service")
@@ -51,6 +51,7 @@ def make_app(settings: Settings) -> web.Application:
             *datasets_api.handlers(prefix),
             *uploads_api.handlers(prefix),
             *storage_api.handlers(prefix),
+            *courses_api.handlers(prefix),
         ],
         prefix=prefix,
         hub_prefix=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/",

@@ -41,6 +41,7 @@ from ..errors import UserError
 from ..executions import FINAL, UNFINISHED, Execution, Snapshot, UsageSample, Workspace, find_workspace
 from ..quotas import StorageUsage
 from .api import READ_SCOPE, APIHandler
+from .courses_api import CourseActions
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # JupyterHub's server names: what `get_or_create_spawner` and the proxy accept
@@ -418,7 +419,7 @@ class StoragePage(PageHandler):
         await self.get(message=text)
 
 
-class CoursePage(PageHandler):
+class CoursePage(CourseActions, PageHandler):
     """Instructors: the students of each course they teach (its JupyterHub group), their workspaces (each
     opens read-only), what runs now and their storage. Administrators see every group."""
 

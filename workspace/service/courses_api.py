@@ -1,0 +1,129 @@
+"""REST API of courses, under /services/workspace/api/ (the model and its checks: workspace/courses.py).
+
+    GET /api/courses            the courses the caller teaches: each student's workspaces, what runs now,
+                                their storage (administrators: every group)
+    PUT /api/courses/{name}     set a course up from its roster in one step
+
+An instructor holds, for their course's JupyterHub group, READ_SCOPE (read the students' objects) and
+MANAGE_SCOPE (set the course up); both are made from WORKSPACE_COURSES in jupyterhub_config.py. The
+members are the hub's: the set-up changes them with the service's own token (its role may create users
+and groups), after courses.check_setup found nothing wrong.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from jupyterhub.scopes import Scope, parse_scopes
+from tornado import web
+
+from .. import courses
+from ..errors import UserError
+from .api import READ_SCOPE, APIHandler
+
+# Set a course up (its roster and template): instructors hold it for their course's group
+# (`custom:courses:manage!group=cs101`).
+MANAGE_SCOPE = "custom:courses:manage"
+
+
+class CourseActions:
+    """What the course API and the Course page share (mixed into an APIHandler or a PageHandler)."""
+
+    async def taught_courses(self) -> dict[str, list[str]]:
+        """The students the caller may read, by course (JupyterHub group): every group for an administrator
+        or a holder of READ_SCOPE unfiltered, the scope's groups for an instructor, and the users the
+        scope names one by one under "". 403 for one who reads nobody else."""
+        user = self.caller()
+        granted = parse_scopes(user.get("scopes") or []).get(READ_SCOPE)
+        if user.get("admin") or granted is Scope.ALL:
+            groups, offset = [], 0
+            while True:  # the hub pages its lists
+                page = await self.service_hub(f"/groups?offset={offset}&limit=200") or []
+                groups += page
+                offset += len(page)
+                if len(page) < 200:
+                    break
+            return {g["name"]: sorted(g.get("users") or []) for g in groups}
+        if not granted:
+            raise web.HTTPError(403, "Courses are for instructors: ask an administrator to make you one "
+                                     "(WORKSPACE_COURSES); your own workspaces are on the Workspaces page.")
+        found = {}
+        for name in sorted(granted.get("group", ())):
+            found[name] = sorted((await self.service_hub(f"/groups/{quote(name, safe='')}") or {}).get("users") or [])
+        if granted.get("user"):
+            found[""] = sorted(granted["user"])
+        return found
+
+    def may_manage(self, course: str) -> bool:
+        """Whether the caller may set `course` up: an administrator, or a holder of MANAGE_SCOPE for its group."""
+        user = self.caller()
+        granted = parse_scopes(user.get("scopes") or []).get(MANAGE_SCOPE)
+        return bool(user.get("admin")) or granted is Scope.ALL or bool(granted and course in granted.get("group", ()))
+
+    async def set_up_course(self, course: str, body: dict) -> dict:
+        """Check a course set-up, then make the hub's users and group match the roster and record the
+        template (courses.py); what changed, with a sentence."""
+        if not self.may_manage(course):
+            raise web.HTTPError(403, f"Only the instructors of “{course}” (and administrators) may set it up.")
+        if not courses.WORKSPACE_NAME.match(course):
+            raise UserError(400, f"“{course}” cannot be a course name: use lower-case letters, digits, “-”, “_” "
+                                 "or “.” (it is the JupyterHub group of its students).")
+        user = self.caller()
+        setup = await self.blocking(
+            courses.check_setup, self.db, course, body, user["name"], bool(user.get("admin")),
+            self.settings["resource_types"], self.settings["default_resource_type"], self.settings["images"],
+        )
+        group = f"/groups/{quote(course, safe='')}"
+        code, model = await self.service_hub_call("GET", group)
+        if code == 404:
+            code, model = await self.service_hub_call("POST", group)
+        if code not in (200, 201):
+            raise web.HTTPError(502, f"The hub refused to create the group “{course}” ({code}).")
+        created: list[str] = []
+        if setup.students:
+            code, made = await self.service_hub_call("POST", "/users", {"usernames": setup.students})
+            if code == 201:
+                created = sorted(u["name"] for u in made or [])
+            elif code == 400:
+                raise UserError(400, "The hub refused a name of the roster: "
+                                     f"{(made or {}).get('message', 'invalid username')}")
+            elif code != 409:  # 409: all exist already
+                raise web.HTTPError(502, f"The hub refused to create the roster's users ({code}).")
+        before = set((model or {}).get("users") or [])
+        added, removed = sorted(set(setup.students) - before), sorted(before - set(setup.students))
+        for method, names in (("POST", added), ("DELETE", removed)):
+            if names:
+                code, _ = await self.service_hub_call(method, f"{group}/users", {"users": names})
+                if code != 200:
+                    raise web.HTTPError(502, f"The hub refused to change the members of “{course}” ({code}).")
+        applied = await self.blocking(courses.apply_setup, self.db, setup)
+        message = (f"{course}: {len(setup.students)} student(s) ({len(created)} new user(s), {len(added)} added, "
+                   f"{len(removed)} removed from the group); workspace “{setup.workspace}” given to "
+                   f"{len(applied['workspaces_created'])} more.")
+        if applied["shared"]:
+            message += f" Shared {', '.join(applied['shared'])} with the group."
+        if setup.notes:
+            message += " " + " ".join(setup.notes)
+        return {"course": course, "students": setup.students, "created_users": created, "added": added,
+                "removed": removed, **applied, "notes": setup.notes, "message": message}
+
+
+class CoursesHandler(CourseActions, APIHandler):
+    """The courses the caller teaches: each student's workspaces, what runs now, their storage."""
+
+    async def get(self):
+        self.write_json(await self.blocking(courses.overview, self.db, await self.taught_courses()))
+
+
+class CourseHandler(CourseActions, APIHandler):
+    """PUT: set a course up from its roster in one step (courses.py)."""
+
+    async def put(self, name: str):
+        self.write_json(await self.set_up_course(name, self.body()))
+
+
+def handlers(prefix: str) -> list:
+    return [
+        (rf"{prefix}api/courses/?", CoursesHandler),
+        (rf"{prefix}api/courses/([^/]+)/?", CourseHandler),
+    ]

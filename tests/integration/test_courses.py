@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from .hub import Hub
+from .hub import ADMIN_PASSWORD, Hub
 from .test_cli import cli
 
 TYPES = [{"name": "small", "cpu": 1, "memory": "1G"}, {"name": "large", "cpu": 2}]
@@ -103,3 +103,19 @@ def test_a_course_from_a_roster_in_one_step(course_hub: Hub):
     assert hub.api("GET", "/groups/cs101").json()["users"] == ["ann", "cat"]
     bob = hub.user_token("bob")
     assert [w["name"] for w in hub.service_api("/workspaces", bob).json()] == ["lab1"]
+
+
+def test_an_administrator_sets_up_any_course_and_names_are_checked(course_hub: Hub):
+    hub = course_hub
+    admin = hub.user_token(hub.settings.admin_user, ADMIN_PASSWORD)
+    r = hub.service_call("PUT", "/courses/ML 200", admin, json={"students": ["dan"]})
+    assert r.status_code == 400 and "cannot be a course name" in r.json()["message"], r.text
+    r = hub.service_call("PUT", "/courses/ml200", admin, json={"students": ["dan", "eli"]})
+    assert r.status_code == 200 and r.json()["created_users"] == ["dan", "eli"], r.text
+    assert hub.api("GET", "/groups/ml200").json()["users"] == ["dan", "eli"]
+    # an instructor of cs101 is no instructor of ml200
+    r = hub.service_call("PUT", "/courses/ml200", hub.user_token("prof"), json={"students": []})
+    assert r.status_code == 403, r.text
+    # set up again with the same roster: nothing new
+    done = hub.service_call("PUT", "/courses/ml200", admin, json={"students": ["dan", "eli"]}).json()
+    assert (done["created_users"], done["added"], done["removed"], done["workspaces_created"]) == ([], [], [], [])

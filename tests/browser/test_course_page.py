@@ -134,7 +134,10 @@ def test_an_instructor_sets_a_course_up_from_the_page(course_hub, chromium):
         # the page came with its 400, which the browser logs; that one is expected, nothing else
         assert [e for e in errors if "status of 400" not in e] == [], errors
         errors.clear()
-        form.locator("textarea[name=roster]").fill("username\nkim\nlee\n")
+        roster = hub.data_dir / "cs102.csv"
+        roster.write_text("username,name\nkim,Kim K.\nlee,Lee L.\n")
+        form.locator("input.roster-file").set_input_files(str(roster))  # fills the box from the file
+        page.wait_for_function("document.querySelector('.course[data-course=cs102] textarea').value.includes('lee,Lee')")
         form.locator("button[type=submit]").click()
         assert page.inner_text("#message").startswith("cs102: 2 student(s) (2 new user(s), 2 added, 0 removed")
         section = page.locator(".course[data-course='cs102']")

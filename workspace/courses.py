@@ -27,12 +27,13 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from . import datasets, profiles
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
-from .executions import UNFINISHED, Execution, Workspace, execution_by_number, find_workspace
+from .executions import (
+    UNFINISHED, WORKSPACE_NAME, Execution, Workspace, execution_by_number, find_workspace,
+)
 from .quotas import StorageUsage
 
 # JupyterHub usernames as this deployment uses them in URLs and container names (normalized lower case)
 USERNAME = re.compile(r"^[a-z0-9][a-z0-9._@+-]{0,63}$")
-WORKSPACE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 MAX_ROSTER = 5000
 
 

@@ -15,6 +15,7 @@ Every transition is stored with its time (`Transition`).
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select, update
@@ -29,6 +30,8 @@ FINAL = ("stopped", "failed")
 # not finished: it runs, waits, or its home is not saved yet
 UNFINISHED = ACTIVE + ("saving", "save_failed")
 STOP_REASONS = ("user", "idle", "max_runtime", "admin", "error", "lost")
+# a workspace's name is its JupyterHub server name: what `get_or_create_spawner` and the proxy accept
+WORKSPACE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 TRANSITIONS: dict[str, set[str]] = {
     "queued": {"preparing", "failed", "stopped"},

@@ -50,3 +50,12 @@ def login(page, hub, user: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("input[type=submit], button[type=submit]")
     page.wait_for_url("**/hub/home")
+
+
+def watch_errors(page, errors: list[str] | None = None) -> list[str]:
+    """Collect the page's console errors and uncaught exceptions (with the page's address) into `errors`
+    (a new list unless given); the tests fail on any."""
+    errors = [] if errors is None else errors
+    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    return errors

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import login
+from tests.browser.conftest import login, watch_errors
 from tests.browser.test_journey import wait_for_lab
 from tests.integration.hub import USER_PASSWORD
 
@@ -44,9 +44,7 @@ def test_an_instructor_reads_the_course_and_a_students_workspace(course_hub, chr
 
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    errors = watch_errors(page)
     try:
         login(page, hub, "prof", USER_PASSWORD)
         page.goto(f"{pages}/workspaces")
@@ -114,9 +112,7 @@ def test_an_instructor_sets_a_course_up_from_the_page(course_hub, chromium):
     pages = f"{hub.url}/services/workspace"
     context = chromium.new_context(viewport={"width": 1400, "height": 1100})
     page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    errors = watch_errors(page)
     try:
         login(page, hub, "prof", USER_PASSWORD)
         page.goto(f"{pages}/course")
@@ -153,7 +149,7 @@ def test_an_instructor_sets_a_course_up_from_the_page(course_hub, chromium):
     # the student: the course's workspace is waiting; its first start opens on the starter's files
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    watch_errors(page, errors)
     try:
         login(page, hub, "kim", USER_PASSWORD)
         page.goto(f"{pages}/workspaces")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import requests
 
-from tests.browser.conftest import login
+from tests.browser.conftest import login, watch_errors
 from tests.integration.hub import USER_PASSWORD
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "journey"
@@ -74,9 +74,7 @@ def test_student_journey(start_hub, chromium):
 
     context = chromium.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    errors = watch_errors(page)
     shot = Shots(page)
     try:
         # log in at the hub, then the workspace pages (OAuth, no confirmation)

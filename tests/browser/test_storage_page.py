@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.browser.conftest import login
+from tests.browser.conftest import login, watch_errors
 from tests.browser.test_journey import wait_for_lab
 from tests.integration.hub import USER_PASSWORD
 
@@ -22,9 +22,7 @@ def test_storage_page_quota_cleanup_mode_and_deleting(start_hub, chromium):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    errors = watch_errors(page)
     pages = f"{hub.url}/services/workspace"
     try:
         login(page, hub, user, USER_PASSWORD)

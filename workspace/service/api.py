@@ -87,8 +87,13 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     async def service_hub_call(self, method: str, path: str, body=None) -> tuple[int, dict | list | None]:
         """Call the hub's REST API with the service's own token (its role: read users and groups; create
         users and groups, and set a group's members, for a course set-up); (status, JSON body)."""
+        return await self.hub_fetch(self.hub_auth.api_token, method, path, body)
+
+    async def hub_fetch(self, token: str, method: str, path: str, body=None) -> tuple[int, dict | list | None]:
+        """One call of the hub's REST API with `token`; (status, JSON body or None). A hub that does not
+        answer is the caller's 502."""
         req = HTTPRequest(self.settings["hub_api_url"].rstrip("/") + path, method=method,
-                          headers={"Authorization": f"token {self.hub_auth.api_token}"},
+                          headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
                           body=None if body is None else json.dumps(body), allow_nonstandard_methods=True,
                           request_timeout=60)
         resp = await AsyncHTTPClient().fetch(req, raise_error=False)

@@ -23,8 +23,6 @@ service gave.
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -33,19 +31,16 @@ from jupyterhub.scopes import parse_scopes
 from markupsafe import Markup
 from sqlalchemy import func, select
 from tornado import web
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from .. import courses, datasets, lifecycle, outputs, profiles, quotas, spawnform
 from ..db import iso
 from ..errors import UserError
-from ..executions import FINAL, UNFINISHED, Execution, Snapshot, UsageSample, Workspace, find_workspace
+from ..executions import FINAL, UNFINISHED, WORKSPACE_NAME, Execution, Snapshot, UsageSample, Workspace, find_workspace
 from ..quotas import StorageUsage
 from .api import READ_SCOPE, APIHandler
 from .courses_api import CourseActions
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-# JupyterHub's server names: what `get_or_create_spawner` and the proxy accept
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True)
 
@@ -119,21 +114,7 @@ class PageHandler(APIHandler):
 
     async def hub_api(self, method: str, path: str, body=None) -> tuple[int, dict | None]:
         """Call the hub's REST API with the user's own token; (status, JSON body)."""
-        token = self.hub_auth.get_token(self)
-        req = HTTPRequest(
-            self.settings["hub_api_url"].rstrip("/") + path, method=method,
-            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
-            body=None if body is None else json.dumps(body), allow_nonstandard_methods=True,
-            request_timeout=30,
-        )
-        resp = await AsyncHTTPClient().fetch(req, raise_error=False)
-        if resp.code == 599:
-            raise web.HTTPError(502, "The hub does not answer; try again in a moment.")
-        try:
-            data = json.loads(resp.body) if resp.body else None
-        except ValueError:
-            data = None
-        return resp.code, data
+        return await self.hub_fetch(self.hub_auth.get_token(self), method, path, body)
 
     async def servers(self, user: str) -> dict:
         code, model = await self.hub_api("GET", f"/users/{quote(user, safe='')}")
@@ -228,7 +209,7 @@ class WorkspacesPage(PageHandler):
     async def post(self):
         """Create or start a workspace (the form on this page)."""
         name = self.get_body_argument("name", "").strip()
-        if not NAME_RE.match(name):
+        if not WORKSPACE_NAME.match(name):
             return await self.get(
                 error=f"“{name}” cannot be a workspace name: use 1–63 lower-case letters, digits, “-”, “_” "
                       "or “.”, starting with a letter or digit (like “thesis” or “cs101-lab2”).",

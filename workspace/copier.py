@@ -10,6 +10,10 @@ Kept: regular files, directories (also empty), symlinks, fifos, permissions,
 owners, mtimes (nanoseconds), hard links inside the tree, and any file name
 (paths are bytes throughout, so names with newlines or non-UTF-8 bytes work).
 Sockets and device files are skipped (they cannot be restored meaningfully).
+
+The source and the parent snapshot are users' trees: they are read through
+`paths.Tree` only, so a link (or a directory swapped for one) never leads a
+copy, a link to the parent's file or a measurement outside them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
+
+from .paths import Entry, Escape, Tree
 
 
 @dataclass
@@ -75,30 +81,8 @@ BATCH_FILES = 64
 BATCH_BYTES = 8 << 20
 
 
-@dataclass
-class _Entry:
-    rel: bytes
-    st: os.stat_result
-
-
 def _join(root: bytes, rel: bytes) -> bytes:
     return root + b"/" + rel if rel else root
-
-
-def scan(root: bytes) -> list[_Entry]:
-    """All entries under root, parents before children (lstat, no symlink following)."""
-    entries = [_Entry(b"", os.lstat(root))]
-    stack = [b""]
-    while stack:
-        rel = stack.pop()
-        with os.scandir(_join(root, rel)) as it:
-            for de in it:
-                child = rel + b"/" + de.name if rel else de.name
-                st = de.stat(follow_symlinks=False)
-                entries.append(_Entry(child, st))
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(child)
-    return entries
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -114,10 +98,18 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
 COPY_CHUNK = 64 << 20
 
 
-def _copy_data(src: bytes, dst: bytes, st: os.stat_result, durable: bool, copied: Callable[[int], None]) -> None:
-    fd_in = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+def _copy_data(src: Tree, rel: bytes, dst: bytes, st: os.stat_result, durable: bool,
+               copied: Callable[[int], None]) -> bool:
+    """Copy one file's data into the (already created) `dst`; False if it is no longer a regular file."""
     try:
-        fd_out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        # O_NONBLOCK: a file swapped for a fifo must not hang the copy
+        fd_in = src.open(rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (FileNotFoundError, Escape):
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd_in).st_mode):
+            return False
+        fd_out = os.open(dst, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             left = st.st_size
             while left > 0:
@@ -136,6 +128,7 @@ def _copy_data(src: bytes, dst: bytes, st: os.stat_result, durable: bool, copied
             os.close(fd_out)
     finally:
         os.close(fd_in)
+    return True
 
 
 def fsync_dir(path: bytes | os.PathLike) -> None:
@@ -145,6 +138,43 @@ def fsync_dir(path: bytes | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _parent_copy(parent: Tree | None, e: Entry) -> bool:
+    """True if the parent snapshot has this very file at the same place (rsync's quick check)."""
+    if parent is None:
+        return False
+    try:
+        st = parent.lstat(e.rel)
+    except (FileNotFoundError, NotADirectoryError, Escape):
+        return False
+    return stat.S_ISREG(st.st_mode) and _same_file(st, e.st)
+
+
+def totals(src: bytes | str, link_from: bytes | str | None = None) -> Transfer:
+    """What a copy of `src` will copy (files and bytes not shared with `link_from`), by a first walk."""
+    total = Transfer(files_total=0, bytes_total=0)
+    with Tree(src) as tree, _maybe_tree(link_from) as parent:
+        for e in tree.walk():
+            if e.is_file() and not _parent_copy(parent, e):
+                total.files_total += 1
+                total.bytes_total += e.st.st_size
+    return total
+
+
+class _maybe_tree:
+    def __init__(self, root):
+        try:
+            self.tree = Tree(root) if root is not None else None
+        except (FileNotFoundError, NotADirectoryError):
+            self.tree = None
+
+    def __enter__(self) -> Tree | None:
+        return self.tree
+
+    def __exit__(self, *exc) -> None:
+        if self.tree is not None:
+            self.tree.close()
 
 
 def copy_tree(
@@ -159,115 +189,113 @@ def copy_tree(
 ) -> Transfer:
     """Copy the tree at `src` to the new directory `dst` (which must not exist).
 
-    With `link_from` (the parent snapshot), unchanged files are hard-linked to
-    it instead of copied. With `durable`, every written file and directory is
-    fsynced before this returns. Counts in the result are what was copied;
-    `shared_files` counts the files linked instead.
+    `src` and `link_from` are users' trees: they are read only through
+    `paths.Tree` (no link is followed, none leads out). With `link_from` (the
+    parent snapshot), unchanged files are hard-linked to it instead of
+    copied. With `durable`, every written file and directory is fsynced
+    before this returns. Counts in the result are what was copied;
+    `shared_files` counts the files linked instead. Entries are streamed: with
+    `progress`, a first walk counts the totals (so the bar has an end), the
+    second copies; memory does not grow with the tree.
     """
     src, dst = os.fsencode(src), os.fsencode(dst)
     link_from = os.fsencode(link_from) if link_from is not None else None
-    entries = scan(src)
-    total = Transfer(files_total=0, bytes_total=0)
-
-    # Decide for every regular file: copy, link to the parent's copy, or link
-    # to an earlier file of this tree (hard links inside the home).
-    copies: list[_Entry] = []
-    # (existing path, new path): links to the parent's files, then links to
-    # earlier files of this tree (whose targets may themselves be parent links)
-    parent_links: list[tuple[bytes, bytes]] = []
-    tree_links: list[tuple[bytes, bytes]] = []
-    first_of_inode: dict[tuple[int, int], bytes] = {}
-    for e in entries:
-        if not stat.S_ISREG(e.st.st_mode):
-            continue
-        if e.st.st_nlink > 1:
-            key = (e.st.st_dev, e.st.st_ino)
-            if key in first_of_inode:
-                tree_links.append((_join(dst, first_of_inode[key]), _join(dst, e.rel)))
-                continue
-            first_of_inode[key] = e.rel
-        if link_from is not None:
-            try:
-                parent = os.lstat(_join(link_from, e.rel))
-            except (FileNotFoundError, NotADirectoryError):
-                parent = None
-            if parent is not None and stat.S_ISREG(parent.st_mode) and _same_file(parent, e.st):
-                parent_links.append((_join(link_from, e.rel), _join(dst, e.rel)))
-                continue
-        copies.append(e)
-        total.files_total += 1
-        total.bytes_total += e.st.st_size
-
-    # Directories first (parents before children), then the other entries.
-    os.mkdir(dst, 0o700)
-    dirs = []
-    for e in entries:
-        path = _join(dst, e.rel)
-        mode = e.st.st_mode
-        if stat.S_ISDIR(mode):
-            if e.rel:
-                os.mkdir(path, 0o700)
-            dirs.append(e)
-        elif stat.S_ISLNK(mode):
-            os.symlink(os.readlink(_join(src, e.rel)), path)
-            os.lchown(path, e.st.st_uid, e.st.st_gid)
-            os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
-        elif stat.S_ISFIFO(mode):
-            os.mkfifo(path, stat.S_IMODE(mode))
-            os.chown(path, e.st.st_uid, e.st.st_gid)
-            os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns))
-
+    total = totals(src, link_from) if progress is not None else Transfer()
+    if progress is not None:
+        progress(total)  # the totals, at once
     lock = threading.Lock()
 
     def copied(n: int) -> None:
         with lock:
             total.bytes += n
 
-    def copy_batch(batch: list[_Entry]) -> None:
-        for e in batch:
-            _copy_data(_join(src, e.rel), _join(dst, e.rel), e.st, durable, copied)
-            with lock:
-                total.files += 1
+    with Tree(src) as tree, _maybe_tree(link_from) as parent, \
+            ThreadPoolExecutor(max(1, threads), thread_name_prefix="copier") as pool:
 
-    batches, batch, size = [], [], 0
-    for e in copies:
-        batch.append(e)
-        size += e.st.st_size
-        if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
-            batches.append(batch)
-            batch, size = [], 0
-    if batch:
-        batches.append(batch)
+        def copy_batch(batch: list[tuple[bytes, os.stat_result]]) -> None:
+            for rel, st in batch:
+                if _copy_data(tree, rel, _join(dst, rel), st, durable, copied):
+                    with lock:
+                        total.files += 1
 
-    if progress is not None:
-        progress(total)  # the totals, at once
-    with ThreadPoolExecutor(max(1, threads), thread_name_prefix="copier") as pool:
-        pending = {pool.submit(copy_batch, b) for b in batches}
-        while pending:
-            done, pending = wait(pending, timeout=progress_interval, return_when=FIRST_EXCEPTION)
-            for f in done:
-                if f.exception() is not None:
-                    for other in pending:
-                        other.cancel()
-                    raise f.exception()
-            if progress is not None:
-                total.tick()
-                progress(total)
+        pending: set = set()
+        last_report = time.monotonic()
 
-    # Links come after the copies so that their targets exist.
-    for existing, new in parent_links + tree_links:
-        os.link(existing, new)
-        total.shared_files += 1
+        def settle(block: bool) -> None:
+            nonlocal pending, last_report
+            while pending:
+                limit = threads * 4 if not block else 0
+                if len(pending) <= limit:
+                    break
+                done, pending = wait(pending, timeout=progress_interval, return_when=FIRST_EXCEPTION)
+                for f in done:
+                    if f.exception() is not None:
+                        for other in pending:
+                            other.cancel()
+                        raise f.exception()
+                if progress is not None and time.monotonic() - last_report >= progress_interval:
+                    total.tick()
+                    progress(total)
+                    last_report = time.monotonic()
 
-    # Directory metadata last, deepest first: creating entries changes mtimes.
-    for e in reversed(dirs):
-        path = _join(dst, e.rel)
-        os.chown(path, e.st.st_uid, e.st.st_gid)
-        os.chmod(path, stat.S_IMODE(e.st.st_mode))
-        os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns))
-        if durable:
-            fsync_dir(path)
+        batch, size = [], 0
+        first_of_inode: dict[tuple[int, int], bytes] = {}  # hard links inside the tree
+        os.mkdir(dst, 0o700)
+        for e in tree.walk(post_dirs=True):
+            path = _join(dst, e.rel)
+            mode = e.st.st_mode
+            if e.depth < 0:  # a directory whose entries all exist now: its metadata
+                _set_dir_meta(path, e.st, durable)
+            elif stat.S_ISDIR(mode):
+                os.mkdir(path, 0o700)
+            elif stat.S_ISLNK(mode):
+                os.symlink(tree.readlink(e.rel), path)
+                os.lchown(path, e.st.st_uid, e.st.st_gid)
+                os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
+            elif stat.S_ISFIFO(mode):
+                os.mkfifo(path, stat.S_IMODE(mode))
+                os.chown(path, e.st.st_uid, e.st.st_gid, follow_symlinks=False)
+                os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
+            elif stat.S_ISREG(mode):
+                if e.st.st_nlink > 1:
+                    key = (e.st.st_dev, e.st.st_ino)
+                    if key in first_of_inode:
+                        os.link(_join(dst, first_of_inode[key]), path, follow_symlinks=False)
+                        total.shared_files += 1
+                        continue
+                    first_of_inode[key] = e.rel
+                if _parent_copy(parent, e):
+                    parent_dir, name = parent._parent(e.rel)
+                    try:
+                        os.link(name, path, src_dir_fd=parent_dir, follow_symlinks=False)
+                    finally:
+                        os.close(parent_dir)
+                    total.shared_files += 1
+                    continue
+                # created here, so that the directory's entries exist before its metadata is set;
+                # a worker fills it
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+                batch.append((e.rel, e.st))
+                size += e.st.st_size
+                if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
+                    pending.add(pool.submit(copy_batch, batch))
+                    batch, size = [], 0
+                    settle(block=False)
+            # sockets and devices are skipped
+        if batch:
+            pending.add(pool.submit(copy_batch, batch))
+        settle(block=True)
+        root_st = os.fstat(tree.fd)
+    _set_dir_meta(dst, root_st, durable)
     total.tick()
     if progress is not None:
         progress(total)
     return total
+
+
+def _set_dir_meta(path: bytes, st: os.stat_result, durable: bool) -> None:
+    os.chown(path, st.st_uid, st.st_gid, follow_symlinks=False)
+    os.chmod(path, stat.S_IMODE(st.st_mode))  # a directory this copy made, not a link
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    if durable:
+        fsync_dir(path)

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 from traitlets import Bool, Integer as IntTrait
 from traitlets.config import LoggingConfigurable
 
-from .copier import scan
+from . import paths
 from .db import Base, iso, utcnow
 from .errors import UserError
 
@@ -237,21 +237,21 @@ class DatasetRules(LoggingConfigurable):
 
     def check_tree(self, root: str | os.PathLike, label: str) -> tuple[int, int]:
         """(bytes, files) of a tree about to become a version, or a 400 saying what to fix."""
-        root_b = os.fsencode(root)
         size, files, bad = 0, 0, []
-        for e in scan(root_b):
-            mode = e.st.st_mode
-            rel = os.fsdecode(e.rel)
-            if stat.S_ISREG(mode):
-                files += 1
-                size += e.st.st_size
-            elif stat.S_ISLNK(mode):
-                target = os.readlink(root_b + b"/" + e.rel)
-                resolved = os.path.normpath(os.path.join(os.path.dirname(e.rel), target))
-                if target.startswith(b"/") or resolved == b".." or resolved.startswith(b"../"):
-                    bad.append(f"{rel} (a link pointing outside)")
-            elif not stat.S_ISDIR(mode):
-                bad.append(f"{rel} (a device, pipe or socket)")
+        with paths.Tree(root) as tree:
+            for e in tree.walk():
+                mode = e.st.st_mode
+                rel = os.fsdecode(e.rel)
+                if stat.S_ISREG(mode):
+                    files += 1
+                    size += e.st.st_size
+                elif stat.S_ISLNK(mode):
+                    if paths.link_escapes(e.rel, tree.readlink(e.rel)):
+                        bad.append(f"{rel} (a link pointing outside)")
+                elif not stat.S_ISDIR(mode):
+                    bad.append(f"{rel} (a device, pipe or socket)")
+                if len(bad) > 100:
+                    break
         if bad:
             shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
             raise UserError(

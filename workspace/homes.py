@@ -27,14 +27,14 @@ import errno
 import os
 import re
 import shutil
-import stat
 import subprocess
 from pathlib import Path
 
 from traitlets import Int, Unicode
 from traitlets.config import LoggingConfigurable
 
-from .copier import Progress, Transfer, copy_tree, fsync_dir, scan
+from . import paths
+from .copier import Progress, Transfer, copy_tree, fsync_dir
 
 PARTIAL = ".partial-"
 
@@ -61,15 +61,7 @@ def _valid_key(key: str) -> str:
 
 def measure(path: Path) -> tuple[int, int]:
     """(bytes, files) of a tree: the sizes of its regular files, each inode once."""
-    seen, size, files = set(), 0, 0
-    for e in scan(os.fsencode(path)):
-        if e.rel and not stat.S_ISDIR(e.st.st_mode):
-            files += 1
-            key = (e.st.st_dev, e.st.st_ino)
-            if stat.S_ISREG(e.st.st_mode) and key not in seen:
-                seen.add(key)
-                size += e.st.st_size
-    return size, files
+    return paths.measure(path)
 
 
 class HomeStore(LoggingConfigurable):
@@ -186,14 +178,25 @@ class HomeStore(LoggingConfigurable):
         `check(path)` may inspect the tree before it is published and raise.
         """
         source = self.snapshot_path(snapshot)
-        if subdir:
-            inner = Path(os.path.normpath(source / subdir.strip("/")))
-            if inner != source and source not in inner.parents:
-                raise HomeStoreError(f"{subdir!r} is not inside the output")
-            if inner.is_symlink() or not inner.is_dir():
+        if not subdir:
+            self._publish_dataset(key, lambda partial: self._share_tree(source, partial, whole=True), check)
+            return
+        # The directory is resolved beneath the output with no link on the way
+        # (a student's `u -> L/..` chain must not reach the store), and the copy
+        # is given that very directory by its descriptor.
+        with paths.Tree(source) as tree:
+            try:
+                fd, inner = tree.proc_path(subdir.strip("/"))
+            except paths.Escape:
+                raise HomeStoreError(f"{subdir!r} leads through a link or out of the output; "
+                                     "give the path of a real directory inside it")
+            except (FileNotFoundError, NotADirectoryError):
                 raise FileNotFoundError(subdir)
-            source = inner
-        self._publish_dataset(key, lambda partial: self._share_tree(source, partial, whole=not subdir), check)
+            try:
+                self._publish_dataset(key, lambda partial: self._share_tree(Path(inner), partial, whole=False),
+                                      check)
+            finally:
+                os.close(fd)
 
     def dataset_from_path(self, path: str | os.PathLike, key: str, check=None) -> None:
         """Make dataset version `key` by copying a host directory (admins, CLI)."""
@@ -329,11 +332,13 @@ class CopyHomeStore(HomeStore):
 
     def usage(self) -> int:
         seen, used = set(), 0
-        for e in scan(os.fsencode(self.root)):
-            key = (e.st.st_dev, e.st.st_ino)
-            if key not in seen:
+        for e in paths.walk(self.root):
+            if e.st.st_nlink > 1:
+                key = (e.st.st_dev, e.st.st_ino)
+                if key in seen:
+                    continue
                 seen.add(key)
-                used += e.st.st_blocks * 512
+            used += e.st.st_blocks * 512
         return used
 
 

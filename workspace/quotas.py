@@ -34,7 +34,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from traitlets import Dict, Float, Int, Unicode
 from traitlets.config import Config, LoggingConfigurable
 
-from .copier import scan
+from . import paths
 from .datasets import Dataset, DatasetVersion
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
@@ -203,7 +203,7 @@ def footprint(trees: list[tuple[Item, os.PathLike]]) -> Footprint:
     for index, (item, path) in enumerate(trees):
         if not os.path.isdir(path):
             continue
-        for e in scan(os.fsencode(path)):
+        for e in paths.walk(path):
             if not e.rel or stat.S_ISDIR(e.st.st_mode):
                 continue
             size = e.st.st_size if stat.S_ISREG(e.st.st_mode) else 0

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from workspace.copier import scan
+from workspace.paths import walk as scan
 from workspace.homes import BtrfsHomeStore, CopyHomeStore, HomeStoreError, StoreFullError, mount_loop_btrfs
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting filesystems needs root")

@@ -347,6 +347,24 @@ class Status:
         items = sorted(self.usage.items or [], key=lambda i: (i["bytes"], i["files"]), reverse=True)[:n]
         return "; ".join(f"{i['label']} ({gb(i['bytes'])}, {i['files']:,} files)" for i in items)
 
+    def room(self, reserved_bytes: int = 0) -> tuple[int | None, int | None]:
+        """(bytes, files) the user may still add (None: no limit), less `reserved_bytes` (uploads under way)."""
+        b = max(0, self.limit.bytes - self.usage.bytes - reserved_bytes) if self.limit.bytes else None
+        f = max(0, self.limit.files - self.usage.files) if self.limit.files else None
+        return b, f
+
+    def refuse_beyond(self, what: str, size: int, reserved_bytes: int = 0) -> None:
+        """A 413 with the figures when `size` more bytes would pass the quota."""
+        left, files_left = self.room(reserved_bytes)
+        if files_left == 0:
+            raise UserError(413, f"{what} is refused: your storage has no files left in its quota "
+                                 f"({self.figures()}). Free space on the Storage page first.")
+        if left is not None and size > left:
+            pending = f" ({gb(reserved_bytes)} of it held by uploads under way)" if reserved_bytes else ""
+            raise UserError(413, f"{what} is refused: it needs {gb(size)} but your storage quota leaves "
+                                 f"{gb(left)}{pending} ({self.figures()}). Free space on the Storage page, "
+                                 "or ask for a larger quota.")
+
     def warning(self) -> str | None:
         if self.over:
             return (f"Your storage is over its quota: {self.figures()}. A new start is refused until you free "

@@ -5,9 +5,11 @@ finished file moves into the version without a copy): `data` grows by
 appended chunks, `meta.json` says what it is for. Nothing is held in memory
 but the chunk being written.
 
-Archives (tar, tar.gz/bz2/xz, zip) are unpacked on request, refusing any
-member that would land outside the version: absolute paths, `..`, links
-pointing outside, devices and fifos.
+Archives (tar, tar.gz/bz2/xz, zip) are unpacked on request in a sandbox
+(workspace/sandbox.py, workspace/unpacker.py), never by the hub's root
+processes. Abandoned uploads (untouched for `UploadPolicy.expire_after`)
+are removed by the service, and an upload is refused beyond what the
+user's storage quota leaves.
 """
 
 from __future__ import annotations
@@ -17,16 +19,31 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
-import tarfile
 import uuid
-import zipfile
+import time
 from pathlib import Path, PurePosixPath
+
+from traitlets import Float, Int
+from traitlets.config import LoggingConfigurable
 
 from .errors import UserError
 
 CHUNK_READ = 8 << 20
+
+
+class UploadPolicy(LoggingConfigurable):
+    """Bounds on uploads, so that no one fills the store with them."""
+
+    expire_after = Float(
+        24 * 3600, config=True,
+        help="""Seconds after its last byte when an unfinished upload is removed
+        (WORKSPACE_UPLOAD_EXPIRE_AFTER). A client resumes within that time.""",
+    )
+    max_pending = Int(
+        4, config=True,
+        help="Unfinished uploads one user may have at once (WORKSPACE_UPLOAD_MAX_PENDING).",
+    )
 
 
 class Upload:
@@ -79,6 +96,41 @@ class Upload:
     def discard(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    @property
+    def touched(self) -> float:
+        """When a byte last arrived (or it was created)."""
+        return max(self.data.stat().st_mtime, (self.dir / "meta.json").stat().st_mtime)
+
+
+def pending(root: Path, user: str | None = None):
+    """The unfinished uploads (of `user`, or everyone's), as (Upload, meta)."""
+    if not root.is_dir():
+        return
+    for d in root.iterdir():
+        if not d.name.isalnum():
+            continue
+        up = Upload(root, d.name)
+        try:
+            meta = up.meta()
+        except (UserError, ValueError, OSError):
+            continue
+        if user is None or meta.get("user") == user:
+            yield up, meta
+
+
+def expire(root: Path, max_age: float, now: float | None = None) -> int:
+    """Remove the uploads nobody touched for `max_age` seconds; how many went."""
+    now = time.time() if now is None else now
+    gone = 0
+    for up, _ in list(pending(root)):
+        try:
+            if now - up.touched > max_age:
+                up.discard()
+                gone += 1
+        except FileNotFoundError:  # finished meanwhile
+            continue
+    return gone
+
 
 def archive_kind(filename: str) -> str | None:
     name = filename.lower()
@@ -89,63 +141,20 @@ def archive_kind(filename: str) -> str | None:
     return None
 
 
-def _safe_member(name: str, label: str) -> PurePosixPath:
-    path = PurePosixPath(name)
-    if path.is_absolute() or ".." in path.parts:
-        raise UserError(400, f"{label} is refused: its entry “{name}” would be written outside the dataset.")
-    return path
+def place(upload: Upload, target: Path, filename: str, unpack_archive: bool, label: str, sandbox=None,
+          room: tuple[int, int] | None = None) -> None:
+    """Fill the new version directory `target` from a finished upload (moves, never copies the file).
 
-
-def _inside(base: PurePosixPath, target: str) -> bool:
-    if target.startswith("/"):
-        return False
-    depth = 0
-    for part in (base.parent / target).parts:
-        depth += -1 if part == ".." else (0 if part == "." else 1)
-        if depth < 0:
-            return False
-    return True
-
-
-def unpack(archive: Path, kind: str, target: Path, label: str) -> None:
-    """Unpack into the new directory `target`, refusing members that escape it (before writing any)."""
-    target.mkdir(parents=True, exist_ok=True)
-    if kind == "zip":
-        with zipfile.ZipFile(archive) as z:
-            for info in z.infolist():
-                _safe_member(info.filename, label)
-                mode = info.external_attr >> 16
-                if stat.S_ISLNK(mode):
-                    raise UserError(400, f"{label} is refused: it contains a link (“{info.filename}”).")
-            z.extractall(target)
-        return
-    try:
-        tar = tarfile.open(archive)
-    except tarfile.TarError:
-        raise UserError(400, f"{label} is not a readable tar archive.")
-    with tar:
-        members = tar.getmembers()
-        for m in members:
-            path = _safe_member(m.name, label)
-            if m.issym() or m.islnk():
-                # a symlink is relative to its directory, a hard link to the archive's root
-                if not _inside(path if m.issym() else PurePosixPath("_"), m.linkname):
-                    raise UserError(
-                        400, f"{label} is refused: its link “{m.name}” points outside the dataset."
-                    )
-            elif not (m.isfile() or m.isdir()):
-                raise UserError(400, f"{label} is refused: “{m.name}” is a device or pipe, not a file.")
-        # the checks above run first; the "data" filter of Python's tarfile checks again
-        tar.extractall(target, members=members, filter="data")
-
-
-def place(upload: Upload, target: Path, filename: str, unpack_archive: bool, label: str) -> None:
-    """Fill the new version directory `target` from a finished upload (moves, never copies the file)."""
+    An archive is unpacked by `sandbox` (workspace/sandbox.py: unprivileged,
+    only the archive and `target` visible), at most `room` = (bytes, files).
+    """
     kind = archive_kind(filename) if unpack_archive else None
     if unpack_archive and kind is None:
         raise UserError(400, f"{filename} is not an archive this server unpacks (tar, tar.gz, zip).")
     if kind:
-        unpack(upload.data, kind, target, label)
+        max_bytes, max_files = room or (1 << 62, 1 << 31)
+        sandbox.unpack(upload.data, kind, target, label, max_bytes, max_files)
+        return
     else:
         name = PurePosixPath(filename).name
         if not name or name in (".", ".."):
@@ -159,6 +168,5 @@ def place(upload: Upload, target: Path, filename: str, unpack_archive: bool, lab
             # another btrfs subvolume: a reflink clone shares the blocks instead of copying them
             subprocess.run(["cp", "--reflink=auto", str(upload.data), str(target / name)], check=True)
             upload.data.unlink()
-    for p in [target, *target.rglob("*")]:
-        if not p.is_symlink():
-            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    os.chmod(target, 0o755)
+    os.chmod(target / name, 0o644)

@@ -24,13 +24,15 @@ from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
 
-from .. import lifecycle
+from .. import lifecycle, uploads
 from ..db import database
 from ..homes import store_for
 from ..settings import Settings
 from ..datasets import DatasetRules
 from ..profiles import ResourceType
 from ..quotas import StorageQuota
+from ..sandbox import Sandbox
+from ..uploads import UploadPolicy
 from . import courses_api, datasets_api, pages, storage_api, uploads_api
 from .api import handlers
 
@@ -59,6 +61,8 @@ def make_app(settings: Settings) -> web.Application:
         workspace_db=db,
         workspace_store=store_for(settings.store_dir, clean=False),
         dataset_rules=dataset_rules(),
+        upload_policy=upload_policy(),
+        sandbox=Sandbox(image=settings.image, deployment=settings.deployment),
         # the policy the hub applies, passed by jupyterhub_config.py
         storage_quota=StorageQuota.from_env(),
         resource_types=[ResourceType.from_config(d) for d in json.loads(os.environ.get("WORKSPACE_RESOURCE_TYPES") or "[]")],
@@ -83,10 +87,20 @@ def dataset_rules() -> DatasetRules:
     return rules
 
 
+def upload_policy() -> UploadPolicy:
+    env, policy = os.environ, UploadPolicy()
+    if env.get("WORKSPACE_UPLOAD_EXPIRE_AFTER"):
+        policy.expire_after = float(env["WORKSPACE_UPLOAD_EXPIRE_AFTER"])
+    if env.get("WORKSPACE_UPLOAD_MAX_PENDING"):
+        policy.max_pending = int(env["WORKSPACE_UPLOAD_MAX_PENDING"])
+    return policy
+
+
 async def retry_saves(settings: Settings) -> None:
     """Forever: finish the saves that failed or were interrupted; end queued starts whose hub is gone."""
     db = database(settings.db_url)
     store = store_for(settings.store_dir, clean=False)
+    expire_after = upload_policy().expire_after
     loop = asyncio.get_running_loop()
     while True:
         try:
@@ -96,6 +110,9 @@ async def retry_saves(settings: Settings) -> None:
             gone = await loop.run_in_executor(None, lifecycle.expire_stale_queue, db)
             if gone:
                 log.info("%d queued start(s) whose hub had gone left the queue", gone)
+            gone = await loop.run_in_executor(None, uploads.expire, store.uploads_dir, expire_after)
+            if gone:
+                log.info("removed %d abandoned upload(s)", gone)
         except Exception:
             log.exception("retrying pending saves failed")
         await asyncio.sleep(RETRY_INTERVAL)

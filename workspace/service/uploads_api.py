@@ -18,8 +18,9 @@ import re
 
 from tornado import web
 
+from .. import quotas
 from ..errors import UserError
-from ..uploads import Upload, archive_kind, place
+from ..uploads import Upload, archive_kind, pending, place
 from .datasets_api import DatasetHandler
 
 MAX_CHUNK = 64 << 30  # one PUT may carry the whole file
@@ -27,6 +28,15 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class UploadBase(DatasetHandler):
+    def quota_status(self, user: str) -> quotas.Status:
+        _, groups, _ = self.who()
+        return quotas.status(self.db, self.store, self.settings["storage_quota"], user, groups)
+
+    def reserved(self, user: str, but: str | None = None) -> tuple[int, int]:
+        """(bytes announced, count) of the user's unfinished uploads, but one."""
+        ups = [meta for up, meta in pending(self.store.uploads_dir, user) if up.id != but]
+        return sum(int(m.get("size") or 0) for m in ups), len(ups)
+
     def upload(self, owner: str, name: str, upload_id: str) -> Upload:
         up = Upload(self.store.uploads_dir, upload_id)
         meta = up.meta()
@@ -54,6 +64,14 @@ class UploadsHandler(UploadBase):
         def create():
             with self.db.session() as s:
                 self.writable(s, owner, name)
+            # the file counts against the quota from its first byte: an upload may
+            # not announce more than the quota leaves, less the uploads under way
+            reserved, count = self.reserved(user)
+            limit = self.settings["upload_policy"].max_pending
+            if count >= limit:
+                raise UserError(429, f"You have {count} unfinished uploads; finish or cancel one first (they are "
+                                     "listed on the Datasets page; abandoned ones go after a day).")
+            self.quota_status(user).refuse_beyond(f"Uploading {filename}", size, reserved)
             meta = {"owner": owner, "name": name, "user": user, "filename": filename, "size": size,
                     "sha256": digest, "unpack": unpack}
             return Upload.create(self.store.uploads_dir, meta)
@@ -166,16 +184,28 @@ class CompleteHandler(UploadBase):
                              "the upload was discarded, please upload it again.",
                     )
             label = meta["filename"]
+            # what the quota leaves now bounds the unpacked size and file count
+            status = self.quota_status(meta["user"])
+            reserved, _ = self.reserved(meta["user"], but=up.id)
+            if not meta["unpack"]:
+                status.refuse_beyond(f"The version from {label}", meta["size"], reserved)
+            left, files_left = status.room(reserved)
+            if files_left == 0:
+                status.refuse_beyond(f"The version from {label}", 0)
+            room = (left if left is not None else 1 << 62, files_left if files_left is not None else 1 << 31)
             try:
-                return self.make_version(
+                version = self.make_version(
                     dataset_id,
                     lambda key, check: self.store.dataset_from_files(
-                        key, lambda target: place(up, target, meta["filename"], meta["unpack"], label), check
+                        key, lambda target: place(up, target, meta["filename"], meta["unpack"], label,
+                                                  self.settings["sandbox"], room), check
                     ),
                     "upload", label, user,
                 )
             finally:
                 up.discard()
+            quotas.measure(self.db, self.store, meta["user"])
+            return version
 
         self.write_json(await self.blocking(complete), status=201)
 

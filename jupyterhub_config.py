@@ -157,8 +157,9 @@ c.JupyterHub.load_roles = [
         "scopes": [
             "list:users", "read:users:name", "read:users:groups", "read:users:activity",
             "read:servers", "delete:servers",
-            "access:servers",  # the workspace extension's activity and notices
-            "proxy",  # the servers' addresses, to ask them directly (not through the proxy)
+            # the servers' addresses, to ask the workspace extension directly (not through
+            # the proxy) with each execution's report key: no hub token goes to a workspace
+            "proxy",
         ],
         "services": ["workspace-culler"],
     },

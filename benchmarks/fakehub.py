@@ -33,12 +33,16 @@ class FakeHub:
         self.db_url = f"sqlite:///{tmp / 'workspace.sqlite'}"
         self.db = Database(self.db_url)
         self.cpu_ns = {u: 0 for u in self.users}
+        self.keys: dict[str, str] = {}
+        # every Authorization header a workspace was sent (a hub token must never be among them)
+        self.workspace_auth: list[str] = []
         with self.db.session() as s:
             for u in self.users:
                 ex = new_execution(s, get_or_create_workspace(s, u, "ws"), None, None)
                 for state in ("preparing", "restoring", "running"):
                     ex.to(s, state)
                 ex.container_id = f"c{u}"
+                self.keys[u] = ex.report_key
         self.write_cgroups()
 
     def write_cgroups(self) -> None:
@@ -75,11 +79,21 @@ class FakeHub:
                 hub.deleted.append(user)
                 self.set_status(204)
 
-        class Activity(web.RequestHandler):
-            def get(self, user):
-                self.finish({**hub.reports[user], "usage": {"cpu_percent": None, "gpu": {"available": False}}})
+        class Workspace(web.RequestHandler):
+            def prepare(self):
+                auth = self.request.headers.get("Authorization", "")
+                hub.workspace_auth.append(auth)
+                if auth != f"workspace-report {hub.keys[self.path_args[0]]}":
+                    raise web.HTTPError(403)
 
-        class Notices(web.RequestHandler):
+        class Activity(Workspace):
+            def get(self, user):
+                report = hub.reports[user]
+                if isinstance(report, dict):
+                    report = {**report, "usage": {"cpu_percent": None, "gpu": {"available": False}}}
+                self.finish(json.dumps(report))
+
+        class Notices(Workspace):
             def post(self, user):
                 body = json.loads(self.request.body)
                 hub.notices[user][body["id"]] = body
@@ -94,7 +108,7 @@ class FakeHub:
             (r"/hub/api/proxy", Proxy),
             (r"/hub/api/users/([^/]+)/servers/ws", Server),
             (r"/user/([^/]+)/ws/api/workspace/activity", Activity),
-            (r"/user/([^/]+)/ws/api/workspace/notices", Notices),
+            (r"/user/([^/]+)/ws/api/workspace/report/notices", Notices),
         ])
         sockets = bind_sockets(0, "127.0.0.1")
         self.server = HTTPServer(app)

@@ -9,7 +9,11 @@ API and, for each, observes:
   from the workspace extension in the container (`api/workspace/activity`,
   workspace/singleuser), asked directly at the server's address from the
   hub's proxy table so that the culler's own requests never count as the
-  user's activity; the hub's `last_activity` when the extension cannot answer;
+  user's activity; the hub's `last_activity` when the extension cannot answer.
+  The culler shows the extension the execution's own report key, never its
+  hub token: the student controls whatever listens on that port. Reports
+  are hostile input (`clean_report`), and one workspace's bad answer
+  affects only its own verdict;
 - CPU from the container's cgroup counters on this host (workspace/usage.py;
   `docker stats` would take a second per container), or the extension's own
   figure where the container runs elsewhere;
@@ -69,6 +73,52 @@ def _epoch(t: dt.datetime | str | None) -> float | None:
     return t.timestamp()
 
 
+MAX_REPORT = 256 << 10  # bytes of a workspace's report read at most
+REPORT_SCHEME = "workspace-report"
+
+
+def _number(value, low: float, high: float) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return float(min(max(value, low), high))
+
+
+def clean_report(raw, now: float) -> dict | None:
+    """A workspace's activity report, validated and bounded; None when it is not one.
+
+    It comes from inside the workspace, which its student controls: every
+    field is checked, numbers are clamped, a browser time in the future counts
+    as now. A faked report can only keep that one workspace up (to its
+    maximum run time); the host's CPU reading stays the ground truth.
+    """
+    if not isinstance(raw, dict):
+        return None
+    kernels = _number(raw.get("kernel_connections"), 0, 10_000)
+    terminals = _number(raw.get("terminal_connections"), 0, 10_000)
+    if kernels is None or terminals is None:
+        return None
+    last = raw.get("last_browser_request")
+    try:
+        last = min(_epoch(last), now) if isinstance(last, str) and len(last) <= 64 else None
+    except (ValueError, TypeError, OverflowError):
+        last = None
+    usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else {}
+    gpu = usage.get("gpu") if isinstance(usage.get("gpu"), dict) else {}
+    gpus = []
+    for g in (gpu.get("gpus") if isinstance(gpu.get("gpus"), list) else [])[:64]:
+        if isinstance(g, dict) and _number(g.get("utilization_percent"), 0, 100) is not None:
+            gpus.append({"utilization_percent": _number(g["utilization_percent"], 0, 100),
+                         "memory_used_bytes": int(_number(g.get("memory_used_bytes"), 0, 1 << 50) or 0)})
+    memory = _number(usage.get("memory_bytes"), 0, 1 << 50)
+    return {
+        "browser_connections": int(kernels + terminals),
+        "last_browser": last,
+        "cpu_percent": _number(usage.get("cpu_percent"), 0, 100_000),
+        "memory_bytes": int(memory) if memory is not None else None,
+        "gpus": gpus,
+    }
+
+
 @dataclass
 class Server:
     """A ready workspace server, as the hub and the workspace database know it."""
@@ -86,6 +136,7 @@ class Server:
     max_runtime: float | None = None  # the resource type's, recorded on the execution
     live_key: str | None = None
     home_limit: int | None = None  # bytes
+    report_key: str | None = None  # the execution's own secret for its extension
 
     @property
     def label(self) -> str:
@@ -142,7 +193,8 @@ class Culler(Application):
     @property
     def http(self) -> AsyncHTTPClient:
         if self._http is None:  # made on the running loop
-            self._http = AsyncHTTPClient(force_instance=True, max_clients=max(self.concurrency, 2))
+            self._http = AsyncHTTPClient(force_instance=True, max_clients=max(self.concurrency, 2),
+                                         max_body_size=MAX_REPORT)
         return self._http
 
     # -- the hub -------------------------------------------------------------------
@@ -211,6 +263,7 @@ class Culler(Application):
                     server.container_id, server.started = ex.container_id, _epoch(ex.started)
                     server.resource_type, server.max_runtime = ex.resource_type, ex.max_runtime
                     server.live_key, server.home_limit = ex.live_key, ex.home_limit
+                    server.report_key = ex.report_key
 
     def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
         db = database(self.db_url)
@@ -224,13 +277,20 @@ class Culler(Application):
     # -- the workspace extension -------------------------------------------------------
 
     async def _extension(self, server: Server, method: str, path: str, body=None, query=None):
+        """Call the workspace's extension with the execution's report key: never a hub credential.
+
+        Whatever answers on the workspace's port is the student's to choose,
+        so it gets nothing it could use elsewhere; no redirect is followed.
+        """
+        if not server.report_key:
+            raise HTTPClientError(403, message="this execution has no report key")
         url = f"{server.url.rstrip('/')}/api/workspace/{path}"
         if query:
             url += "?" + urlencode(query)
         req = HTTPRequest(
-            url, method=method, headers={"Authorization": f"token {self.api_token}"},
+            url, method=method, headers={"Authorization": f"{REPORT_SCHEME} {server.report_key}"},
             body=None if body is None else json.dumps(body), request_timeout=self.request_timeout,
-            allow_nonstandard_methods=True,
+            allow_nonstandard_methods=True, follow_redirects=False,
         )
         resp = await self.http.fetch(req, raise_error=False)
         if resp.code >= 400 or resp.code == 599:
@@ -243,23 +303,26 @@ class Culler(Application):
             return None
         async with self._semaphore:
             try:
-                return await self._extension(server, "GET", "activity")
-            except (HTTPClientError, OSError, ValueError) as e:
+                report = clean_report(await self._extension(server, "GET", "activity"), self.clock())
+            except Exception as e:  # anything a hostile server answers: this workspace only
                 log.info("%s: no activity report (%s); using the hub's last activity", server.label, e)
                 return None
+            if report is None:
+                log.info("%s: its activity report is malformed; using the hub's last activity", server.label)
+            return report
 
     async def notify(self, server: Server, verdict: Verdict, notice_id: str) -> None:
         if server.url is None:
             return
         try:
             if verdict.action == "warn":
-                await self._extension(server, "POST", "notices", body={
+                await self._extension(server, "POST", "report/notices", body={
                     "id": notice_id, "level": "warning", "message": verdict.message,
                     "stop_at": dt.datetime.fromtimestamp(verdict.stop_at, dt.timezone.utc).isoformat(),
                 })
             else:
-                await self._extension(server, "DELETE", "notices", query={"id": notice_id, "message": verdict.message})
-        except (HTTPClientError, OSError) as e:
+                await self._extension(server, "DELETE", "report/notices", query={"id": notice_id, "message": verdict.message})
+        except Exception as e:
             log.warning("%s: the notice did not reach the workspace: %s", server.label, e)
 
     # -- one cycle -------------------------------------------------------------------
@@ -273,7 +336,12 @@ class Culler(Application):
         now = self.clock()
         samples, culls, actions, samples_by_server = [], [], [], []
         for server, report in zip(servers, reports):
-            verdict, sample = self._judge(server, report, now)
+            try:
+                verdict, sample = self._judge(server, report, now)
+            except Exception:  # one workspace's trouble never stops the others' culling
+                log.exception("%s: could not be judged this cycle", server.label)
+                samples_by_server.append(None)
+                continue
             samples_by_server.append(sample)
             if sample is not None:
                 samples.append(sample)
@@ -284,11 +352,15 @@ class Culler(Application):
         homes = [(server, sample) for server, sample in zip(servers, samples_by_server) if sample is not None
                  and server.home_limit]
         if homes:
-            await asyncio.gather(*(self._watch_home(server, sample) for server, sample in homes))
+            await asyncio.gather(*(self._watch_home(server, sample) for server, sample in homes),
+                                 return_exceptions=True)
         if samples or culls:
             await asyncio.get_running_loop().run_in_executor(None, self._record, samples, culls)
         counts = {"servers": len(servers), "warned": 0, "withdrawn": 0, "culled": 0}
-        await asyncio.gather(*(self._act(server, verdict, counts) for server, verdict in actions))
+        for result in await asyncio.gather(*(self._act(server, verdict, counts) for server, verdict in actions),
+                                           return_exceptions=True):
+            if isinstance(result, Exception):
+                log.error("acting on a verdict failed: %r", result)
         live = {s.execution_id for s in servers}
         for gone in set(self.tracked) - live:
             del self.tracked[gone]
@@ -296,7 +368,7 @@ class Culler(Application):
 
     def _judge(self, server: Server, report: dict | None, now: float) -> tuple[Verdict, UsageSample | None]:
         tracked = self.tracked.get(server.execution_id)
-        usage = (report or {}).get("usage") or {}
+        report = report or None  # cleaned by clean_report()
         if tracked is None:
             meter = None
             if server.container_id:
@@ -309,13 +381,13 @@ class Culler(Application):
         else:
             cpu = tracked.meter.sample() if tracked.meter is not None else None
         if tracked.meter is None:
-            cpu = usage.get("cpu_percent")
-        gpus = (usage.get("gpu") or {}).get("gpus") or []
+            cpu = report["cpu_percent"] if report else None
+        gpus = report["gpus"] if report else []
         obs = Observation(
             now=now,
             started=server.started or now,
-            browser_connections=(report["kernel_connections"] + report["terminal_connections"]) if report else 0,
-            last_browser=_epoch(report.get("last_browser_request")) if report else server.last_activity,
+            browser_connections=report["browser_connections"] if report else 0,
+            last_browser=report["last_browser"] if report else server.last_activity,
             cpu_percent=cpu,
             gpu_percent=max((g["utilization_percent"] for g in gpus), default=None),
         )
@@ -336,7 +408,7 @@ class Culler(Application):
                 execution_id=server.execution_id,
                 at=utcnow(),
                 cpu_percent=round(sum(tracked.sample_cpu) / len(tracked.sample_cpu), 2) if tracked.sample_cpu else None,
-                memory_bytes=memory if memory is not None else usage.get("memory_bytes"),
+                memory_bytes=memory if memory is not None else (report["memory_bytes"] if report else None),
                 gpu_percent=obs.gpu_percent,
                 gpu_memory_bytes=sum(g["memory_used_bytes"] for g in gpus) if gpus else None,
                 browser=now - tracked.watch.last_browser < self.interval * 1.5,
@@ -369,12 +441,12 @@ class Culler(Application):
         if server.url is not None:
             try:
                 if message:
-                    await self._extension(server, "POST", "notices",
+                    await self._extension(server, "POST", "report/notices",
                                           body={"id": "home-limit", "level": "warning", "message": message})
                 else:
-                    await self._extension(server, "DELETE", "notices", query={
+                    await self._extension(server, "DELETE", "report/notices", query={
                         "id": "home-limit", "message": "Your home is back under its size limit."})
-            except (HTTPClientError, OSError) as e:
+            except Exception as e:
                 log.warning("%s: the home notice did not reach the workspace: %s", server.label, e)
                 return
         log.info("%s #%s: home %d of %d bytes: %s", server.label, server.number, used, server.home_limit,

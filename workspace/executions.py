@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import secrets
 import uuid
 
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select, update
@@ -98,6 +99,9 @@ class Execution(Base):
     container_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     node: Mapped[str | None] = mapped_column(String(255), nullable=True)
     live_key: Mapped[str] = mapped_column(String(64), unique=True)
+    # the secret the culler shows the workspace's extension (never a hub token):
+    # it is the workspace's own, in its environment; never in an API answer
+    report_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
     snapshot_key: Mapped[str] = mapped_column(String(64), unique=True)
     snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"), nullable=True)
     restore_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
@@ -334,7 +338,7 @@ def new_execution(session: Session, ws: Workspace, parent: Execution | None, res
     token = uuid.uuid4().hex
     ex = Execution(
         workspace=ws, number=number, parent=parent, restored_from=restore_from, image=image,
-        state="queued", live_key=f"x{token}", snapshot_key=f"s{token}",
+        state="queued", live_key=f"x{token}", snapshot_key=f"s{token}", report_key=secrets.token_urlsafe(32),
     )
     session.add(ex)
     session.add(Transition(execution=ex, state="queued", at=utcnow()))

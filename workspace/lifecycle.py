@@ -58,6 +58,7 @@ class StartPlan:
     home_limit: int | None = None  # the resource type's home size limit (bytes)
     cleanup_slack: int | None = None  # cleanup mode: the home may grow by at most this
     starter: str | None = None  # a course's starter restored instead: "course (owner/workspace #n)"
+    report_key: str | None = None  # the workspace's secret for the culler's calls
 
     def describe(self) -> str:
         """The sentence the progress stream shows about what is restored."""
@@ -128,6 +129,7 @@ def begin(db: Database, owner: str, name: str, choice, image: str | None,
             restore_files=snap.files if snap else None,
             home_limit=ex.home_limit,
             cleanup_slack=cleanup_slack,
+            report_key=ex.report_key,
             starter=(f"{ws.course} ({starter.workspace.owner}/{starter.workspace.name} #{starter.number})"
                      if starter is not None else None),
         )

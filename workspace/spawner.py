@@ -126,6 +126,12 @@ class WorkspaceMixin(LoggingConfigurable):
     def _default_notebook_dir(self):
         return self.home_mount
 
+    @default("disable_user_config")
+    def _default_disable_user_config(self):
+        # the home is the student's: a ~/.jupyter config there must not reconfigure
+        # the server (its auth, its extensions) for the next start
+        return True
+
     @default("options_form")
     def _default_options_form(self):
         return self._render_options_form
@@ -248,6 +254,8 @@ class WorkspaceMixin(LoggingConfigurable):
             "WORKSPACE_EXECUTION": str(getattr(self, "_execution_number", "") or ""),
             # the home's size limit in bytes (empty: none), for the workspace's own display
             "WORKSPACE_HOME_LIMIT": str(getattr(getattr(self, "_home_limit", None), "bytes", None) or ""),
+            # what the culler shows the workspace extension instead of a hub token
+            "WORKSPACE_REPORT_KEY": getattr(self, "_report_key", None) or "",
         }
 
     def get_env(self):
@@ -361,6 +369,7 @@ class WorkspaceMixin(LoggingConfigurable):
             lifecycle.begin, db, self.user.name, self.name, choice, self.image, mounts, rtype, cleanup
         )
         self.execution_id, self.live_key, self._execution_number = plan.execution_id, plan.live_key, plan.number
+        self._report_key = plan.report_key
         self.emit_progress(5, plan.describe())
         if cleanup is not None:
             self.emit_progress(5, "Cleanup mode: delete what you no longer need; the home cannot grow, and the "

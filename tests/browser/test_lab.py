@@ -16,15 +16,18 @@ def test_a_notice_shows_in_jupyterlab_and_the_open_tab_counts_as_a_browser(start
     token = hub.user_token(user)
     hub.start_workspace(user, ws, token)
     base = f"{hub.url}/user/{user}/{ws}"
-    auth = {"Authorization": f"token {token}"}
+    auth = hub.report_auth(user, ws)  # the culler's header: the execution's own key, no hub token
     # what the culler posts before a cull
-    r = requests.post(f"{base}/api/workspace/notices", headers=auth, timeout=10, json={
+    r = requests.post(f"{base}/api/workspace/report/notices", headers=auth, timeout=10, json={
         "id": "cull-idle", "level": "warning",
         "message": "This workspace seems idle and will be stopped at 10:00 UTC (in 5 min).",
     })
     assert r.status_code == 201, r.text
     before = requests.get(f"{base}/api/workspace/activity", headers=auth, timeout=10).json()
-    assert before["last_browser_request"] is None, before  # token requests are not a browser
+    assert before["last_browser_request"] is None, before  # the culler's requests are not a browser
+    # a hub token (even the user's own) does not open the culler's address
+    r = requests.get(f"{base}/api/workspace/activity", headers={"Authorization": f"token {token}"}, timeout=10)
+    assert r.status_code == 403, r.text
 
     page = chromium.new_page()
     errors = []

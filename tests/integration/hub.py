@@ -216,6 +216,16 @@ class Hub:
             ws = find_workspace(s, user, server)
             return [e.as_dict() for e in ws.executions] if ws else []
 
+    def report_auth(self, user: str, server: str) -> dict:
+        """The header the culler sends to the running workspace (its execution's report key)."""
+        from workspace.db import Database
+        from workspace.executions import find_workspace
+
+        with Database(self.settings.db_url, migrate=False).session() as s:
+            ws = find_workspace(s, user, server)
+            key = max(ws.executions, key=lambda e: e.number).report_key
+        return {"Authorization": f"workspace-report {key}"}
+
     def container_logs(self) -> str:
         out = []
         for c in self.containers():

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+import hmac
+import os
 import time
 
 from jupyter_server.base.handlers import APIHandler
@@ -50,8 +51,34 @@ class Usage:
         }
 
 
-class ActivityHandler(_Handler):
-    @web.authenticated
+class _ReportHandler(_Handler):
+    """What the culler calls. It shows this execution's report key, never a hub token.
+
+    The key is in this container's environment (WORKSPACE_REPORT_KEY): the
+    workspace's own secret, worth nothing elsewhere. A browser cannot send
+    this header cross-site without a CORS preflight this server refuses, so
+    the XSRF check (meant for cookies) does not apply.
+    """
+
+    SCHEME = "workspace-report "
+
+    def prepare(self):
+        key = os.environ.get("WORKSPACE_REPORT_KEY", "")
+        given = self.request.headers.get("Authorization", "")
+        if not key or not given.startswith(self.SCHEME) or not hmac.compare_digest(
+            given[len(self.SCHEME):].encode(), key.encode()
+        ):
+            raise web.HTTPError(403, "This address is for the workspace culler.")
+        return super().prepare()
+
+    def check_xsrf_cookie(self):
+        return
+
+    def get_current_user(self):
+        return None
+
+
+class ActivityHandler(_ReportHandler):
     def get(self):
         report = self.activity.report(self.application)
         report["usage"] = self.settings["workspace_usage"].report()
@@ -59,18 +86,7 @@ class ActivityHandler(_Handler):
         self.finish(report)
 
 
-class UsageHandler(_Handler):
-    @web.authenticated
-    def get(self):
-        self.finish(self.settings["workspace_usage"].report())
-
-
-class NoticesHandler(_Handler):
-    @web.authenticated
-    def get(self):
-        self.finish({"notices": self.notices.list()})
-
-    @web.authenticated
+class ReportNoticesHandler(_ReportHandler):
     def post(self):
         body = self.get_json_body() or {}
         message, notice_id = body.get("message"), body.get("id")
@@ -83,7 +99,6 @@ class NoticesHandler(_Handler):
         self.set_status(201)
         self.finish(notice)
 
-    @web.authenticated
     def delete(self):
         notice_id = self.get_argument("id", None)
         if not notice_id:
@@ -93,10 +108,25 @@ class NoticesHandler(_Handler):
         self.finish()
 
 
+class UsageHandler(_Handler):
+    @web.authenticated
+    def get(self):
+        self.finish(self.settings["workspace_usage"].report())
+
+
+class NoticesHandler(_Handler):
+    """The notices, for the JupyterLab plugin (the user's own session)."""
+
+    @web.authenticated
+    def get(self):
+        self.finish({"notices": self.notices.list()})
+
+
 def handlers(base_url: str) -> list:
     prefix = base_url.rstrip("/") + "/api/workspace"
     return [
         (prefix + "/activity", ActivityHandler),
         (prefix + "/usage", UsageHandler),
         (prefix + "/notices", NoticesHandler),
+        (prefix + "/report/notices", ReportNoticesHandler),
     ]

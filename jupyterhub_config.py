@@ -52,7 +52,10 @@ c.JupyterHub.cleanup_servers = False
 
 # -- workspaces: named servers -------------------------------------------------
 c.JupyterHub.allow_named_servers = True
-c.JupyterHub.named_server_limit_per_user = 0  # no limit; resource types limit later
+# How many workspaces one user may have, and run at once (a student cannot
+# start a hundred); resource types may limit further (GPUs per user).
+c.JupyterHub.named_server_limit_per_user = int(os.environ.get("WORKSPACE_MAX_WORKSPACES") or 50)
+c.DockerWorkspaceSpawner.max_running_per_user = int(os.environ.get("WORKSPACE_MAX_RUNNING") or 3)
 # Login lands on the hub's home page, where a student picks or creates a
 # workspace: no server is spawned behind their back.
 c.JupyterHub.redirect_to_server = False
@@ -148,7 +151,9 @@ c.JupyterHub.load_roles = [
         "description": "The workspace service: read users (to tell admins from others) and groups "
                        "(an instructor's course page lists the course's members); a course set-up "
                        "creates the roster's users and the course's group and sets its members.",
-        "scopes": ["list:users", "read:users", "list:groups", "read:groups", "admin:users", "admin:groups"],
+        # read:roles:users: a roster may name only students (no admin, instructor or other role)
+        "scopes": ["list:users", "read:users", "read:roles:users", "list:groups", "read:groups", "admin:users",
+                   "admin:groups"],
         "services": ["workspace"],
     },
     {

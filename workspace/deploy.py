@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from . import engine, homes, images
+from . import networks, engine, homes, images
 from .settings import Settings
 from .steps import SetupError, apt_install, fail, run_logged, say, step
 
@@ -266,6 +266,7 @@ def remove_containers(deployment: str) -> int:
     found = c.containers.list(all=True, filters={"label": f"workspace.deployment={deployment}"})
     for container in found:
         container.remove(force=True)
+    networks.remove_all(c, deployment)  # the owners' networks, now unused
     return len(found)
 
 

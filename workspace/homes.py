@@ -83,9 +83,10 @@ class HomeStore(LoggingConfigurable):
         Only the process that runs the saves (the hub) cleans, at its start:
         another process would remove a save in progress.
         """
-        for sub in ("live", "snapshots", "datasets"):
+        for sub in ("live", "snapshots", "datasets", "uploads"):
             (Path(self.root) / sub).mkdir(parents=True, exist_ok=True)
-        os.chmod(Path(self.root) / "snapshots", 0o700)
+            # only root (the hub, Docker) goes in: a host account with uid 1000 must not read homes
+            os.chmod(Path(self.root) / sub, 0o700)
         if not clean:
             return self
         for partial in (Path(self.root) / "datasets").glob(PARTIAL + "*"):

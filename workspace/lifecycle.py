@@ -28,6 +28,7 @@ from .db import Database
 from .executions import (
     Execution,
     Snapshot,
+    Workspace,
     claim,
     execution_by_number,
     find_workspace,
@@ -164,6 +165,21 @@ def one_queued_per_user(db: Database, owner: str, name: str, rtype) -> None:
             if ex.workspace.owner == owner and ex.workspace.name != name:
                 raise UserError(409, f"You already wait for a “{rtype.name}” with workspace “{ex.workspace.name}”; "
                                      "stop that one, or wait until it starts.")
+
+
+def within_per_user_limit(db: Database, owner: str, name: str, rtype) -> None:
+    """A user holds (or waits for) at most `rtype.per_user` starts of a type at once: one student cannot
+    take every GPU of a type. The user's 403 beyond it."""
+    if not rtype.per_user:
+        return
+    with db.session() as s:
+        held = [ex.workspace.name for ex in s.scalars(
+            select(Execution).join(Workspace, Execution.workspace_id == Workspace.id).where(
+                Workspace.owner == owner, Workspace.name != name, Execution.resource_type == rtype.name,
+                Execution.state.in_(("queued", *profiles.HOLDING))))]
+    if len(held) >= rtype.per_user:
+        raise UserError(403, f"You already run {len(held)} “{rtype.name}” workspace(s) ({', '.join(sorted(held))}), "
+                             f"the most one person may at once; stop one first, or choose another type.")
 
 
 def transition(db: Database, execution_id: int, state: str, message: str | None = None, **fields) -> None:

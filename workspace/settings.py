@@ -23,6 +23,10 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_DEFAULT_RESOURCE_TYPE` the type a start without a choice gets (default: the first)
 - `WORKSPACE_QUOTA_BYTES`     each user's storage quota, like 50G; empty for none (default 50G)
 - `WORKSPACE_QUOTA_FILES`     each user's file quota (default 1000000; 0 for none)
+- `WORKSPACE_MAX_WORKSPACES`  workspaces one user may have (default 50)
+- `WORKSPACE_MAX_RUNNING`     workspaces one user may run at once (default 3; 0 for no limit)
+- `WORKSPACE_UPLOAD_EXPIRE_AFTER` seconds after which an unfinished upload is removed (default 86400)
+- `WORKSPACE_UPLOAD_MAX_PENDING`  unfinished uploads one user may have (default 4)
 - `WORKSPACE_GPU_INVENTORY`   GPU device IDs of this node, comma-separated (default: NVML's)
 - `WORKSPACE_GPU_DEVICE_MODE` `device_requests` (default) or `env` (NVIDIA_VISIBLE_DEVICES only)
 - `WORKSPACE_COURSES`         instructors per course (a JupyterHub group) as JSON, like

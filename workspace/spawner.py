@@ -19,10 +19,10 @@ from pathlib import Path
 
 import docker
 from dockerspawner import DockerSpawner
-from traitlets import Dict, Float, Int, List, Unicode, default
+from traitlets import Bool, Dict, Float, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from . import courses, datasets, lifecycle, profiles, quotas, spawnform
+from . import courses, datasets, lifecycle, networks, profiles, quotas, spawnform
 from .copier import Transfer
 from .db import database
 from .errors import UserError
@@ -110,6 +110,20 @@ class WorkspaceMixin(LoggingConfigurable):
         --gpus with the allocated device IDs; needs the NVIDIA container
         toolkit) or `env` (only NVIDIA_VISIBLE_DEVICES, for a default nvidia
         runtime that reads it).""",
+    )
+    default_limits = Dict(
+        {"cpu": 2, "memory": "4G", "pids": 1024},
+        config=True,
+        help="""Limits of every start for what its resource type does not set
+        (and of every start where no types are configured): `cpu` (cores),
+        `memory` ("4G") and `pids` (processes and threads, so a fork bomb
+        stays inside its workspace). A type's own value wins; 0 there means
+        no limit.""",
+    )
+    max_running_per_user = Int(
+        3, config=True,
+        help="""How many workspaces one user may run (or start) at once; 0 for
+        no limit. Administrators are not limited.""",
     )
     queue_poll_interval = Float(2.0, config=True, help="Seconds between two looks at the queue while a start waits.")
     queue_timeout = Float(
@@ -315,6 +329,9 @@ class WorkspaceMixin(LoggingConfigurable):
         await self.run_blocking(lifecycle.check_continuation, self.db, self.user.name, self.name, choice)
         await self.dataset_mounts()
         rtype = self.chosen_resource_type()
+        self.check_running_limit()
+        if rtype is not None:
+            await self.run_blocking(lifecycle.within_per_user_limit, self.db, self.user.name, self.name, rtype)
         self._storage_warning = await self.check_storage()
         if not hasattr(self, "_base_start_timeout"):
             self._base_start_timeout = self.start_timeout
@@ -326,6 +343,27 @@ class WorkspaceMixin(LoggingConfigurable):
         result = super().run_pre_spawn_hook()
         if inspect.isawaitable(result):
             await result
+
+    def check_running_limit(self) -> None:
+        """At most `max_running_per_user` workspaces at once (the user's 403 beyond)."""
+        if not self.max_running_per_user or self.user.admin:
+            return
+        others = sorted(name or "(default)" for name, sp in self.user.spawners.items()
+                        if sp is not self and sp.active)
+        if len(others) >= self.max_running_per_user:
+            raise UserError(403, f"You already run {len(others)} workspaces ({', '.join(others)}), the most one "
+                                 "person may run at once; stop one of them first.")
+
+    def limits(self, rtype: profiles.ResourceType | None) -> dict:
+        """cpu (cores), memory (bytes) and pids of a start: its type's, else `default_limits` (None: no limit)."""
+        default = profiles.ResourceType.from_config({"name": "default", **self.default_limits})
+        out = {}
+        for field in ("cpu", "memory", "pids"):
+            value = getattr(rtype, field) if rtype is not None else None
+            if value is None:
+                value = getattr(default, field)
+            out[field] = value or None  # 0: no limit
+        return out
 
     def parsed_resource_types(self) -> list[profiles.ResourceType]:
         return [profiles.ResourceType.from_config(d) for d in self.resource_types]
@@ -379,9 +417,9 @@ class WorkspaceMixin(LoggingConfigurable):
         for m in mounts:
             self.emit_progress(5, f"Dataset {m['ref']} will be mounted read-only at {m['mount']}")
         self._gpu_ids = []
+        self.apply_limits(self.limits(rtype))
         if rtype is not None:
             self.emit_progress(5, f"Resource type “{rtype.name}”: {rtype.summary()}")
-            self.apply_resource_type(rtype)
             if rtype.limited:
                 await self._wait_in_queue(plan, rtype)
         try:
@@ -440,8 +478,8 @@ class WorkspaceMixin(LoggingConfigurable):
                                      "please try again later.")
             await asyncio.sleep(self.queue_poll_interval)
 
-    def apply_resource_type(self, rtype: profiles.ResourceType) -> None:
-        """Limits of the type for this start (engine-specific: see DockerWorkspaceSpawner)."""
+    def apply_limits(self, limits: dict) -> None:
+        """CPU, memory and process limits of this start (engine-specific: see DockerWorkspaceSpawner)."""
 
     async def _restore(self, plan) -> None:
         if plan.restore_snapshot:
@@ -554,6 +592,22 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         (a large save, a stuck daemon) would stall every other user's start.""",
     )
 
+    owner_networks = Bool(
+        True, config=True,
+        help="""Put each user's workspaces on a network of their own: they
+        reach each other, nobody else's (Docker isolates bridges from each
+        other), and the hub's API on the host. Off: `network_name` for all.""",
+    )
+    owner_network_pool = Unicode(
+        "10.213.0.0/16", config=True,
+        help="""Addresses the owners' networks are carved from (a range this
+        site does not route elsewhere).""",
+    )
+    owner_network_prefix = Int(
+        27, config=True,
+        help="Size of one owner's network (a /27 holds 29 workspaces).",
+    )
+
     _pool = None
 
     @property
@@ -594,7 +648,13 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             # Keep a dead container until stop() removes it, so its logs and
             # exit status can be read (dockerspawner would auto-remove it).
             "auto_remove": False,
+            # The student runs any code here: no capability, no setuid way back to one.
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
         }
+        pids = getattr(self, "_pids_limit", None)
+        if pids:
+            config["pids_limit"] = pids
         gpus = getattr(self, "_gpu_ids", None)
         if gpus and self.gpu_device_mode == "device_requests":
             config["device_requests"] = [docker.types.DeviceRequest(device_ids=list(gpus), capabilities=[["gpu"]])]
@@ -608,9 +668,10 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             binds[source] = {"bind": mount, "mode": "ro"}
         return binds
 
-    def apply_resource_type(self, rtype: profiles.ResourceType) -> None:
-        self.cpu_limit = rtype.cpu
-        self.mem_limit = rtype.memory
+    def apply_limits(self, limits: dict) -> None:
+        self.cpu_limit = limits["cpu"]
+        self.mem_limit = limits["memory"]
+        self._pids_limit = limits["pids"]
 
     def container_labels(self) -> dict[str, str]:
         return {
@@ -682,7 +743,29 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
 
     async def create_object(self):
         self.emit_progress(70, "Creating the container")
+        if self.owner_networks:
+            self.network_name = await self.run_blocking(
+                networks.ensure, self.client_for_networks(), self.deployment, self.user.name,
+                self.owner_network_pool, self.owner_network_prefix,
+            )
         return await super().create_object()
+
+    def client_for_networks(self):
+        return self.client  # dockerspawner's API client
+
+    async def stop(self, now=False):
+        await super().stop(now)
+        await self._drop_owner_network()
+
+    async def _drop_owner_network(self) -> None:
+        """Remove the owner's network once none of their workspaces runs (a /27 each is finite)."""
+        if not self.owner_networks or any(sp is not self and sp.active for sp in self.user.spawners.values()):
+            return
+        try:
+            await self.run_blocking(networks.remove_if_unused, self.client_for_networks(), self.deployment,
+                                    self.user.name)
+        except docker.errors.DockerException as e:
+            self.log.warning("Could not remove the network of %s: %s", self.user.name, e)
 
     async def start_object(self):
         self.emit_progress(80, f"Starting container {self.container_name}")

@@ -55,7 +55,7 @@ class Upload:
 
     @classmethod
     def create(cls, root: Path, meta: dict) -> "Upload":
-        root.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
         up = cls(root, uuid.uuid4().hex)
         up.dir.mkdir()
         (up.dir / "data").touch()

@@ -15,6 +15,8 @@ Errors are JSON: {"status": ..., "message": "<a sentence>"}.
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 from functools import partial
 from pathlib import Path
@@ -124,7 +126,12 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
                                  "(read-only) those of their course's students.")
 
     async def may_read(self, user: dict, other: str) -> bool:
-        """Whether the caller's token holds READ_SCOPE for `other` (all users, that user, or a group of theirs)."""
+        """Whether the caller's token holds READ_SCOPE for `other` (all users, that user, or a group of theirs).
+
+        An instructor's reach never extends to an administrator or to anyone
+        holding a role beyond the default (another instructor, a TA), even
+        when one was put into the course's group.
+        """
         granted = parse_scopes(user.get("scopes") or []).get(READ_SCOPE)
         if granted is Scope.ALL:
             return True
@@ -132,7 +139,33 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             return False
         if other in granted.get("user", ()):
             return True
-        return bool(granted.get("group") and set(granted["group"]) & await self.groups_of(other))
+        if not (granted.get("group") and set(granted["group"]) & await self.groups_of(other)):
+            return False
+        return other not in await self.privileged([other])
+
+    async def privileged(self, names: list[str]) -> dict[str, str]:
+        """Of `names`, those who are administrators, instructors or hold any role beyond the default one,
+        with why (a roster may not name them, an instructor may not read them)."""
+        instructors = {i for spec in self.settings.get("courses", {}).values() for i in spec.get("instructors", [])}
+
+        async def why(name: str) -> str | None:
+            if name in instructors:
+                return "an instructor"
+            model = await self.service_hub(f"/users/{quote(name, safe='')}")
+            if not model:
+                return None  # not a user yet: the set-up creates a plain one
+            if model.get("admin"):
+                return "an administrator"
+            extra = sorted(set(model.get("roles") or ["user"]) - {"user"})
+            return f"holds the role {', '.join(extra)}" if extra else None
+
+        found = {}
+        for start in range(0, len(names), 32):  # a few at a time: a roster may have hundreds
+            chunk = names[start:start + 32]
+            for name, reason in zip(chunk, await asyncio.gather(*(why(n) for n in chunk))):
+                if reason:
+                    found[name] = reason
+        return found
 
     def write_json(self, data, status: int = 200) -> None:
         self.set_status(status)

@@ -69,6 +69,7 @@ def make_app(settings: Settings) -> web.Application:
         default_resource_type=os.environ.get("WORKSPACE_DEFAULT_RESOURCE_TYPE") or None,
         image=settings.image,
         images=settings.images,
+        courses=json.loads(os.environ.get("WORKSPACE_COURSES") or "{}"),
         gpu_inventory=[g for g in os.environ.get("WORKSPACE_GPU_INVENTORY", "").split(",") if g],
         cookie_secret=os.urandom(32),
     )

@@ -74,6 +74,13 @@ class CourseActions:
             courses.check_setup, self.db, course, body, user["name"], bool(user.get("admin")),
             self.settings["resource_types"], self.settings["default_resource_type"], self.settings["images"],
         )
+        # a roster names students only: enrolling an administrator or an instructor would give this
+        # instructor read access to them (and plant a workspace restoring this instructor's starter)
+        refused = await self.privileged(setup.students)
+        if refused:
+            shown = "; ".join(f"{n} ({why})" for n, why in sorted(refused.items())[:10])
+            raise UserError(403, f"A roster may name only students; these are not: {shown}. Remove them from the "
+                                 "roster and send it again (nothing was changed).")
         group = f"/groups/{quote(course, safe='')}"
         code, model = await self.service_hub_call("GET", group)
         if code == 404:

@@ -1,0 +1,92 @@
+"""One Docker network per owner: a student's workspaces reach each other, nobody else's.
+
+Docker isolates bridge networks from each other (its DOCKER-ISOLATION
+chains), so a container on one owner's network cannot open a connection to
+another owner's container, its Jupyter server or its extension. The host
+stays reachable, and with it the hub's API on the docker0 gateway, which
+is all a workspace needs.
+
+Each network gets an explicit subnet from a pool (default 10.213.0.0/16 in
+/27s, 2,048 owners running at once), so the daemon's small default pool of
+about 30 networks is never the limit. A network is removed when its
+owner's last workspace stops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+
+import docker
+
+LABEL = "workspace.owner-network"
+
+
+def name_for(deployment: str, owner: str) -> str:
+    """A Docker network name for an owner: readable, and unique even for names Docker cannot spell."""
+    slug = re.sub(r"[^a-zA-Z0-9_.-]", "-", owner)[:40]
+    digest = hashlib.sha256(owner.encode()).hexdigest()[:8]
+    return f"{deployment}-net-{slug}-{digest}"
+
+
+def _client(client) -> docker.APIClient:
+    return client.api if isinstance(client, docker.DockerClient) else client
+
+
+def ensure(client, deployment: str, owner: str, pool: str, prefix: int) -> str:
+    """The owner's network, created if missing (blocking); its name."""
+    api = _client(client)
+    name = name_for(deployment, owner)
+    if any(n["Name"] == name for n in api.networks(names=[name])):
+        return name
+    subnets = list(ipaddress.ip_network(pool).subnets(new_prefix=prefix))
+    start = int(hashlib.sha256(owner.encode()).hexdigest(), 16) % len(subnets)
+    last_error = None
+    for i in range(min(len(subnets), 256)):  # the owner's own slot, or the next free ones
+        subnet = subnets[(start + i) % len(subnets)]
+        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet))])
+        try:
+            api.create_network(name, driver="bridge", ipam=ipam, check_duplicate=True,
+                               labels={LABEL: owner, "workspace.deployment": deployment})
+            return name
+        except docker.errors.APIError as e:
+            text = str(e).lower()
+            if "already exists" in text:  # another start made it meanwhile
+                return name
+            if "overlap" not in text:
+                raise
+            last_error = e
+    raise RuntimeError(f"no free subnet for the network of {owner} in {pool}: {last_error}")
+
+
+def remove_if_unused(client, deployment: str, owner: str) -> bool:
+    """Remove the owner's network if no container is on it (blocking); True if it went."""
+    api = _client(client)
+    name = name_for(deployment, owner)
+    for net in api.networks(names=[name]):
+        if net["Name"] != name:
+            continue
+        if api.inspect_network(net["Id"]).get("Containers"):
+            return False
+        try:
+            api.remove_network(net["Id"])
+            return True
+        except docker.errors.APIError as e:
+            if "active endpoints" in str(e) or e.status_code in (403, 409):
+                return False
+            raise
+    return False
+
+
+def remove_all(client, deployment: str) -> int:
+    """Remove every owner network of a deployment that no container uses (make down, tests)."""
+    api = _client(client)
+    gone = 0
+    for net in api.networks(filters={"label": [f"workspace.deployment={deployment}", LABEL]}):
+        try:
+            api.remove_network(net["Id"])
+            gone += 1
+        except docker.errors.APIError:
+            pass
+    return gone

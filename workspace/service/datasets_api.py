@@ -222,7 +222,10 @@ class ShareHandler(DatasetHandler):
         def unshare():
             with self.db.session() as s:
                 ds = self.writable(s, owner, name)
-                ds.shares = [x for x in ds.shares if not (x.kind == kind and x.principal == principal)]
+                kept = [x for x in ds.shares if not (x.kind == kind and x.principal == principal)]
+                if len(kept) == len(ds.shares):
+                    raise UserError(404, f"{ds.ref} is not shared with the {kind} “{principal}”.")
+                ds.shares = kept
 
         await self.blocking(unshare)
         self.set_status(204)

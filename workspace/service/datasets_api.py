@@ -132,7 +132,9 @@ class VersionsHandler(DatasetHandler):
                 origin, label, make = self._source(s, data, user, admin)
                 dataset_id = ds.id
             version = self.make_version(dataset_id, make, origin, label, user)
-            quotas.measure(self.db, self.store, owner)  # a version's own files count from now on
+            # its files count from now on (those it shares with the output once): over the quota,
+            # the next start is refused, as after a save
+            quotas.measure(self.db, self.store, owner)
             return version
 
         self.write_json(await self.blocking(build), status=201)
@@ -155,11 +157,6 @@ class VersionsHandler(DatasetHandler):
             if not ex.has_output:
                 raise UserError(400, f"Execution {src['workspace']}#{number} has no saved output.")
             label = f"{src['workspace']}#{number}" + (f":{path}" if path else "")
-            _, groups, _ = self.who()
-            status = quotas.status(self.db, self.store, self.settings["storage_quota"], user, groups)
-            if status.over:
-                raise UserError(413, f"A version from {label} is refused: your storage is over its quota "
-                                     f"({status.figures()}). Free space on the Storage page first.")
             snapshot = ex.snapshot.key
             return "execution", label, lambda key, check: self.store.dataset_from_snapshot(snapshot, path, key, check)
         if "from_path" in data:

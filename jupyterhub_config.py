@@ -99,6 +99,19 @@ c.SharedPasswordAuthenticator.user_password = settings.secrets["WORKSPACE_USER_P
 c.SharedPasswordAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN_PASSWORD"] or None
 c.Authenticator.admin_users = {settings.admin_user}
 c.Authenticator.allow_all = True
+# WORKSPACE_AUTH=native: self sign-up with the institution's e-mail address
+# (WORKSPACE_EMAIL_DOMAINS), each account approved by an administrator on
+# /hub/authorize (workspace/auth.py); the admin's account has the admin password.
+if os.environ.get("WORKSPACE_AUTH") == "native":
+    import nativeauthenticator
+
+    c.JupyterHub.authenticator_class = "workspace.auth.InstitutionAuthenticator"
+    c.JupyterHub.template_paths = [str(Path(nativeauthenticator.__file__).parent / "templates")]
+    c.InstitutionAuthenticator.email_domains = [
+        d.strip() for d in os.environ.get("WORKSPACE_EMAIL_DOMAINS", "").split(",") if d.strip()]
+    c.InstitutionAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN_PASSWORD"] or ""
+    c.JupyterHub.template_vars = {"announcement_login": 'New here? <a href="signup">Sign up</a> with your '
+                                                        "institution's e-mail address."}
 
 # -- services --------------------------------------------------------------------
 # workspace: the REST API (and later the pages); started and proxied by the hub

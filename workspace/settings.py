@@ -23,6 +23,9 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_DEFAULT_RESOURCE_TYPE` the type a start without a choice gets (default: the first)
 - `WORKSPACE_QUOTA_BYTES`     each user's storage quota, like 50G; empty for none (default 50G)
 - `WORKSPACE_QUOTA_FILES`     each user's file quota (default 1000000; 0 for none)
+- `WORKSPACE_AUTH`            `native`: self sign-up with an institution e-mail and admin approval
+                              (workspace/auth.py); unset: one shared password (for trying only)
+- `WORKSPACE_EMAIL_DOMAINS`   e-mail domains that may sign up with WORKSPACE_AUTH=native, comma-separated
 - `WORKSPACE_MAX_WORKSPACES`  workspaces one user may have (default 50)
 - `WORKSPACE_MAX_RUNNING`     workspaces one user may run at once (default 3; 0 for no limit)
 - `WORKSPACE_UPLOAD_EXPIRE_AFTER` seconds after which an unfinished upload is removed (default 86400)

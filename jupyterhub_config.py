@@ -50,6 +50,16 @@ c.JupyterHub.pid_file = str(data / "run" / "jupyterhub.pid")
 # stops the servers explicitly before it stops the hub.
 c.JupyterHub.cleanup_servers = False
 
+# Per-user origins (workspace/origins.py): with WORKSPACE_SUBDOMAIN_HOST (make up:
+# http://localhost:8000) each user's servers are on a subdomain of their own, so a
+# page a student serves cannot act with the session of an admin who opens it. The
+# workspace service stays on the hub's origin.
+if settings.subdomain_host:
+    c.JupyterHub.subdomain_host = settings.subdomain_host
+    from workspace.origins import subdomain_hook  # noqa: E402
+
+    c.JupyterHub.subdomain_hook = subdomain_hook
+
 # -- workspaces: named servers -------------------------------------------------
 c.JupyterHub.allow_named_servers = True
 # How many workspaces one user may have, and run at once (a student cannot

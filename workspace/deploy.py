@@ -294,6 +294,11 @@ def main(argv=None) -> None:
     parser.add_argument("command", choices=["up", "down", "images", "prepare"])
     parser.add_argument("--force", action="store_true", help="images: rebuild even when unchanged")
     args = parser.parse_args(argv)
+    if args.command == "up" and "WORKSPACE_SUBDOMAIN_HOST" not in os.environ \
+            and os.environ.get("WORKSPACE_IP", "127.0.0.1") == "127.0.0.1":
+        # per-user origins where browsers allow it: every name under localhost is the
+        # loopback address (workspace/origins.py); WORKSPACE_SUBDOMAIN_HOST= turns it off
+        os.environ["WORKSPACE_SUBDOMAIN_HOST"] = f"http://localhost:{os.environ.get('WORKSPACE_PORT', '8000')}"
     settings = Settings.from_env(base=ROOT)
     try:
         if args.command == "up":

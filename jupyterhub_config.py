@@ -50,6 +50,16 @@ c.JupyterHub.pid_file = str(data / "run" / "jupyterhub.pid")
 # stops the servers explicitly before it stops the hub.
 c.JupyterHub.cleanup_servers = False
 
+# Per-user origins (workspace/origins.py): with WORKSPACE_SUBDOMAIN_HOST (make up:
+# http://localhost:8000) each user's servers are on a subdomain of their own, so a
+# page a student serves cannot act with the session of an admin who opens it. The
+# workspace service stays on the hub's origin.
+if settings.subdomain_host:
+    c.JupyterHub.subdomain_host = settings.subdomain_host
+    from workspace.origins import subdomain_hook  # noqa: E402
+
+    c.JupyterHub.subdomain_hook = subdomain_hook
+
 # -- workspaces: named servers -------------------------------------------------
 c.JupyterHub.allow_named_servers = True
 # How many workspaces one user may have, and run at once (a student cannot
@@ -99,6 +109,19 @@ c.SharedPasswordAuthenticator.user_password = settings.secrets["WORKSPACE_USER_P
 c.SharedPasswordAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN_PASSWORD"] or None
 c.Authenticator.admin_users = {settings.admin_user}
 c.Authenticator.allow_all = True
+# WORKSPACE_AUTH=native: self sign-up with the institution's e-mail address
+# (WORKSPACE_EMAIL_DOMAINS), each account approved by an administrator on
+# /hub/authorize (workspace/auth.py); the admin's account has the admin password.
+if os.environ.get("WORKSPACE_AUTH") == "native":
+    import nativeauthenticator
+
+    c.JupyterHub.authenticator_class = "workspace.auth.InstitutionAuthenticator"
+    c.JupyterHub.template_paths = [str(Path(nativeauthenticator.__file__).parent / "templates")]
+    c.InstitutionAuthenticator.email_domains = [
+        d.strip() for d in os.environ.get("WORKSPACE_EMAIL_DOMAINS", "").split(",") if d.strip()]
+    c.InstitutionAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN_PASSWORD"] or ""
+    c.JupyterHub.template_vars = {"announcement_login": 'New here? <a href="signup">Sign up</a> with your '
+                                                        "institution's e-mail address."}
 
 # -- services --------------------------------------------------------------------
 # workspace: the REST API (and later the pages); started and proxied by the hub

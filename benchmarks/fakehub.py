@@ -22,8 +22,11 @@ from workspace.executions import get_or_create_workspace, new_execution
 
 
 class FakeHub:
-    def __init__(self, n: int, tmp: Path):
+    def __init__(self, n: int, tmp: Path, subdomains: bool = False):
         self.n, self.tmp = n, tmp
+        # users' servers on their own subdomains (JupyterHub's subdomain_host): absolute server URLs
+        # and host-based proxy routes
+        self.subdomains = subdomains
         self.users = [f"u{i:04d}" for i in range(n)]
         self.reports = {u: {"kernel_connections": 0, "terminal_connections": 0, "busy_kernels": 0,
                             "last_browser_request": None} for u in self.users}
@@ -55,6 +58,12 @@ class FakeHub:
             (m / "memory.usage_in_bytes").write_text("104857600\n")
             (m / "memory.stat").write_text("total_inactive_file 0\n")
 
+    def server_url(self, user: str) -> str:
+        return f"http://{user}.localhost:8000/user/{user}/ws/" if self.subdomains else f"/user/{user}/ws/"
+
+    def routespec(self, user: str) -> str:
+        return f"/{user}.localhost/user/{user}/ws/" if self.subdomains else f"/user/{user}/ws/"
+
     def start(self) -> str:
         hub = self
 
@@ -63,7 +72,7 @@ class FakeHub:
                 offset, limit = int(self.get_argument("offset", 0)), int(self.get_argument("limit", 200))
                 now = dt.datetime.now(dt.timezone.utc).isoformat()
                 page = [{"name": u, "groups": [], "servers": {"ws": {
-                    "name": "ws", "ready": True, "pending": None, "url": f"/user/{u}/ws/", "last_activity": now,
+                    "name": "ws", "ready": True, "pending": None, "url": hub.server_url(u), "last_activity": now,
                 }}} for u in hub.users[offset:offset + limit] if u not in hub.deleted]
                 nxt = {"offset": offset + limit, "limit": limit} if offset + limit < len(hub.users) else None
                 self.finish({"items": page, "_pagination": {"offset": offset, "limit": limit,
@@ -71,7 +80,7 @@ class FakeHub:
 
         class Proxy(web.RequestHandler):
             def get(self):
-                self.finish({"items": {f"/user/{u}/ws/": {"target": hub.url} for u in hub.users},
+                self.finish({"items": {hub.routespec(u): {"target": hub.url} for u in hub.users},
                              "_pagination": {"next": None}})
 
         class Server(web.RequestHandler):

@@ -25,7 +25,7 @@
 
 Every listing takes --json; --user reads another user's (administrators, and
 instructors for their course's students). The hub is $WORKSPACE_URL (default
-http://127.0.0.1:8000); the token is $WORKSPACE_TOKEN or $JUPYTERHUB_API_TOKEN
+http://localhost:8000); the token is $WORKSPACE_TOKEN or $JUPYTERHUB_API_TOKEN
 (inside a workspace the latter is already set). Errors print the server's
 sentence and exit 1.
 """
@@ -277,7 +277,9 @@ def start(client: Client, name: str, continue_from: str, refs: list[str] | None,
                     raise CLIError(f"{name} did not start: {event.get('message')}")
                 if event.get("ready"):
                     url = event.get("url") or f"/user/{me}/{name}/"
-                    print(f"{name} is running: {client.url}{url.rstrip('/')}/lab", file=out)
+                    # a path on the hub's origin, or a URL on the user's own subdomain
+                    base = "" if url.startswith(("http://", "https://")) else client.url
+                    print(f"{name} is running: {base}{url.rstrip('/')}/lab", file=out)
                     return
     except requests.ConnectionError:
         raise CLIError("The connection to the hub dropped; `workspace ls` shows whether it started.")
@@ -440,7 +442,7 @@ def main(argv=None) -> None:
     token = os.environ.get("WORKSPACE_TOKEN") or os.environ.get("JUPYTERHUB_API_TOKEN")
     if not token:
         sys.exit("error: set WORKSPACE_TOKEN to a JupyterHub API token (Token page of the hub).")
-    client = Client(os.environ.get("WORKSPACE_URL", "http://127.0.0.1:8000"), token)
+    client = Client(os.environ.get("WORKSPACE_URL", "http://localhost:8000"), token)
     try:
         run(args, client)
     except CLIError as e:

@@ -45,14 +45,14 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlparse
 
 from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode, default
 from traitlets.config import Application
 
-from . import lifecycle
+from . import lifecycle, origins
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .idle import IdlePolicy, Observation, Verdict, Watch
@@ -236,8 +236,9 @@ class Culler(Application):
             for name, s in (user.get("servers") or {}).items():
                 if not s.get("ready") or s.get("pending"):
                     continue
-                path = s.get("url") or ""
-                route = routes.get(path) or routes.get(path.rstrip("/"))
+                public = s.get("url") or ""  # a path, or a URL on the user's subdomain
+                spec, path = origins.routespec(public), urlparse(public).path
+                route = routes.get(spec) or routes.get(spec.rstrip("/"))
                 url = route["target"].rstrip("/") + path if route and route.get("target") else None
                 out.append(Server(
                     user=user["name"], name=name, groups=list(user.get("groups") or []),

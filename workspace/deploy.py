@@ -187,7 +187,25 @@ JupyterHub {hub_answers(settings)} is running at {settings.url}/
             print(f"    {name}={settings.secrets[name]}")
     else:
         print(f"  The passwords are in {settings.secrets_file}.")
+    if not site_authenticator(settings):
+        print(SHARED_PASSWORD_WARNING)
     print(f"\n  Logs: {settings.path('logs')}/   Stop with: make down\n")
+
+
+SHARED_PASSWORD_WARNING = """
+  !!! FOR TRYING ONLY: anyone who knows the user password logs in under ANY
+  !!! name (and so becomes that student). Before real students use it, set a
+  !!! campus authenticator (LDAP, OpenID Connect, NativeAuthenticator with
+  !!! admin approval) in data/jupyterhub_config.d/ and add TLS: see README,
+  !!! "Authentication for production", and SECURITY.md."""
+
+
+def site_authenticator(settings: Settings) -> bool:
+    """Whether a site file sets an authenticator (the shared password is then not in use)."""
+    if os.environ.get("WORKSPACE_AUTH") == "native":
+        return True
+    return any("authenticator_class" in f.read_text(errors="replace")
+               for f in settings.path("jupyterhub_config.d").glob("*.py"))
 
 
 def api(settings: Settings, method: str, path: str, body=None):
@@ -276,6 +294,11 @@ def main(argv=None) -> None:
     parser.add_argument("command", choices=["up", "down", "images", "prepare"])
     parser.add_argument("--force", action="store_true", help="images: rebuild even when unchanged")
     args = parser.parse_args(argv)
+    if args.command == "up" and "WORKSPACE_SUBDOMAIN_HOST" not in os.environ \
+            and os.environ.get("WORKSPACE_IP", "127.0.0.1") == "127.0.0.1":
+        # per-user origins where browsers allow it: every name under localhost is the
+        # loopback address (workspace/origins.py); WORKSPACE_SUBDOMAIN_HOST= turns it off
+        os.environ["WORKSPACE_SUBDOMAIN_HOST"] = f"http://localhost:{os.environ.get('WORKSPACE_PORT', '8000')}"
     settings = Settings.from_env(base=ROOT)
     try:
         if args.command == "up":

@@ -225,7 +225,15 @@ def footprint(trees: list[tuple[Item, os.PathLike]]) -> Footprint:
     return total
 
 
-_measure_lock = threading.Lock()
+# One measurement per user at a time (a second asker waits for it and reuses its
+# result); different users' measurements, and so their starts, never wait on each other.
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock_of(owner: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(owner, threading.Lock())
 
 
 def owned_trees(session, store, owner: str) -> list[tuple[Item, os.PathLike]]:
@@ -270,7 +278,7 @@ def last_change(session, owner: str) -> dt.datetime | None:
 
 def measure(db: Database, store, owner: str) -> StorageUsage:
     """Walk the user's stored objects and record their footprint (blocking)."""
-    with _measure_lock:
+    with _lock_of(owner):
         started = utcnow()
         with db.session() as s:
             trees = owned_trees(s, store, owner)

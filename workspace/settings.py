@@ -23,6 +23,13 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_DEFAULT_RESOURCE_TYPE` the type a start without a choice gets (default: the first)
 - `WORKSPACE_QUOTA_BYTES`     each user's storage quota, like 50G; empty for none (default 50G)
 - `WORKSPACE_QUOTA_FILES`     each user's file quota (default 1000000; 0 for none)
+- `WORKSPACE_AUTH`            `native`: self sign-up with an institution e-mail and admin approval
+                              (workspace/auth.py); unset: one shared password (for trying only)
+- `WORKSPACE_EMAIL_DOMAINS`   e-mail domains that may sign up with WORKSPACE_AUTH=native, comma-separated
+- `WORKSPACE_SUBDOMAIN_HOST`  users' servers on their own subdomains of this origin, like
+                              `http://localhost:8000` (make up's default; `WORKSPACE_SUBDOMAIN_HOST=`
+                              for one origin); a campus: `https://jupyter.uni.example.edu` with
+                              wildcard DNS and TLS (SECURITY.md)
 - `WORKSPACE_MAX_WORKSPACES`  workspaces one user may have (default 50)
 - `WORKSPACE_MAX_RUNNING`     workspaces one user may run at once (default 3; 0 for no limit)
 - `WORKSPACE_UPLOAD_EXPIRE_AFTER` seconds after which an unfinished upload is removed (default 86400)
@@ -80,6 +87,7 @@ class Settings:
     images: list[str] = field(default_factory=list)
     store_dir: Path | None = None
     store_size: str = "200G"
+    subdomain_host: str = ""  # users' servers on <user>.<host> (workspace/origins.py); "" for one origin
     db_url: str = ""
     secrets: dict[str, str] = field(default_factory=dict)
 
@@ -101,6 +109,7 @@ class Settings:
             deployment=environ.get("WORKSPACE_DEPLOYMENT", "workspace"),
             store_size=environ.get("WORKSPACE_STORE_SIZE", "200G"),
         )
+        s.subdomain_host = environ.get("WORKSPACE_SUBDOMAIN_HOST", "").rstrip("/")
         s.images = [i.strip() for i in environ.get("WORKSPACE_IMAGES", "").split(",") if i.strip()] or [s.image]
         s.store_dir = Path(environ.get("WORKSPACE_STORE_DIR") or s.data_dir / "store")
         s.db_url = environ.get("WORKSPACE_DB_URL") or f"sqlite:///{s.data_dir / 'workspace.sqlite'}"
@@ -114,7 +123,8 @@ class Settings:
 
     @property
     def url(self) -> str:
-        return f"http://{self.ip}:{self.port}"
+        """Where the hub answers: the subdomain host's origin when users have their own."""
+        return self.subdomain_host or f"http://{self.ip}:{self.port}"
 
     def path(self, *parts: str) -> Path:
         return self.data_dir.joinpath(*parts)

@@ -49,6 +49,8 @@ class Hub:
             "WORKSPACE_STORE_DIR": str(store_dir or data_dir / "store"),
             **env,
         }
+        if self.env.get("WORKSPACE_SUBDOMAIN_HOST") == "localhost":  # per-user origins on this hub's port
+            self.env["WORKSPACE_SUBDOMAIN_HOST"] = f"http://localhost:{self.env['WORKSPACE_PORT']}"
         self.settings = Settings.from_env(self.env)
         self.url = self.settings.url
         self.log_path = data_dir / "logs" / "jupyterhub.log"

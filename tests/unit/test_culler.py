@@ -28,11 +28,11 @@ def run_cycles(hub: FakeHub, culler, clock: list, cycles: int, step: float = 60,
         asyncio.get_event_loop().run_until_complete(culler.cycle())
 
 
-@pytest.fixture
-def setup(tmp_path):
+@pytest.fixture(params=[False, True], ids=["one-origin", "subdomains"])
+def setup(tmp_path, request):
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    hub = FakeHub(3, tmp_path)
+    hub = FakeHub(3, tmp_path, subdomains=request.param)
     hub.start()
     culler = hub.culler()
     clock = [time.time()]

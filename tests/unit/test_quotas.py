@@ -158,3 +158,30 @@ def test_cleanup_keeps_the_newest_of_each_workspace(env):
     assert plan.restore_from == 3
     with pytest.raises(UserError):
         outputs.cleanup(db, store, "ann", keep=0)
+
+
+def test_one_users_long_measurement_never_holds_up_another_users(env, monkeypatch):
+    import threading
+
+    db, store = env
+    run_once(db, store, "slow", "ws", {"f": b"x"})
+    run_once(db, store, "quick", "ws", {"g": b"y"})
+    entered, release = threading.Event(), threading.Event()
+    real = quotas.footprint
+
+    def footprint(trees):
+        if threading.current_thread().name == "slow":
+            entered.set()
+            release.wait(10)
+        return real(trees)
+
+    monkeypatch.setattr(quotas, "footprint", footprint)
+    slow = threading.Thread(target=quotas.measure, args=(db, store, "slow"), name="slow")
+    slow.start()
+    assert entered.wait(10)
+    done = threading.Thread(target=quotas.measure, args=(db, store, "quick"), name="quick")
+    done.start()
+    done.join(5)
+    assert not done.is_alive(), "quick's measurement waited behind slow's"
+    release.set()
+    slow.join(10)

@@ -69,6 +69,8 @@ def make_app(settings: Settings) -> web.Application:
         default_resource_type=os.environ.get("WORKSPACE_DEFAULT_RESOURCE_TYPE") or None,
         image=settings.image,
         images=settings.images,
+        # users' servers on their own subdomains (workspace/origins.py); None: on the hub's origin
+        subdomain_host=os.environ.get("WORKSPACE_SUBDOMAIN_HOST") or None,
         courses=json.loads(os.environ.get("WORKSPACE_COURSES") or "{}"),
         gpu_inventory=[g for g in os.environ.get("WORKSPACE_GPU_INVENTORY", "").split(",") if g],
         cookie_secret=os.urandom(32),

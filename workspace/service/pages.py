@@ -32,7 +32,7 @@ from markupsafe import Markup
 from sqlalchemy import func, select
 from tornado import web
 
-from .. import courses, datasets, lifecycle, outputs, profiles, quotas, spawnform
+from .. import courses, datasets, lifecycle, origins, outputs, profiles, quotas, spawnform
 from ..db import iso
 from ..errors import UserError
 from ..executions import FINAL, UNFINISHED, WORKSPACE_NAME, Execution, Snapshot, UsageSample, Workspace, find_workspace
@@ -202,7 +202,7 @@ class WorkspacesPage(PageHandler):
 
         self.set_status(status)
         self.render_page("workspaces.html", workspaces=await self.blocking(load), error=error, form=form,
-                         lab_prefix=f"/user/{quote(user, safe='')}/", spawn_form=await self.spawn_form(),
+                         lab_prefix=origins.server_url(self.settings.get("subdomain_host"), user), spawn_form=await self.spawn_form(),
                          storage_warning=await self.storage_warning())
 
     @web.authenticated
@@ -284,7 +284,7 @@ class WorkspacePage(PageHandler):
         self.render_page(
             "workspace.html", name=name, owner=owner, readonly=readonly, executions=executions or [],
             error=error, message=message, state=state,
-            lab_url=f"/user/{quote(me, safe='')}/{quote(name, safe='')}/lab",
+            lab_url=origins.server_url(self.settings.get("subdomain_host"), me, name) + "lab",
             api=f"{self.prefix}api/workspaces/{quote(name, safe='')}", datasets_api=f"{self.prefix}api/datasets",
             query=f"?user={quote(owner, safe='')}" if readonly else "",
             spawn_form=None if readonly else await self.spawn_form(name),

@@ -1,0 +1,68 @@
+"""Real authentication end to end in Chromium: self sign-up with the institution's e-mail only, each
+account approved by an administrator, and no sign-up under the administrator's name (WORKSPACE_AUTH=native)."""
+
+from __future__ import annotations
+
+import requests
+
+from tests.browser.conftest import watch_errors
+from tests.integration.hub import ADMIN_PASSWORD
+
+DOMAIN = "uni.example.edu"
+PASSWORD = "correct-horse-battery"
+
+
+def sign_up(page, hub, user: str, email: str, password: str = PASSWORD) -> str:
+    """From the login page's "Sign up" link, as a new student finds it."""
+    page.goto(f"{hub.url}/hub/login")
+    page.click("text=Sign up")
+    page.fill("#username_input", user)
+    page.fill("#email_input", email)
+    page.fill("#password_input", password)
+    page.fill("#password_confirmation_input", password)
+    page.click("#signup_submit")
+    page.wait_for_selector(".alert")
+    return page.inner_text(".alert")
+
+
+def try_login(page, hub, user: str, password: str) -> str:
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", password)
+    page.click("input[type=submit], button[type=submit]")
+    page.wait_for_load_state()
+    return page.url
+
+
+def test_sign_up_with_the_institution_address_and_an_administrators_approval(start_hub, chromium):
+    hub = start_hub(WORKSPACE_AUTH="native", WORKSPACE_EMAIL_DOMAINS=DOMAIN)
+    context = chromium.new_context()
+    page = context.new_page()
+    errors = watch_errors(page)
+    try:
+        message = sign_up(page, hub, "stu", "stu@gmail.com")
+        assert "institution's e-mail address (@uni.example.edu)" in message, message
+        # nobody may take the administrator's name: the account exists from the start
+        message = sign_up(page, hub, hub.settings.admin_user, f"boss@{DOMAIN}")
+        assert "already in use" in message, message
+        message = sign_up(page, hub, "stu", f"stu@cs.{DOMAIN}")
+        assert "waits for an administrator's approval" in message, message
+
+        assert "/hub/home" not in try_login(page, hub, "stu", PASSWORD), "logged in before approval"
+        # the shared password of `make up` is not a way in here
+        assert requests.post(f"{hub.url}/hub/api/users/stu/tokens", timeout=30,
+                             json={"auth": {"username": "stu", "password": "x" * 12}}).status_code in (401, 403)
+
+        assert try_login(page, hub, hub.settings.admin_user, ADMIN_PASSWORD).endswith("/hub/home")
+        page.goto(f"{hub.url}/hub/authorize")
+        page.click(f"a[href$='authorize/stu']")
+        page.wait_for_load_state()
+        page.goto(f"{hub.url}/hub/logout")
+        context.clear_cookies()
+
+        assert try_login(page, hub, "stu", PASSWORD).endswith("/hub/home")
+        # console errors from the sign-up page's own refusals are the expected 4xx pages only
+        assert not [e for e in errors if "Failed to load resource" not in e], errors
+    finally:
+        page.close()
+        context.close()

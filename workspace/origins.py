@@ -1,0 +1,48 @@
+"""Per-user origins: each user's servers on a subdomain of their own (JupyterHub's `subdomain_host`).
+
+On one origin, a page a student's server serves (JupyterLab, or any HTML file
+in their home) runs with the hub's origin: opened by an administrator or an
+instructor, its scripts could read the hub's pages and act with their
+session. With `WORKSPACE_SUBDOMAIN_HOST=http://localhost:8000` (what `make up`
+uses: browsers resolve every name under `localhost` to the loopback address)
+the hub is at localhost:8000 and ada's servers at ada.localhost:8000, another
+origin, whose scripts cannot read the hub's pages or answers.
+
+The workspace service is the platform's own code, like the hub's pages: it
+stays on the hub's origin (`subdomain_hook` below), so its pages keep the
+hub's login and its API keeps the hub's address.
+
+A campus uses a wildcard DNS name and certificate: `*.jupyter.uni.example.edu`
+(see SECURITY.md).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlparse
+
+from jupyterhub.utils import subdomain_hook_idna
+
+
+def subdomain_hook(name: str, domain: str, kind: str) -> str:
+    """JupyterHub's subdomain hook: users on their own subdomain (JupyterHub's default naming),
+    services on the hub's own host."""
+    if kind == "service":
+        return domain
+    return subdomain_hook_idna(name, domain, kind)
+
+
+def server_url(subdomain_host: str | None, user: str, server: str = "") -> str:
+    """The public URL of a user's (named) server: on their subdomain, or a path on the hub's origin."""
+    path = f"/user/{quote(user, safe='')}/" + (f"{quote(server, safe='')}/" if server else "")
+    if not subdomain_host:
+        return path
+    parsed = urlparse(subdomain_host)
+    host = subdomain_hook(user, parsed.hostname, "user")
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{parsed.scheme}://{host}{port}{path}"
+
+
+def routespec(url: str) -> str:
+    """The proxy's route key of a server URL (host-based when the URL has a host)."""
+    parsed = urlparse(url)
+    return f"/{parsed.hostname}{parsed.path}" if parsed.netloc else url

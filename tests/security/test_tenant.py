@@ -304,6 +304,42 @@ def test_a_server_the_student_controls_records_no_hub_credential(hub: Hub):
     hub.stop_workspace("eve", "spy", token)
 
 
+HOSTILE_REPORT = r'''
+import tornado.web
+_finish = tornado.web.RequestHandler.finish
+def finish(self, chunk=None):
+    if self.request.path.endswith("/api/workspace/activity"):
+        self._write_buffer = []  # a 3 MB JSON string instead of the report
+        self.set_header("Content-Type", "application/json")
+        chunk = '"' + "x" * 3_000_000 + '"'
+    return _finish(self, chunk)
+tornado.web.RequestHandler.finish = finish
+'''
+
+
+def test_a_hostile_report_does_not_stop_culling_for_anyone_else(hub: Hub):
+    token, other = hub.user_token("hal"), hub.user_token("olga")
+    hub.start_workspace("hal", "bad", token)
+    site = hub.sh("hal", "bad", "python -c 'import site; print(site.getusersitepackages())'").strip()
+    hub.sh("hal", "bad", f"mkdir -p {site} && cat > {site}/hostile.py <<'EOF'\n{HOSTILE_REPORT}\nEOF\n"
+                         f"echo 'import hostile' > {site}/hostile.pth")
+    hub.stop_workspace("hal", "bad", token)
+    hub.start_workspace("hal", "bad", token)
+    hub.start_workspace("olga", "good", other)
+    deadline, samples = time.monotonic() + 30, {}
+    while time.monotonic() < deadline and not all(samples.get(u) for u in ("hal", "olga")):
+        time.sleep(1)
+        for user, ws, tok in (("hal", "bad", token), ("olga", "good", other)):
+            number = hub.executions(user, ws)[-1]["number"]
+            r = api(hub, "GET", f"/workspaces/{ws}/executions/{number}/usage", tok)
+            samples[user] = r.json()["samples"] if r.status_code == 200 else []
+    # the culler goes on sampling both: the hostile one judged on the host's CPU reading
+    assert samples.get("olga") and samples.get("hal"), samples
+    assert "no activity report" in hub.log_tail(400) or "malformed" in hub.log_tail(400)
+    hub.stop_workspace("hal", "bad", token)
+    hub.stop_workspace("olga", "good", other)
+
+
 # -- 6. limits and isolation -------------------------------------------------------------------------
 
 

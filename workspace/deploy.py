@@ -194,10 +194,11 @@ JupyterHub {hub_answers(settings)} is running at {settings.url}/
 
 SHARED_PASSWORD_WARNING = """
   !!! FOR TRYING ONLY: anyone who knows the user password logs in under ANY
-  !!! name (and so becomes that student). Before real students use it, set a
-  !!! campus authenticator (LDAP, OpenID Connect, NativeAuthenticator with
-  !!! admin approval) in data/jupyterhub_config.d/ and add TLS: see README,
-  !!! "Authentication for production", and SECURITY.md."""
+  !!! name (and so becomes that student). Before real students use it, run
+  !!! with WORKSPACE_AUTH=native WORKSPACE_EMAIL_DOMAINS=<your domain> (sign-up
+  !!! with the institution's e-mail, each account approved by an admin) or set
+  !!! LDAP / OpenID Connect in data/jupyterhub_config.d/, and add TLS: see
+  !!! README, "Authentication for production", and SECURITY.md."""
 
 
 def site_authenticator(settings: Settings) -> bool:

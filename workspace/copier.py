@@ -22,7 +22,7 @@ import os
 import stat
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -79,6 +79,8 @@ Progress = Callable[[Transfer], None]
 # homes of many small files.
 BATCH_FILES = 64
 BATCH_BYTES = 8 << 20
+# batches queued ahead of the copying threads while the walk goes on
+PENDING_PER_THREAD = 64  # about 4,000 files ahead per thread, a few MB
 
 
 def _join(root: bytes, rel: bytes) -> bytes:
@@ -100,7 +102,7 @@ COPY_CHUNK = 64 << 20
 
 def _copy_data(src: Tree, rel: bytes, dst: bytes, st: os.stat_result, durable: bool,
                copied: Callable[[int], None]) -> bool:
-    """Copy one file's data into the (already created) `dst`; False if it is no longer a regular file."""
+    """Copy one file's data into the new file `dst`; False if it is no longer a regular file."""
     try:
         # O_NONBLOCK: a file swapped for a fifo must not hang the copy
         fd_in = src.open(rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -109,7 +111,7 @@ def _copy_data(src: Tree, rel: bytes, dst: bytes, st: os.stat_result, durable: b
     try:
         if not stat.S_ISREG(os.fstat(fd_in).st_mode):
             return False
-        fd_out = os.open(dst, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd_out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             left = st.st_size
             while left > 0:
@@ -151,15 +153,26 @@ def _parent_copy(parent: Tree | None, e: Entry) -> bool:
     return stat.S_ISREG(st.st_mode) and _same_file(st, e.st)
 
 
-def totals(src: bytes | str, link_from: bytes | str | None = None) -> Transfer:
-    """What a copy of `src` will copy (files and bytes not shared with `link_from`), by a first walk."""
+# Large files are copied first (the longest tasks start at once, beside the small ones),
+# whatever the walk's order; at most this many are remembered for it.
+EARLY_FILES = 1024
+
+
+def first_walk(src: bytes | str, link_from: bytes | str | None = None) -> tuple[Transfer, list, list]:
+    """What a copy of `src` will copy (files and bytes not shared with `link_from`), its large files
+    as (rel, stat) and its directories as (rel, metadata), parents first, by a first walk."""
     total = Transfer(files_total=0, bytes_total=0)
+    early, dirs = [], []
     with Tree(src) as tree, _maybe_tree(link_from) as parent:
         for e in tree.walk():
-            if e.is_file() and not _parent_copy(parent, e):
+            if e.is_dir():
+                dirs.append((e.rel, _meta(e.st)))
+            elif e.is_file() and not _parent_copy(parent, e):
                 total.files_total += 1
                 total.bytes_total += e.st.st_size
-    return total
+                if e.st.st_size >= BATCH_BYTES and e.st.st_nlink == 1 and len(early) < EARLY_FILES:
+                    early.append((e.rel, e.st))
+    return total, early, dirs
 
 
 class _maybe_tree:
@@ -194,13 +207,15 @@ def copy_tree(
     parent snapshot), unchanged files are hard-linked to it instead of
     copied. With `durable`, every written file and directory is fsynced
     before this returns. Counts in the result are what was copied;
-    `shared_files` counts the files linked instead. Entries are streamed: with
-    `progress`, a first walk counts the totals (so the bar has an end), the
-    second copies; memory does not grow with the tree.
+    `shared_files` counts the files linked instead. Entries are streamed: a
+    first walk counts the totals (so a progress bar has an end) and finds the
+    large files, which start first; the second walk copies the rest. Memory
+    grows with the directories (their metadata is set last), the large and
+    the multiply-linked files, not with the files.
     """
     src, dst = os.fsencode(src), os.fsencode(dst)
     link_from = os.fsencode(link_from) if link_from is not None else None
-    total = totals(src, link_from) if progress is not None else Transfer()
+    total, early, dirs = first_walk(src, link_from)
     if progress is not None:
         progress(total)  # the totals, at once
     lock = threading.Lock()
@@ -224,10 +239,12 @@ def copy_tree(
         def settle(block: bool) -> None:
             nonlocal pending, last_report
             while pending:
-                limit = threads * 4 if not block else 0
+                limit = threads * PENDING_PER_THREAD if not block else 0
                 if len(pending) <= limit:
                     break
-                done, pending = wait(pending, timeout=progress_interval, return_when=FIRST_EXCEPTION)
+                # while walking, wait only until a batch is done (the walk goes on); at the end, for all
+                done, pending = wait(pending, timeout=progress_interval,
+                                     return_when=FIRST_EXCEPTION if block else FIRST_COMPLETED)
                 for f in done:
                     if f.exception() is not None:
                         for other in pending:
@@ -240,14 +257,24 @@ def copy_tree(
 
         batch, size = [], 0
         first_of_inode: dict[tuple[int, int], bytes] = {}  # hard links inside the tree
+        tree_links: list[tuple[bytes, bytes]] = []  # (first copy, another name of it)
+        # The directories first (as found by the first walk); their metadata last, once everything
+        # inside exists (creating entries changes a directory's mtime). Only directories are kept.
         os.mkdir(dst, 0o700)
-        for e in tree.walk(post_dirs=True):
+        made = set()
+        for rel, _ in dirs:
+            os.mkdir(_join(dst, rel), 0o700)
+            made.add(rel)
+        for rel, st in early:  # the large files first, each a task of its own
+            pending.add(pool.submit(copy_batch, [(rel, st)]))
+        started_early = {rel for rel, _ in early}
+        for e in tree.walk():
             path = _join(dst, e.rel)
             mode = e.st.st_mode
-            if e.depth < 0:  # a directory whose entries all exist now: its metadata
-                _set_dir_meta(path, e.st, durable)
-            elif stat.S_ISDIR(mode):
-                os.mkdir(path, 0o700)
+            if stat.S_ISDIR(mode):
+                if e.rel not in made:  # new since the first walk
+                    os.mkdir(path, 0o700)
+                    dirs.append((e.rel, _meta(e.st)))
             elif stat.S_ISLNK(mode):
                 os.symlink(tree.readlink(e.rel), path)
                 os.lchown(path, e.st.st_uid, e.st.st_gid)
@@ -257,11 +284,12 @@ def copy_tree(
                 os.chown(path, e.st.st_uid, e.st.st_gid, follow_symlinks=False)
                 os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
             elif stat.S_ISREG(mode):
+                if e.rel in started_early:
+                    continue
                 if e.st.st_nlink > 1:
                     key = (e.st.st_dev, e.st.st_ino)
                     if key in first_of_inode:
-                        os.link(_join(dst, first_of_inode[key]), path, follow_symlinks=False)
-                        total.shared_files += 1
+                        tree_links.append((_join(dst, first_of_inode[key]), path))
                         continue
                     first_of_inode[key] = e.rel
                 if _parent_copy(parent, e):
@@ -272,9 +300,6 @@ def copy_tree(
                         os.close(parent_dir)
                     total.shared_files += 1
                     continue
-                # created here, so that the directory's entries exist before its metadata is set;
-                # a worker fills it
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
                 batch.append((e.rel, e.st))
                 size += e.st.st_size
                 if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
@@ -285,17 +310,28 @@ def copy_tree(
         if batch:
             pending.add(pool.submit(copy_batch, batch))
         settle(block=True)
-        root_st = os.fstat(tree.fd)
-    _set_dir_meta(dst, root_st, durable)
+        # tree links last: their targets (copied by the workers) exist now
+        for existing, new in tree_links:
+            os.link(existing, new, follow_symlinks=False)
+            total.shared_files += 1
+        for rel, meta in reversed(dirs):  # deepest first
+            _set_dir_meta(_join(dst, rel), meta, durable)
+        root_meta = _meta(os.fstat(tree.fd))
+    _set_dir_meta(dst, root_meta, durable)
     total.tick()
     if progress is not None:
         progress(total)
     return total
 
 
-def _set_dir_meta(path: bytes, st: os.stat_result, durable: bool) -> None:
-    os.chown(path, st.st_uid, st.st_gid, follow_symlinks=False)
-    os.chmod(path, stat.S_IMODE(st.st_mode))  # a directory this copy made, not a link
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+def _meta(st: os.stat_result) -> tuple:
+    return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode), st.st_atime_ns, st.st_mtime_ns
+
+
+def _set_dir_meta(path: bytes, meta: tuple, durable: bool) -> None:
+    uid, gid, mode, atime, mtime = meta
+    os.chown(path, uid, gid, follow_symlinks=False)
+    os.chmod(path, mode)  # a directory this copy made, not a link
+    os.utime(path, ns=(atime, mtime), follow_symlinks=False)
     if durable:
         fsync_dir(path)

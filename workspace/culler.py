@@ -52,11 +52,11 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode, default
 from traitlets.config import Application
 
-from . import lifecycle, origins
+from . import lifecycle, origins, paths
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .idle import IdlePolicy, Observation, Verdict, Watch
-from .quotas import home_notice
+from .quotas import home_files_notice, home_notice
 from .usage import ContainerCgroup, CpuMeter
 
 log = logging.getLogger("workspace.culler")
@@ -136,6 +136,7 @@ class Server:
     max_runtime: float | None = None  # the resource type's, recorded on the execution
     live_key: str | None = None
     home_limit: int | None = None  # bytes
+    home_files: int | None = None  # files its home may hold
     report_key: str | None = None  # the execution's own secret for its extension
 
     @property
@@ -150,6 +151,8 @@ class Tracked:
     last_sample: float = 0.0
     sample_cpu: list = field(default_factory=list)  # CPU readings since the last sample
     home_notice: str | None = None  # the home-limit notice the workspace shows now
+    files_notice: str | None = None  # the file-count notice it shows now
+    files_counted: float = 0.0  # when its home's files were last counted
 
 
 class Culler(Application):
@@ -166,6 +169,12 @@ class Culler(Application):
     db_url = Unicode(config=True, help="The workspace database (WORKSPACE_DB_URL).")
     store_dir = Unicode(config=True, help="The home store (WORKSPACE_STORE_DIR), where live homes are measured.")
     home_warn_fraction = Float(0.9, config=True, help="Warn a workspace when its home passes this fraction of its limit.")
+    files_interval = Float(
+        600, config=True,
+        help="""Seconds between two counts of a running home's files against its
+        limit (a count stops at the limit, so it costs at most that many
+        entries; WORKSPACE_HOME_FILES_INTERVAL).""",
+    )
     cgroup_root = Unicode("/sys/fs/cgroup", config=True, help="Where the host's cgroup filesystem is mounted.")
     config_file = Unicode(
         config=True,
@@ -264,6 +273,7 @@ class Culler(Application):
                     server.container_id, server.started = ex.container_id, _epoch(ex.started)
                     server.resource_type, server.max_runtime = ex.resource_type, ex.max_runtime
                     server.live_key, server.home_limit = ex.live_key, ex.home_limit
+                    server.home_files = ex.home_files
                     server.report_key = ex.report_key
 
     def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
@@ -351,7 +361,7 @@ class Culler(Application):
             if verdict.action != "keep":
                 actions.append((server, verdict))
         homes = [(server, sample) for server, sample in zip(servers, samples_by_server) if sample is not None
-                 and server.home_limit]
+                 and (server.home_limit or server.home_files)]
         if homes:
             await asyncio.gather(*(self._watch_home(server, sample) for server, sample in homes),
                                  return_exceptions=True)
@@ -426,7 +436,49 @@ class Culler(Application):
         return self._store
 
     async def _watch_home(self, server: Server, sample: UsageSample) -> None:
-        """Measure a limited home into its sample; show, change or withdraw its notice."""
+        """Measure a limited home into its sample; show, change or withdraw its notices."""
+        if server.home_files:
+            await self._count_files(server)
+        if server.home_limit:
+            await self._measure_bytes(server, sample)
+
+    async def _count_files(self, server: Server) -> None:
+        """Every `files_interval`: count the home's files (up to the limit) and warn near or over it."""
+        tracked = self.tracked.get(server.execution_id)
+        now = self.clock()
+        if tracked is None or now - tracked.files_counted < self.files_interval:
+            return
+        tracked.files_counted = now
+        live = self.store.live_path(server.live_key)
+        try:
+            _, files = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: paths.measure(live, limit_files=server.home_files))
+        except Exception as e:  # its live home went (a stop under way)
+            log.info("%s: the home's files could not be counted: %s", server.label, e)
+            return
+        message = home_files_notice(files, server.home_files, self.home_warn_fraction)
+        if message != tracked.files_notice and await self._show_notice(
+                server, "home-files", message, "Your home is back under its file limit."):
+            log.info("%s #%s: home has %s%d files (limit %d)", server.label, server.number,
+                     "more than " if files > server.home_files else "", files, server.home_files)
+            tracked.files_notice = message
+
+    async def _show_notice(self, server: Server, notice_id: str, message: str | None, withdrawn: str) -> bool:
+        """Post (or, with None, withdraw) a notice in the workspace; False if it did not arrive."""
+        if server.url is None:
+            return True
+        try:
+            if message:
+                await self._extension(server, "POST", "report/notices",
+                                      body={"id": notice_id, "level": "warning", "message": message})
+            else:
+                await self._extension(server, "DELETE", "report/notices", query={"id": notice_id, "message": withdrawn})
+        except Exception as e:
+            log.warning("%s: the notice %s did not reach the workspace: %s", server.label, notice_id, e)
+            return False
+        return True
+
+    async def _measure_bytes(self, server: Server, sample: UsageSample) -> None:
         loop = asyncio.get_running_loop()
         try:
             used = await loop.run_in_executor(None, self.store.home_usage, server.live_key)
@@ -439,17 +491,8 @@ class Culler(Application):
         message = home_notice(used, server.home_limit, enforced, self.home_warn_fraction)
         if tracked is None or message == tracked.home_notice:
             return
-        if server.url is not None:
-            try:
-                if message:
-                    await self._extension(server, "POST", "report/notices",
-                                          body={"id": "home-limit", "level": "warning", "message": message})
-                else:
-                    await self._extension(server, "DELETE", "report/notices", query={
-                        "id": "home-limit", "message": "Your home is back under its size limit."})
-            except Exception as e:
-                log.warning("%s: the home notice did not reach the workspace: %s", server.label, e)
-                return
+        if not await self._show_notice(server, "home-limit", message, "Your home is back under its size limit."):
+            return
         log.info("%s #%s: home %d of %d bytes: %s", server.label, server.number, used, server.home_limit,
                  message or "back under the warning")
         tracked.home_notice = message
@@ -510,6 +553,7 @@ def env_config(environ=os.environ) -> dict:
         "WORKSPACE_CULL_WARN_BEFORE": ("IdlePolicy", "warn_before"),
         "WORKSPACE_CULL_INTERVAL": ("Culler", "interval"),
         "WORKSPACE_USAGE_SAMPLE_INTERVAL": ("Culler", "sample_interval"),
+        "WORKSPACE_HOME_FILES_INTERVAL": ("Culler", "files_interval"),
     }
     config: dict = {}
     for var, (cls, trait) in names.items():

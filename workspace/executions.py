@@ -119,6 +119,8 @@ class Execution(Base):
     # the CPU cores it was given, its home size limit (bytes), and whether it runs in cleanup mode
     cpu: Mapped[float | None] = mapped_column(Float, nullable=True)
     home_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # how many files (and other entries) its home may hold; the culler counts, the next start enforces
+    home_files: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     cleanup: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     # live figures of a save in progress (files, bytes, rates, ETA)
     save_progress: Mapped[dict | None] = mapped_column(JSON, nullable=True)

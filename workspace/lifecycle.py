@@ -91,6 +91,30 @@ def check_continuation(db: Database, owner: str, name: str, choice) -> None:
                 plan_continuation(s, ws or get_or_create_workspace(s, owner, name), choice)
 
 
+def files_to_restore(db: Database, owner: str, name: str, choice) -> int | None:
+    """How many files the home a start would restore holds (as measured after its save; None: unknown)."""
+    with db.session() as s:
+        ws = find_workspace(s, owner, name)
+        if ws is None:
+            return None
+        _, source = plan_continuation(s, ws, choice)
+        return source.snapshot.files if source is not None and source.snapshot is not None else None
+
+
+def check_home_files(db: Database, owner: str, name: str, choice, limit: int | None) -> None:
+    """A home saved with more files than its limit starts only in cleanup mode (the user's 403).
+
+    Neither store can stop a running home from making files, so the limit is
+    watched while it runs (the culler warns) and enforced here, at the next
+    start; nothing saved is ever cut.
+    """
+    files = files_to_restore(db, owner, name, choice) if limit else None
+    if files is not None and files > limit:
+        raise UserError(403, f"The home of “{name}” holds {files:,} files, more than the {limit:,} a home may "
+                             "have. Start it in cleanup mode to delete files, or pack small files into a few "
+                             "archives (tar, zip, HDF5).")
+
+
 def resolve_datasets(db: Database, refs, user: str, groups: set[str], admin: bool) -> list[dict]:
     """The dataset mount plan for a start, or the user's 400/403 (blocking)."""
     with db.session() as s:
@@ -98,7 +122,8 @@ def resolve_datasets(db: Database, refs, user: str, groups: set[str], admin: boo
 
 
 def begin(db: Database, owner: str, name: str, choice, image: str | None,
-          mounts: list[dict] | None = None, resource_type=None, cleanup_slack: int | None = None) -> StartPlan:
+          mounts: list[dict] | None = None, resource_type=None, cleanup_slack: int | None = None,
+          home_files: int | None = None) -> StartPlan:
     """Record a new execution and decide what it restores.
 
     It is `preparing` at once, or `queued` when its resource type may have to
@@ -116,6 +141,7 @@ def begin(db: Database, owner: str, name: str, choice, image: str | None,
             ex.resource_type, ex.max_runtime = resource_type.name, resource_type.max_runtime
             ex.cpu, ex.home_limit = resource_type.cpu, resource_type.home_size
         ex.cleanup = cleanup_slack is not None
+        ex.home_files = home_files
         if resource_type is None or not resource_type.limited:
             ex.to(s, "preparing")
         snap = source.snapshot if source else None

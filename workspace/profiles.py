@@ -67,12 +67,13 @@ class ResourceType:
     groups: tuple[str, ...] = ()  # who may use it (empty: everyone)
     capacity: int | None = None  # how many at once per node (None: no limit)
     pids: int | None = None  # processes (and threads) at most; None: the spawner's default, 0: none
+    home_files: int | None = None  # files a home may hold; None: the spawner's default, 0: none
     per_user: int | None = None  # how many of this type one user may hold at once (None: no limit)
 
     @classmethod
     def from_config(cls, d: dict) -> "ResourceType":
         known = {"name", "description", "cpu", "memory", "gpus", "gpu_model", "home_size", "max_runtime",
-                 "groups", "capacity", "pids", "per_user"}
+                 "groups", "capacity", "pids", "per_user", "home_files"}
         unknown = set(d) - known
         if unknown:
             raise ValueError(f"resource type {d.get('name')!r}: unknown setting(s) {', '.join(sorted(unknown))}; "
@@ -87,6 +88,7 @@ class ResourceType:
             max_runtime=float(d["max_runtime"]) if d.get("max_runtime") else None,
             groups=tuple(d.get("groups") or ()), capacity=int(d["capacity"]) if d.get("capacity") else None,
             pids=int(d["pids"]) if d.get("pids") is not None else None,
+            home_files=int(d["home_files"]) if d.get("home_files") is not None else None,
             # a GPU type: one at a time per user unless the type says otherwise
             per_user=int(d["per_user"]) if d.get("per_user") else (1 if int(d.get("gpus") or 0) else None),
         )

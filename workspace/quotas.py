@@ -411,6 +411,17 @@ def status(db: Database, store, policy: StorageQuota, owner: str, groups) -> Sta
     return Status(current(db, store, owner), policy.limit_for(owner, groups), policy.warn_fraction)
 
 
+def home_files_notice(files: int, limit: int | None, warn_fraction: float = 0.9) -> str | None:
+    """What a workspace is told about its home's file count against its limit (None: nothing)."""
+    if not limit or files < warn_fraction * limit:
+        return None
+    how = ("Delete files, or pack small files into a few archives (tar, zip, HDF5), before you stop: a "
+           "home saved over the limit starts again only in cleanup mode.")
+    if files > limit:
+        return f"Your home holds more than {limit:,} files, its limit. {how}"
+    return f"Your home holds {files:,} files, near its limit of {limit:,}. {how}"
+
+
 def home_notice(used: int, limit: int | None, enforced: bool, warn_fraction: float = 0.9) -> str | None:
     """What a workspace is told about its home's size against its limit (None: nothing)."""
     if not limit or used < warn_fraction * limit:

@@ -112,13 +112,14 @@ class WorkspaceMixin(LoggingConfigurable):
         runtime that reads it).""",
     )
     default_limits = Dict(
-        {"cpu": 2, "memory": "4G", "pids": 1024},
+        {"cpu": 2, "memory": "4G", "pids": 1024, "home_files": 1_000_000},
         config=True,
         help="""Limits of every start for what its resource type does not set
         (and of every start where no types are configured): `cpu` (cores),
-        `memory` ("4G") and `pids` (processes and threads, so a fork bomb
-        stays inside its workspace). A type's own value wins; 0 there means
-        no limit.""",
+        `memory` ("4G"), `pids` (processes and threads, so a fork bomb
+        stays inside its workspace) and `home_files` (files a home may hold:
+        the culler warns while it runs, and a home saved over it starts only
+        in cleanup mode). A type's own value wins; 0 there means no limit.""",
     )
     max_running_per_user = Int(
         3, config=True,
@@ -329,6 +330,9 @@ class WorkspaceMixin(LoggingConfigurable):
         await self.run_blocking(lifecycle.check_continuation, self.db, self.user.name, self.name, choice)
         await self.dataset_mounts()
         rtype = self.chosen_resource_type()
+        if not self.cleanup_mode:
+            await self.run_blocking(lifecycle.check_home_files, self.db, self.user.name, self.name, choice,
+                                    self.limits(rtype)["home_files"])
         self.check_running_limit()
         if rtype is not None:
             await self.run_blocking(lifecycle.within_per_user_limit, self.db, self.user.name, self.name, rtype)
@@ -355,10 +359,11 @@ class WorkspaceMixin(LoggingConfigurable):
                                  "person may run at once; stop one of them first.")
 
     def limits(self, rtype: profiles.ResourceType | None) -> dict:
-        """cpu (cores), memory (bytes) and pids of a start: its type's, else `default_limits` (None: no limit)."""
+        """cpu (cores), memory (bytes), pids and home_files of a start: its type's, else `default_limits`
+        (None: no limit)."""
         default = profiles.ResourceType.from_config({"name": "default", **self.default_limits})
         out = {}
-        for field in ("cpu", "memory", "pids"):
+        for field in ("cpu", "memory", "pids", "home_files"):
             value = getattr(rtype, field) if rtype is not None else None
             if value is None:
                 value = getattr(default, field)
@@ -403,8 +408,10 @@ class WorkspaceMixin(LoggingConfigurable):
         self._mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
         rtype = self.chosen_resource_type()
         cleanup = self.storage_quota.slack if self.cleanup_mode else None
+        limits = self.limits(rtype)
         plan = await self.run_blocking(
-            lifecycle.begin, db, self.user.name, self.name, choice, self.image, mounts, rtype, cleanup
+            lambda: lifecycle.begin(db, self.user.name, self.name, choice, self.image, mounts, rtype, cleanup,
+                                    home_files=limits["home_files"])
         )
         self.execution_id, self.live_key, self._execution_number = plan.execution_id, plan.live_key, plan.number
         self._report_key = plan.report_key
@@ -417,7 +424,7 @@ class WorkspaceMixin(LoggingConfigurable):
         for m in mounts:
             self.emit_progress(5, f"Dataset {m['ref']} will be mounted read-only at {m['mount']}")
         self._gpu_ids = []
-        self.apply_limits(self.limits(rtype))
+        self.apply_limits(limits)
         if rtype is not None:
             self.emit_progress(5, f"Resource type “{rtype.name}”: {rtype.summary()}")
             if rtype.limited:

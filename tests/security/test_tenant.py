@@ -23,7 +23,7 @@ from tests.integration.hub import ADMIN_PASSWORD, Hub
 
 TYPES = [
     {"name": "standard", "cpu": 1, "memory": "1G"},
-    {"name": "tiny", "cpu": 0.5, "memory": "256M", "pids": 96},
+    {"name": "tiny", "cpu": 0.5, "memory": "256M", "pids": 96, "home_files": 100},
     {"name": "gpu", "gpus": 1, "gpu_model": "A100"},
 ]
 QUOTA = 60_000_000
@@ -35,7 +35,7 @@ def hub(start_hub) -> Hub:
         WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES), WORKSPACE_GPU_INVENTORY="0,1", WORKSPACE_GPU_DEVICE_MODE="env",
         WORKSPACE_QUOTA_BYTES=str(QUOTA), WORKSPACE_MAX_RUNNING="2",
         WORKSPACE_COURSES=json.dumps({"cs101": {"instructors": ["prof"]}, "cs102": {"instructors": ["ta"]}}),
-        WORKSPACE_CULL_INTERVAL="1", WORKSPACE_USAGE_SAMPLE_INTERVAL="1",
+        WORKSPACE_CULL_INTERVAL="1", WORKSPACE_USAGE_SAMPLE_INTERVAL="1", WORKSPACE_HOME_FILES_INTERVAL="1",
     )
 
 
@@ -385,6 +385,33 @@ def test_a_workspace_is_contained(hub: Hub):
     for ws in ("a", "b"):
         hub.stop_workspace("mallory", ws, mal)
     hub.stop_workspace("victor", "v", vic)
+
+
+def test_a_home_over_its_file_limit_is_warned_and_starts_again_only_in_cleanup_mode(hub: Hub):
+    """Neither store limits a home's file count: the culler counts (up to the limit) and warns, the
+    next start is refused with the way out; nothing saved is cut."""
+    token = hub.user_token("fern")
+    hub.start_workspace("fern", "many", token, resource_type="tiny")  # at most 100 files
+    hub.sh("fern", "many", "mkdir -p ~/small && cd ~/small && for i in $(seq 150); do : > f$i; done")
+    deadline, notices = time.monotonic() + 30, []
+    while time.monotonic() < deadline and not any(n["id"] == "home-files" for n in notices):
+        time.sleep(1)
+        r = requests.get(f"{hub.url}/user/fern/many/api/workspace/notices", timeout=10,
+                         headers={"Authorization": f"token {token}"})
+        notices = r.json()["notices"] if r.status_code == 200 else []
+    (notice,) = [n for n in notices if n["id"] == "home-files"]
+    assert "more than 100 files" in notice["message"], notice
+    hub.stop_workspace("fern", "many", token)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not hub.executions("fern", "many")[-1]["snapshot_files"]:
+        time.sleep(0.5)
+    assert hub.executions("fern", "many")[-1]["snapshot_files"] >= 150  # saved whole
+    r = hub.spawn("fern", "many", token, {"resource_type": "tiny"})
+    assert r.status_code == 403 and "cleanup mode" in r.json()["message"], r.text
+    assert len(hub.executions("fern", "many")) == 1, "a refused start records nothing"
+    hub.start_workspace("fern", "many", token, cleanup=True)  # the way out
+    assert hub.sh("fern", "many", "ls ~/small | wc -l").strip() == "150"
+    hub.stop_workspace("fern", "many", token)
 
 
 def test_one_student_cannot_hold_every_gpu(hub: Hub):

@@ -185,3 +185,10 @@ def test_one_users_long_measurement_never_holds_up_another_users(env, monkeypatc
     assert not done.is_alive(), "quick's measurement waited behind slow's"
     release.set()
     slow.join(10)
+
+
+def test_home_files_notice_near_and_over_the_limit():
+    assert quotas.home_files_notice(80, 100) is None and quotas.home_files_notice(10, None) is None
+    assert "near its limit of 100" in quotas.home_files_notice(95, 100)
+    over = quotas.home_files_notice(101, 100)
+    assert "more than 100 files" in over and "cleanup mode" in over

@@ -39,7 +39,7 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_COURSES`         instructors per course (a JupyterHub group) as JSON, like
                               `{"cs101": {"instructors": ["prof"]}}`: they set the course up from its roster
                               and read (never change) its students' workspaces
-- `WORKSPACE_CULL_*`, `WORKSPACE_USAGE_SAMPLE_INTERVAL`, `WORKSPACE_CULLER_CONFIG`
+- `WORKSPACE_CULL_*`, `WORKSPACE_USAGE_SAMPLE_INTERVAL`, `WORKSPACE_HOME_FILES_INTERVAL`, `WORKSPACE_CULLER_CONFIG`
                               the idle culler's policy (read by workspace/culler.py; see README)
 
 Passwords and the admin API token that are not set are generated once and

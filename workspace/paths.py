@@ -70,8 +70,11 @@ def _has_openat2() -> bool:
         try:
             _libc = ctypes.CDLL(None, use_errno=True)
             _libc.syscall.restype = ctypes.c_long
-            fd = _openat2(os.open("/", DIR_FLAGS), b".", DIR_FLAGS, 0)
-            os.close(fd)
+            root = os.open("/", DIR_FLAGS)
+            try:
+                os.close(_openat2(root, b".", DIR_FLAGS, 0))
+            finally:
+                os.close(root)
             _openat2_works = True
         except (OSError, AttributeError):
             _openat2_works = False

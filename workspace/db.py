@@ -33,10 +33,13 @@ class Base(DeclarativeBase):
 # One clock for the whole package, so that tests can move it.
 
 _offset = dt.timedelta(0)
+_frozen: dt.datetime | None = None  # tests: time stands still (it moves only by move_clock)
 
 
 def utcnow() -> dt.datetime:
     """Now, in UTC, without tzinfo (as stored in the database)."""
+    if _frozen is not None:
+        return _frozen + _offset
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + _offset
 
 
@@ -49,6 +52,12 @@ def move_clock(delta: dt.timedelta) -> None:
     """Tests only: shift utcnow() by `delta`."""
     global _offset
     _offset += delta
+
+
+def freeze_clock(frozen: bool = True) -> None:
+    """Tests only: stop utcnow() where it is (so that no real time leaks into a figure), or let it run."""
+    global _frozen
+    _frozen = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) if frozen else None
 
 
 # -- engine ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 
 from workspace import accounting
-from workspace.db import Database, move_clock, utcnow
+from workspace.db import Database, freeze_clock, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, UsageSample, get_or_create_workspace, new_execution
 
@@ -17,6 +17,8 @@ def db(tmp_path):
 
 @pytest.fixture
 def clock():
+    # frozen: only the test moves time, so a slow machine adds nothing to a run time
+    freeze_clock()
     moved = dt.timedelta(0)
 
     def advance(**kw):
@@ -27,6 +29,7 @@ def clock():
 
     yield advance
     move_clock(-moved)
+    freeze_clock(False)
 
 
 def start(db, owner, cpu=None, gpus=()):

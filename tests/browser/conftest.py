@@ -37,10 +37,28 @@ def chromium():
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.skip("Playwright is not installed: `make test` installs the test dependencies")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
-        yield browser
-        browser.close()
+    from playwright.sync_api import Error, Page
+
+    # Chromium aborts a navigation with net::ERR_NETWORK_CHANGED when a network interface appears
+    # on the host, which every container start (of any test) does: a navigation is tried again then.
+    goto = Page.goto
+
+    def goto_again_on_network_change(page, url, **kwargs):
+        for attempt in range(4):
+            try:
+                return goto(page, url, **kwargs)
+            except Error as e:
+                if "ERR_NETWORK_CHANGED" not in str(e) or attempt == 3:
+                    raise
+
+    Page.goto = goto_again_on_network_change
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+            yield browser
+            browser.close()
+    finally:
+        Page.goto = goto
 
 
 def login(page, hub, user: str, password: str) -> None:
@@ -56,6 +74,8 @@ def watch_errors(page, errors: list[str] | None = None) -> list[str]:
     """Collect the page's console errors and uncaught exceptions (with the page's address) into `errors`
     (a new list unless given); the tests fail on any."""
     errors = [] if errors is None else errors
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    # a request cut by a host network change (a container starting elsewhere) is not the page's error
+    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}")
+            if m.type == "error" and "ERR_NETWORK_CHANGED" not in m.text else None)
     page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
     return errors

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: up down images test unit venv
+.PHONY: up down images test unit venv bench
 
 # The venv is (re)built when the package definition changes.
 $(STAMP): pyproject.toml
@@ -33,6 +33,17 @@ images: $(STAMP)
 test: $(STAMP)
 	@$(PY) -m workspace.deploy prepare
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## make bench: set up, run every benchmark, print each one's last line (its ratio against its baseline)
+BENCHMARKS := homes datasets culler
+bench: $(STAMP)
+	@$(PY) -m workspace.deploy prepare
+	@mkdir -p data/logs
+	@for b in $(BENCHMARKS); do \
+	  echo "[bench] benchmarks/$$b.py (log: data/logs/bench-$$b.log)"; \
+	  $(PY) benchmarks/$$b.py > data/logs/bench-$$b.log 2>&1 || { echo "error: benchmarks/$$b.py failed; read data/logs/bench-$$b.log"; exit 1; }; \
+	  tail -n 1 data/logs/bench-$$b.log; \
+	done
 
 ## make unit: only the tests that need no Docker engine
 unit: $(STAMP)

@@ -176,7 +176,7 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("benchmarks/homes.py needs root (it mounts a btrfs image and chowns files)")
     if shutil.which("rsync") is None:
-        sys.exit("rsync is not installed: apt-get install -y rsync")
+        sys.exit("rsync (the baseline) is not installed: `make bench` installs it, or apt-get install -y rsync")
 
     work = Path(tempfile.mkdtemp(prefix="bench-homes-", dir=args.workdir))
     mnt = work / "btrfs"

@@ -58,13 +58,15 @@ def build_images(settings: Settings, force: bool = False) -> list[str]:
 
 def ensure_tools(settings: Settings, tests: bool = False) -> None:
     """Debian tools the deployment uses: btrfs-progs (the home store), debootstrap (images);
-    for the tests also chromium (the browser tests, driven by Playwright)."""
+    for the tests also chromium (the browser tests, driven by Playwright) and rsync (the
+    baseline of benchmarks/homes.py)."""
     tools = (("btrfs-progs", "mkfs.btrfs"), ("debootstrap", "debootstrap")) + (
-        (("chromium", "chromium"),) if tests else ())
+        (("chromium", "chromium"), ("rsync", "rsync")) if tests else ())
     missing = [pkg for pkg, tool in tools if shutil.which(tool) is None]
     if missing and os.geteuid() == 0:
         with step(PREFIX, f"install {' '.join(missing)} (Debian)"):
-            apt_install(missing, settings.path("logs", "tools.log"), "The home store, the image builder and the browser tests")
+            apt_install(missing, settings.path("logs", "tools.log"),
+                        "The home store, the image builder, the browser tests and the benchmarks")
 
 
 def ensure_store(settings: Settings) -> None:

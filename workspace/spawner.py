@@ -670,7 +670,8 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     @property
     def volume_binds(self):
         binds = super().volume_binds
-        binds[str(self.home_dir)] = {"bind": self.home_mount, "mode": "rw"}
+        if self.live_key:  # an execution's home; a spawner used without one (DockerSpawner's own ways) has none
+            binds[str(self.home_dir)] = {"bind": self.home_mount, "mode": "rw"}
         for source, mount in getattr(self, "_mounts", []):
             binds[source] = {"bind": mount, "mode": "ro"}
         return binds

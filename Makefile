@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: up down images test unit venv bench
+.PHONY: up down images test unit venv bench lint format
 
 # The venv is (re)built when the package definition changes.
 $(STAMP): pyproject.toml
@@ -30,9 +30,17 @@ images: $(STAMP)
 	@$(PY) -m workspace.deploy images
 
 ## make test: set up (engine, proxy, images) and run the whole suite
-test: $(STAMP)
+test: $(STAMP) lint
 	@$(PY) -m workspace.deploy prepare
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## make lint: ruff's linter and formatter check (configured in pyproject.toml); `make format` fixes
+lint: $(STAMP)
+	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . > /dev/null \
+	  || { echo "error: ruff found the above; run \`make format\` (and fix what it cannot), then try again"; exit 1; }
+
+format: $(STAMP)
+	@$(VENV)/bin/ruff check --fix . ; $(VENV)/bin/ruff format .
 
 ## make bench: set up, run every benchmark, print each one's last line (its ratio against its baseline)
 BENCHMARKS := homes datasets culler

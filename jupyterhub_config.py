@@ -118,10 +118,12 @@ if os.environ.get("WORKSPACE_AUTH") == "native":
     c.JupyterHub.authenticator_class = "workspace.auth.InstitutionAuthenticator"
     c.JupyterHub.template_paths = [str(Path(nativeauthenticator.__file__).parent / "templates")]
     c.InstitutionAuthenticator.email_domains = [
-        d.strip() for d in os.environ.get("WORKSPACE_EMAIL_DOMAINS", "").split(",") if d.strip()]
+        d.strip() for d in os.environ.get("WORKSPACE_EMAIL_DOMAINS", "").split(",") if d.strip()
+    ]
     c.InstitutionAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN_PASSWORD"] or ""
-    c.JupyterHub.template_vars = {"announcement_login": 'New here? <a href="signup">Sign up</a> with your '
-                                                        "institution's e-mail address."}
+    c.JupyterHub.template_vars = {
+        "announcement_login": 'New here? <a href="signup">Sign up</a> with your institution\'s e-mail address.'
+    }
 
 # -- services --------------------------------------------------------------------
 # workspace: the REST API (and later the pages); started and proxied by the hub
@@ -130,7 +132,8 @@ if os.environ.get("WORKSPACE_AUTH") == "native":
 # workspace-culler: stops idle workspaces (workspace/culler.py; its policy is
 # set with WORKSPACE_CULL_* or data/culler_config.py).
 service_env = {k: v for k, v in os.environ.items() if k.startswith("WORKSPACE_")} | {
-    "WORKSPACE_DATA_DIR": str(data), "PYTHONPATH": str(HERE),
+    "WORKSPACE_DATA_DIR": str(data),
+    "PYTHONPATH": str(HERE),
 }
 c.JupyterHub.services = [
     {
@@ -143,8 +146,7 @@ c.JupyterHub.services = [
         # the pages start and stop workspaces with the user's OAuth token, which
         # JupyterHub limits to these scopes AND the user's own rights: a
         # student's own servers, an admin's all (the admin page)
-        "oauth_client_allowed_scopes": ["servers", "read:servers", "custom:workspaces:read",
-                                        "custom:courses:manage"],
+        "oauth_client_allowed_scopes": ["servers", "read:servers", "custom:workspaces:read", "custom:courses:manage"],
         "display": True,
     },
     {
@@ -172,19 +174,30 @@ c.JupyterHub.load_roles = [
     {
         "name": "workspace-service",
         "description": "The workspace service: read users (to tell admins from others) and groups "
-                       "(an instructor's course page lists the course's members); a course set-up "
-                       "creates the roster's users and the course's group and sets its members.",
+        "(an instructor's course page lists the course's members); a course set-up "
+        "creates the roster's users and the course's group and sets its members.",
         # read:roles:users: a roster may name only students (no admin, instructor or other role)
-        "scopes": ["list:users", "read:users", "read:roles:users", "list:groups", "read:groups", "admin:users",
-                   "admin:groups"],
+        "scopes": [
+            "list:users",
+            "read:users",
+            "read:roles:users",
+            "list:groups",
+            "read:groups",
+            "admin:users",
+            "admin:groups",
+        ],
         "services": ["workspace"],
     },
     {
         "name": "workspace-culler",
         "description": "The idle culler: read servers and their activity, ask workspaces, stop idle ones.",
         "scopes": [
-            "list:users", "read:users:name", "read:users:groups", "read:users:activity",
-            "read:servers", "delete:servers",
+            "list:users",
+            "read:users:name",
+            "read:users:groups",
+            "read:users:activity",
+            "read:servers",
+            "delete:servers",
             # the servers' addresses, to ask the workspace extension directly (not through
             # the proxy) with each execution's report key: no hub token goes to a workspace
             "proxy",
@@ -200,24 +213,38 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
         {
             "name": "workspace-admin",
             "description": "Operator tasks: create users and groups, start and stop any server.",
-            "scopes": ["admin:users", "admin:servers", "admin:groups", "list:users", "read:users", "tokens",
-                       "access:services!service=workspace"],
+            "scopes": [
+                "admin:users",
+                "admin:servers",
+                "admin:groups",
+                "list:users",
+                "read:users",
+                "tokens",
+                "access:services!service=workspace",
+            ],
             "services": ["workspace-admin"],
         }
     )
 
 # Instructors: WORKSPACE_COURSES='{"cs101": {"instructors": ["prof"]}}' gives each instructor
 # read-only access to the workspaces of the members of the JupyterHub group of the course, the
-# group's member list, and the right to set the course up (its roster and template, courses.py). (A site can write such roles itself in jupyterhub_config.d.)
+# group's member list, and the right to set the course up (its roster and template, courses.py).
+# (A site can write such roles itself in jupyterhub_config.d.)
 for course, spec in json.loads(os.environ.get("WORKSPACE_COURSES") or "{}").items():
-    c.JupyterHub.load_roles.append({
-        "name": f"instructor-{course}",
-        "description": f"Instructors of {course}: read their students' workspaces.",
-        "scopes": [f"custom:workspaces:read!group={course}", f"custom:courses:manage!group={course}",
-                   f"read:groups!group={course}",
-                   f"list:users!group={course}", f"read:users:name!group={course}"],
-        "users": list(spec.get("instructors", [])),
-    })
+    c.JupyterHub.load_roles.append(
+        {
+            "name": f"instructor-{course}",
+            "description": f"Instructors of {course}: read their students' workspaces.",
+            "scopes": [
+                f"custom:workspaces:read!group={course}",
+                f"custom:courses:manage!group={course}",
+                f"read:groups!group={course}",
+                f"list:users!group={course}",
+                f"read:users:name!group={course}",
+            ],
+            "users": list(spec.get("instructors", [])),
+        }
+    )
 
 # -- site overrides -------------------------------------------------------------
 for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):
@@ -229,7 +256,10 @@ for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):
 service_env["WORKSPACE_STORAGE_QUOTA"] = json.dumps(dict(c.StorageQuota))
 if "resource_types" in c.DockerWorkspaceSpawner:
     service_env["WORKSPACE_RESOURCE_TYPES"] = json.dumps(c.DockerWorkspaceSpawner.resource_types)
-for name, key in (("default_resource_type", "WORKSPACE_DEFAULT_RESOURCE_TYPE"), ("gpu_inventory", "WORKSPACE_GPU_INVENTORY")):
+for name, key in (
+    ("default_resource_type", "WORKSPACE_DEFAULT_RESOURCE_TYPE"),
+    ("gpu_inventory", "WORKSPACE_GPU_INVENTORY"),
+):
     if name in c.DockerWorkspaceSpawner:
         value = c.DockerWorkspaceSpawner[name]
         service_env[key] = ",".join(value) if isinstance(value, list) else str(value)

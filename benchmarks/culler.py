@@ -48,8 +48,7 @@ async def main(n: int, runs: int) -> None:
             culler = hub.culler(culler={"concurrency": concurrency} if concurrency else {})
             culler._n = n
             results[name] = await timed_cycles(culler, runs)
-            print(f"{name:>14}: one cycle over {n} servers in {results[name]:.3f} s "
-                  f"(concurrency {culler.concurrency})")
+            print(f"{name:>14}: one cycle over {n} servers in {results[name]:.3f} s (concurrency {culler.concurrency})")
         print(f"ratio={results['concurrent'] / results['one at a time']:.3f} (concurrent / one at a time)")
         print(f"cycle_s={results['concurrent']:.3f}")
 

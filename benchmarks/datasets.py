@@ -85,8 +85,12 @@ def main() -> None:
             digest = hashlib.sha256()
             for b in blocks(total, b"x"):
                 digest.update(b)
-            r = requests.post(f"{api}/bench/big/uploads", headers=auth, timeout=30,
-                              json={"filename": "big.bin", "size": total, "sha256": digest.hexdigest()})
+            r = requests.post(
+                f"{api}/bench/big/uploads",
+                headers=auth,
+                timeout=30,
+                json={"filename": "big.bin", "size": total, "sha256": digest.hexdigest()},
+            )
             r.raise_for_status()
             upload = f"{api}/bench/big/uploads/{r.json()['id']}"
 
@@ -103,8 +107,7 @@ def main() -> None:
                         yield b
                         left -= len(b)
 
-                r = requests.put(f"{upload}?offset={offset}", data=body(), headers=auth,
-                                 timeout=600)
+                r = requests.put(f"{upload}?offset={offset}", data=body(), headers=auth, timeout=600)
                 r.raise_for_status()
                 offset = r.json()["offset"]
             requests.post(f"{upload}/complete", json={}, headers=auth, timeout=600).raise_for_status()
@@ -115,8 +118,11 @@ def main() -> None:
 
     disk_mb_s = total / 1e6 / disk_s
     upload_mb_s = total / 1e6 / upload_s
-    print(f"{total / 1e9:.1f} GB: direct write {disk_mb_s:,.0f} MB/s, upload through the API {upload_mb_s:,.0f} MB/s "
-          f"(including the SHA-256 check), ratio {upload_mb_s / disk_mb_s:.2f}", flush=True)
+    print(
+        f"{total / 1e9:.1f} GB: direct write {disk_mb_s:,.0f} MB/s, upload through the API {upload_mb_s:,.0f} MB/s "
+        f"(including the SHA-256 check), ratio {upload_mb_s / disk_mb_s:.2f}",
+        flush=True,
+    )
     print(f"upload_mb_s={upload_mb_s:.1f} peak_rss_mb={rss:.1f}", flush=True)
 
 

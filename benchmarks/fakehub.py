@@ -28,8 +28,10 @@ class FakeHub:
         # and host-based proxy routes
         self.subdomains = subdomains
         self.users = [f"u{i:04d}" for i in range(n)]
-        self.reports = {u: {"kernel_connections": 0, "terminal_connections": 0, "busy_kernels": 0,
-                            "last_browser_request": None} for u in self.users}
+        self.reports = {
+            u: {"kernel_connections": 0, "terminal_connections": 0, "busy_kernels": 0, "last_browser_request": None}
+            for u in self.users
+        }
         self.notices: dict[str, dict] = {u: {} for u in self.users}
         self.deleted: list[str] = []
         self.cgroup_root = tmp / "cgroup"
@@ -71,17 +73,36 @@ class FakeHub:
             def get(self):
                 offset, limit = int(self.get_argument("offset", 0)), int(self.get_argument("limit", 200))
                 now = dt.datetime.now(dt.timezone.utc).isoformat()
-                page = [{"name": u, "groups": [], "servers": {"ws": {
-                    "name": "ws", "ready": True, "pending": None, "url": hub.server_url(u), "last_activity": now,
-                }}} for u in hub.users[offset:offset + limit] if u not in hub.deleted]
+                page = [
+                    {
+                        "name": u,
+                        "groups": [],
+                        "servers": {
+                            "ws": {
+                                "name": "ws",
+                                "ready": True,
+                                "pending": None,
+                                "url": hub.server_url(u),
+                                "last_activity": now,
+                            }
+                        },
+                    }
+                    for u in hub.users[offset : offset + limit]
+                    if u not in hub.deleted
+                ]
                 nxt = {"offset": offset + limit, "limit": limit} if offset + limit < len(hub.users) else None
-                self.finish({"items": page, "_pagination": {"offset": offset, "limit": limit,
-                                                            "total": len(hub.users), "next": nxt}})
+                self.finish(
+                    {
+                        "items": page,
+                        "_pagination": {"offset": offset, "limit": limit, "total": len(hub.users), "next": nxt},
+                    }
+                )
 
         class Proxy(web.RequestHandler):
             def get(self):
-                self.finish({"items": {hub.routespec(u): {"target": hub.url} for u in hub.users},
-                             "_pagination": {"next": None}})
+                self.finish(
+                    {"items": {hub.routespec(u): {"target": hub.url} for u in hub.users}, "_pagination": {"next": None}}
+                )
 
         class Server(web.RequestHandler):
             def delete(self, user):
@@ -112,13 +133,15 @@ class FakeHub:
                 hub.notices[user].pop(self.get_argument("id"), None)
                 self.set_status(204)
 
-        app = web.Application([
-            (r"/hub/api/users", Users),
-            (r"/hub/api/proxy", Proxy),
-            (r"/hub/api/users/([^/]+)/servers/ws", Server),
-            (r"/user/([^/]+)/ws/api/workspace/activity", Activity),
-            (r"/user/([^/]+)/ws/api/workspace/report/notices", Notices),
-        ])
+        app = web.Application(
+            [
+                (r"/hub/api/users", Users),
+                (r"/hub/api/proxy", Proxy),
+                (r"/hub/api/users/([^/]+)/servers/ws", Server),
+                (r"/user/([^/]+)/ws/api/workspace/activity", Activity),
+                (r"/user/([^/]+)/ws/api/workspace/report/notices", Notices),
+            ]
+        )
         sockets = bind_sockets(0, "127.0.0.1")
         self.server = HTTPServer(app)
         self.server.add_sockets(sockets)
@@ -130,9 +153,19 @@ class FakeHub:
 
         from workspace.culler import Culler
 
-        app = Culler(config=Config({"Culler": {"hub_api_url": f"{self.url}/hub/api", "api_token": "fake",
-                                               "db_url": self.db_url, "cgroup_root": str(self.cgroup_root),
-                                               **traits.pop("culler", {})},
-                                    "IdlePolicy": traits}))
+        app = Culler(
+            config=Config(
+                {
+                    "Culler": {
+                        "hub_api_url": f"{self.url}/hub/api",
+                        "api_token": "fake",
+                        "db_url": self.db_url,
+                        "cgroup_root": str(self.cgroup_root),
+                        **traits.pop("culler", {}),
+                    },
+                    "IdlePolicy": traits,
+                }
+            )
+        )
         app.initialize([])
         return app

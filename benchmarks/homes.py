@@ -14,7 +14,8 @@ neither pays for writing the test's own changes; our saves are durable
 (fsync / btrfs commit) when they return, rsync's are not.
 
 The last line is the default (btrfs) backend:
-    restore_ratio=<restore / rsync full> save_ratio=<save / rsync link-dest> storage_ratio=<new disk use / changed bytes>
+    restore_ratio=<restore / rsync full> save_ratio=<save / rsync link-dest>
+    storage_ratio=<new disk use / changed bytes>   (all on one line)
 An earlier line gives the same for the portable (copy) backend.
 """
 
@@ -127,9 +128,7 @@ def bench_store(store: HomeStore, scratch: Path, runs: int, seed: int) -> dict:
         shutil.rmtree(full)
         flush()
         link = scratch / f"rsync-link-{run}"
-        rsync_link_s.append(
-            timed(lambda: rsync(f"--link-dest={store.snapshot_path('s0')}", f"{live}/", link))
-        )
+        rsync_link_s.append(timed(lambda: rsync(f"--link-dest={store.snapshot_path('s0')}", f"{live}/", link)))
         shutil.rmtree(link)
 
         store.release(f"e{run}")

@@ -88,8 +88,7 @@ def parse_time(value: str | None, what: str) -> dt.datetime | None:
     try:
         t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise UserError(400, f"“{what}” must be a date or time like 2026-12-01 or 2026-12-01T08:00:00Z, "
-                             f"not {value!r}.")
+        raise UserError(400, f"“{what}” must be a date or time like 2026-12-01 or 2026-12-01T08:00:00Z, not {value!r}.")
     if t.tzinfo is not None:
         t = t.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return t
@@ -100,8 +99,12 @@ def report(session, owners: list[str] | None, since=None, until=None) -> dict:
     if since and until and until <= since:
         raise UserError(400, "“until” must be later than “since”.")
     now = utcnow()
-    q = (select(Execution).join(Workspace, Execution.workspace_id == Workspace.id)
-         .where(Execution.started.is_not(None)).order_by(Workspace.owner, Workspace.name, Execution.number))
+    q = (
+        select(Execution)
+        .join(Workspace, Execution.workspace_id == Workspace.id)
+        .where(Execution.started.is_not(None))
+        .order_by(Workspace.owner, Workspace.name, Execution.number)
+    )
     if owners is not None:
         q = q.where(Workspace.owner.in_(owners))
     if until:
@@ -110,16 +113,24 @@ def report(session, owners: list[str] | None, since=None, until=None) -> dict:
     samples = defaultdict(list)
     if executions:
         for sample in session.scalars(
-            select(UsageSample).where(UsageSample.execution_id.in_([e.id for e in executions]))
-            .order_by(UsageSample.at)
+            select(UsageSample).where(UsageSample.execution_id.in_([e.id for e in executions])).order_by(UsageSample.at)
         ):
             samples[sample.execution_id].append(sample)
     rows = [of_execution(ex, samples[ex.id], now, since, until) for ex in executions]
     rows = [r for r in rows if r["runtime_s"] > 0 or not (since or until)]
     users: dict[str, dict] = {}
     for r in rows:
-        u = users.setdefault(r["owner"], {"user": r["owner"], "executions": 0, "runtime_s": 0.0,
-                                          "cpu_hours": 0.0, "cpu_used_hours": 0.0, "gpu_hours": 0.0})
+        u = users.setdefault(
+            r["owner"],
+            {
+                "user": r["owner"],
+                "executions": 0,
+                "runtime_s": 0.0,
+                "cpu_hours": 0.0,
+                "cpu_used_hours": 0.0,
+                "gpu_hours": 0.0,
+            },
+        )
         u["executions"] += 1
         for k in ("runtime_s", "cpu_hours", "cpu_used_hours", "gpu_hours"):
             u[k] = round(u[k] + r[k], 4)

@@ -47,18 +47,23 @@ class InstitutionSignUpHandler(SignUpHandler):
         authenticator = self.authenticator
         if user is None and not authenticator.email_allowed(getattr(self, "_email", "")):
             domains = ", ".join(f"@{d}" for d in authenticator.email_domains)
-            return ("alert-danger", f"Sign up with your institution's e-mail address ({domains}); "
-                                    f"“{self._email}” is not one.")
+            return (
+                "alert-danger",
+                f"Sign up with your institution's e-mail address ({domains}); “{self._email}” is not one.",
+            )
         alert, message = super().get_result_message(user, *args, **kwargs)
         if user is not None and alert == "alert-info":
-            message = ("Your account was created and waits for an administrator's approval; you can log in "
-                       "once it is approved.")
+            message = (
+                "Your account was created and waits for an administrator's approval; you can log in "
+                "once it is approved."
+            )
         return alert, message
 
 
 class InstitutionAuthenticator(NativeAuthenticator):
     email_domains = List(
-        Unicode(), config=True,
+        Unicode(),
+        config=True,
         help="""E-mail domains whose addresses may sign up (WORKSPACE_EMAIL_DOMAINS,
         comma-separated), e.g. ["uni.example.edu"]; a subdomain of one counts.
         Empty: nobody may sign up (accounts come from an administrator).""",
@@ -112,5 +117,8 @@ class InstitutionAuthenticator(NativeAuthenticator):
         # JupyterHub's own login page and handler stay (NativeAuthenticator 1.3's
         # LoginHandler reads `statsd`, which JupyterHub 6 no longer has); its
         # sign-up page is this one, saying why an address is refused
-        return [(path, InstitutionSignUpHandler if handler is SignUpHandler else handler)
-                for path, handler in super().get_handlers(app) if path != r"/login"]
+        return [
+            (path, InstitutionSignUpHandler if handler is SignUpHandler else handler)
+            for path, handler in super().get_handlers(app)
+            if path != r"/login"
+        ]

@@ -105,9 +105,16 @@ def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) ->
         except CLIError:
             upload_id = None
     if not upload_id:
-        created = client.call("POST", f"/datasets/{ref}/uploads", json={
-            "filename": os.path.basename(path), "size": size, "sha256": digest.hexdigest(), "unpack": unpack,
-        })
+        created = client.call(
+            "POST",
+            f"/datasets/{ref}/uploads",
+            json={
+                "filename": os.path.basename(path),
+                "size": size,
+                "sha256": digest.hexdigest(),
+                "unpack": unpack,
+            },
+        )
         upload_id = created["id"]
         with open(state_file, "w") as f:
             json.dump({"id": upload_id, "sha256": digest.hexdigest(), "ref": ref}, f)
@@ -125,8 +132,9 @@ def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) ->
                     left -= len(block)
                     yield block
 
-            offset = client.call("PUT", f"/datasets/{ref}/uploads/{upload_id}", params={"offset": offset},
-                                 data=body())["offset"]
+            offset = client.call("PUT", f"/datasets/{ref}/uploads/{upload_id}", params={"offset": offset}, data=body())[
+                "offset"
+            ]
             rate = (offset - sent_at_start) / 1e6 / max(time.monotonic() - started, 1e-6)
             print(f"uploaded {_size(offset)} of {_size(size)}, {rate:,.1f} MB/s", file=out, flush=True)
     version = client.call("POST", f"/datasets/{ref}/uploads/{upload_id}/complete", json={})
@@ -146,47 +154,86 @@ def run(args, client: Client, out=sys.stdout) -> None:
     js = getattr(args, "json", False)
     whose = {"user": args.user} if getattr(args, "user", None) else {}
     if args.command == "ls":
-        _print(client.call("GET", "/workspaces", params=whose), js, lambda rows: [
-            f"{w['name']:<24} {w['executions']:>3} executions"
-            + (f", #{w['current']['number']} {w['current']['state']}" if w["current"] else "")
-            for w in rows
-        ] or ["no workspaces yet"], out)
+        _print(
+            client.call("GET", "/workspaces", params=whose),
+            js,
+            lambda rows: (
+                [
+                    f"{w['name']:<24} {w['executions']:>3} executions"
+                    + (f", #{w['current']['number']} {w['current']['state']}" if w["current"] else "")
+                    for w in rows
+                ]
+                or ["no workspaces yet"]
+            ),
+            out,
+        )
     elif args.command == "start":
         options = {"resource_type": args.type, "image": args.image, "cleanup": args.cleanup or None}
-        start(client, args.name, args.continue_from, args.dataset, out,
-              **{k: v for k, v in options.items() if v is not None})
+        start(
+            client,
+            args.name,
+            args.continue_from,
+            args.dataset,
+            out,
+            **{k: v for k, v in options.items() if v is not None},
+        )
     elif args.command == "stop":
         stop(client, args.name, out)
     elif args.command == "executions":
-        _print(client.call("GET", f"/workspaces/{args.name}/executions", params=whose), js, lambda rows: [
-            f"#{e['number']:<4} {e['state']:<11} from {('#' + str(e['parent'])) if e['parent'] else 'fresh':<6} "
-            f"{e['stop_reason'] or '':<11} {e['started'] or '':<28} "
-            + (_size(e['snapshot_bytes']) if e['snapshot_bytes'] is not None else "")
-            for e in rows
-        ], out)
+        _print(
+            client.call("GET", f"/workspaces/{args.name}/executions", params=whose),
+            js,
+            lambda rows: [
+                f"#{e['number']:<4} {e['state']:<11} from {('#' + str(e['parent'])) if e['parent'] else 'fresh':<6} "
+                f"{e['stop_reason'] or '':<11} {e['started'] or '':<28} "
+                + (_size(e["snapshot_bytes"]) if e["snapshot_bytes"] is not None else "")
+                for e in rows
+            ],
+            out,
+        )
     elif args.command == "datasets":
         datasets(args, client, js, out)
     elif args.command == "types":
-        _print(client.call("GET", "/resource-types"), js, lambda d: [
-            f"{t['name']:<16} {t['summary']:<48} {t['free']}" + ("  (default)" if t["name"] == d["default"] else "")
-            for t in d["types"]
-        ] or ["this hub has no resource types: every workspace gets the same resources"], out)
+        _print(
+            client.call("GET", "/resource-types"),
+            js,
+            lambda d: (
+                [
+                    f"{t['name']:<16} {t['summary']:<48} {t['free']}"
+                    + ("  (default)" if t["name"] == d["default"] else "")
+                    for t in d["types"]
+                ]
+                or ["this hub has no resource types: every workspace gets the same resources"]
+            ),
+            out,
+        )
     elif args.command == "quota":
         _print(client.call("GET", "/storage", params=whose), js, quota_lines, out)
     elif args.command == "cleanup":
         result = client.call("POST", "/storage/cleanup", json={"keep": args.keep})
-        _print(result, js, lambda r: [
-            *(f"deleted {d['workspace']} #{d['number']}: {_size(d['bytes'])}, {d['files']:,} files" for d in r["deleted"]),
-            *(f"kept {k['workspace']} #{k['number']}: {k['reason']}" for k in r["kept"]),
-            # an output shares files with the outputs continued from it: what it frees is in `quota`
-            f"deleted {len(r['deleted'])} output(s) of {_size(sum(d['bytes'] for d in r['deleted']))}"
-            if r["deleted"] else "nothing to delete",
-            *quota_lines(r["storage"])[:1],
-        ], out)
+        _print(
+            result,
+            js,
+            lambda r: [
+                *(
+                    f"deleted {d['workspace']} #{d['number']}: {_size(d['bytes'])}, {d['files']:,} files"
+                    for d in r["deleted"]
+                ),
+                *(f"kept {k['workspace']} #{k['number']}: {k['reason']}" for k in r["kept"]),
+                # an output shares files with the outputs continued from it: what it frees is in `quota`
+                f"deleted {len(r['deleted'])} output(s) of {_size(sum(d['bytes'] for d in r['deleted']))}"
+                if r["deleted"]
+                else "nothing to delete",
+                *quota_lines(r["storage"])[:1],
+            ],
+            out,
+        )
     elif args.command == "delete-output":
         d = client.call("DELETE", f"/workspaces/{args.name}/executions/{args.number}/output")["deleted"]
-        print(f"deleted the output of {d['workspace']} #{d['number']}: {_size(d['bytes'])}, {d['files']:,} files",
-              file=out)
+        print(
+            f"deleted the output of {d['workspace']} #{d['number']}: {_size(d['bytes'])}, {d['files']:,} files",
+            file=out,
+        )
     elif args.command == "accounting":
         params = whose | {k: v for k, v in (("since", args.since), ("until", args.until)) if v}
         if args.all:
@@ -204,12 +251,16 @@ def quota_lines(d: dict) -> list[str]:
     def of(value, cap, fmt):
         return fmt(value) + (f" of {fmt(cap)} ({value / cap:.0%})" if cap else " (no limit)")
 
-    lines = [f"storage: {of(used['bytes'], limit['bytes'], _size)}, {of(used['files'], limit['files'], '{:,} files'.format)}"]
+    lines = [
+        f"storage: {of(used['bytes'], limit['bytes'], _size)}, {of(used['files'], limit['files'], '{:,} files'.format)}"
+    ]
     if d.get("warning"):
         lines.append(d["warning"])
     for item in d["items"][:10]:
-        lines.append(f"  {item['label']:<36} {_size(item['bytes']):>10} {item['files']:>9,} files"
-                     f"   frees {_size(item['unique_bytes'])} if deleted")
+        lines.append(
+            f"  {item['label']:<36} {_size(item['bytes']):>10} {item['files']:>9,} files"
+            f"   frees {_size(item['unique_bytes'])} if deleted"
+        )
     return lines
 
 
@@ -217,8 +268,13 @@ def course_setup_body(args) -> dict:
     """The set-up request of `course-setup`: the roster file's text (the server parses it and names a bad
     line) and the template."""
     with open(args.roster, encoding="utf-8-sig") as f:
-        body = {"students": f.read(), "workspace": args.workspace, "resource_type": args.type, "image": args.image,
-                "datasets": args.dataset or []}
+        body = {
+            "students": f.read(),
+            "workspace": args.workspace,
+            "resource_type": args.type,
+            "image": args.image,
+            "datasets": args.dataset or [],
+        }
     if args.starter:
         workspace, _, number = args.starter.rpartition(":")
         if not workspace or not number.isdigit():
@@ -231,21 +287,32 @@ def course_lines(courses: list[dict]) -> list[str]:
     lines = []
     for c in courses:
         n = len(c["students"])
-        lines.append(f"{c['name'] or 'students given to you by name'}: {n} student{'' if n == 1 else 's'}, "
-                     f"{c['running']} running now")
+        lines.append(
+            f"{c['name'] or 'students given to you by name'}: {n} student{'' if n == 1 else 's'}, "
+            f"{c['running']} running now"
+        )
         for st in c["students"]:
             storage = st["storage"]
-            lines.append(f"  {st['name']:<16} {_size(storage['bytes']) if storage else '–':>10}  " + (", ".join(
-                f"{w['name']} " + (f"#{w['number']} {w['state']}" if w["number"] else "new") for w in st["workspaces"]
-            ) or "no workspaces yet"))
+            lines.append(
+                f"  {st['name']:<16} {_size(storage['bytes']) if storage else '–':>10}  "
+                + (
+                    ", ".join(
+                        f"{w['name']} " + (f"#{w['number']} {w['state']}" if w["number"] else "new")
+                        for w in st["workspaces"]
+                    )
+                    or "no workspaces yet"
+                )
+            )
     return lines or ["no courses yet"]
 
 
 def accounting_lines(d: dict) -> list[str]:
     lines = [f"{'user':<16} {'executions':>10} {'hours':>8} {'CPU-hours':>10} {'CPU used':>9} {'GPU-hours':>10}"]
     for u in d["users"]:
-        lines.append(f"{u['user']:<16} {u['executions']:>10} {u['runtime_s'] / 3600:>8.2f} {u['cpu_hours']:>10.2f} "
-                     f"{u['cpu_used_hours']:>9.2f} {u['gpu_hours']:>10.2f}")
+        lines.append(
+            f"{u['user']:<16} {u['executions']:>10} {u['runtime_s'] / 3600:>8.2f} {u['cpu_hours']:>10.2f} "
+            f"{u['cpu_used_hours']:>9.2f} {u['gpu_hours']:>10.2f}"
+        )
     if not d["users"]:
         lines.append("no executions ran in this period")
     return lines
@@ -265,8 +332,9 @@ def start(client: Client, name: str, continue_from: str, refs: list[str] | None,
         options["datasets"] = refs
     client.hub("POST", f"/users/{me}/servers/{name}", json={"user_options": options, "display_name": name})
     try:
-        with client.session.get(f"{client.url}/hub/api/users/{me}/servers/{name}/progress", stream=True,
-                                timeout=3600) as r:
+        with client.session.get(
+            f"{client.url}/hub/api/users/{me}/servers/{name}/progress", stream=True, timeout=3600
+        ) as r:
             for line in r.iter_lines(decode_unicode=True):
                 if not line or not line.startswith("data:"):
                     continue
@@ -306,40 +374,69 @@ def stop(client: Client, name: str, out=sys.stdout, poll: float = 0.5) -> None:
     if ex["state"] == "save_failed":
         raise CLIError(ex.get("error") or f"The home of {name} #{number} could not be saved yet.")
     save = ex.get("save") or {}
-    print(f"{name} #{number} stopped; home saved"
-          + (f" ({save.get('files') or 0:,} changed files, {_size(save.get('bytes') or 0)} in {save.get('seconds') or 0:.1f} s)"
-             if save else ""), file=out)
+    print(
+        f"{name} #{number} stopped; home saved"
+        + (
+            f" ({save.get('files') or 0:,} changed files, {_size(save.get('bytes') or 0)}"
+            f" in {save.get('seconds') or 0:.1f} s)"
+            if save
+            else ""
+        ),
+        file=out,
+    )
 
 
 def datasets(args, client: Client, js: bool, out) -> None:
     sub = args.datasets_command
     if sub == "ls":
+
         def lines(d):
             for group in ("mine", "shared", "public"):
                 for ds in d[group]:
                     latest = ds["versions"][-1] if ds["versions"] else None
-                    yield (f"{ds['ref']:<32} {group:<7} {len(ds['versions'])} version(s)"
-                           + (f", latest {latest['version']}: {_size(latest['bytes'])}" if latest else ""))
+                    yield (
+                        f"{ds['ref']:<32} {group:<7} {len(ds['versions'])} version(s)"
+                        + (f", latest {latest['version']}: {_size(latest['bytes'])}" if latest else "")
+                    )
+
         _print(client.call("GET", "/datasets"), js, lines, out)
     elif sub == "show":
-        _print(client.call("GET", f"/datasets/{_ref(args.ref)}"), js, lambda d: [
-            f"{d['ref']} ({d['visibility']}): {d['description']}",
-            *(f"  version {v['version']}: {_size(v['bytes'])}, {v['files']:,} files, from {v['origin']} "
-              f"{v['origin_detail'] or ''}" for v in d["versions"]),
-            *(f"  shared with {s['kind']} {s['principal']}" for s in d["shares"]),
-        ], out)
+        _print(
+            client.call("GET", f"/datasets/{_ref(args.ref)}"),
+            js,
+            lambda d: [
+                f"{d['ref']} ({d['visibility']}): {d['description']}",
+                *(
+                    f"  version {v['version']}: {_size(v['bytes'])}, {v['files']:,} files, from {v['origin']} "
+                    f"{v['origin_detail'] or ''}"
+                    for v in d["versions"]
+                ),
+                *(f"  shared with {s['kind']} {s['principal']}" for s in d["shares"]),
+            ],
+            out,
+        )
     elif sub == "create":
-        d = client.call("POST", "/datasets", json={
-            "name": args.name, "description": args.description, "visibility": "public" if args.public else "private",
-        })
+        d = client.call(
+            "POST",
+            "/datasets",
+            json={
+                "name": args.name,
+                "description": args.description,
+                "visibility": "public" if args.public else "private",
+            },
+        )
         print(f"created {d['ref']}", file=out)
     elif sub == "upload":
         v = upload(client, _ref(args.ref), args.file, args.unpack, out)
         print(f"{args.ref} version {v['version']}: {_size(v['bytes'])}, {v['files']:,} files", file=out)
     elif sub == "from-execution":
-        v = client.call("POST", f"/datasets/{_ref(args.ref)}/versions", json={
-            "from_execution": {"workspace": args.workspace, "number": args.number, "path": args.path},
-        })
+        v = client.call(
+            "POST",
+            f"/datasets/{_ref(args.ref)}/versions",
+            json={
+                "from_execution": {"workspace": args.workspace, "number": args.number, "path": args.path},
+            },
+        )
         print(f"{args.ref} version {v['version']}: {_size(v['bytes'])}, {v['files']:,} files", file=out)
     elif sub == "import":
         v = client.call("POST", f"/datasets/{_ref(args.ref)}/versions", json={"from_path": args.path})
@@ -357,29 +454,47 @@ def datasets(args, client: Client, js: bool, out) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="workspace", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        prog="workspace",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
     cmds = p.add_subparsers(dest="command", required=True)
     ls = cmds.add_parser("ls", help="your workspaces")
     ls.add_argument("--json", action="store_true")
     st = cmds.add_parser("start", help="start a workspace (a new execution); prints the progress")
     st.add_argument("name")
-    st.add_argument("--continue", dest="continue_from", default="latest", metavar="N|latest|fresh",
-                    help="the execution whose home to continue from (default: latest)")
-    st.add_argument("--dataset", action="append", metavar="OWNER/NAME[:VERSION]",
-                    help="a dataset to mount read-only (/input0 …); repeat for up to five")
+    st.add_argument(
+        "--continue",
+        dest="continue_from",
+        default="latest",
+        metavar="N|latest|fresh",
+        help="the execution whose home to continue from (default: latest)",
+    )
+    st.add_argument(
+        "--dataset",
+        action="append",
+        metavar="OWNER/NAME[:VERSION]",
+        help="a dataset to mount read-only (/input0 …); repeat for up to five",
+    )
     st.add_argument("--type", metavar="T", help="the resource type (see `workspace types`)")
     st.add_argument("--image", help="the image, where the hub offers several")
-    st.add_argument("--cleanup", action="store_true",
-                    help="cleanup mode: a small, short workspace that is allowed over the storage quota, to delete files")
+    st.add_argument(
+        "--cleanup",
+        action="store_true",
+        help="cleanup mode: a small, short workspace that is allowed over the storage quota, to delete files",
+    )
     sp = cmds.add_parser("stop", help="stop a workspace and wait for its home to be saved")
     sp.add_argument("name")
     ex = cmds.add_parser("executions", help="a workspace's executions")
     ex.add_argument("name")
     ex.add_argument("--json", action="store_true")
-    for name, text in (("types", "the resource types you may choose"),
-                       ("quota", "your storage against your quota, and what takes the space"),
-                       ("courses", "instructors: each course's students and their workspaces")):
+    for name, text in (
+        ("types", "the resource types you may choose"),
+        ("quota", "your storage against your quota, and what takes the space"),
+        ("courses", "instructors: each course's students and their workspaces"),
+    ):
         cmds.add_parser(name, help=text).add_argument("--json", action="store_true")
     cl = cmds.add_parser("cleanup", help="delete old outputs, keeping the newest of each workspace")
     cl.add_argument("--keep", type=int, default=1, help="outputs to keep per workspace (default 1)")
@@ -394,8 +509,12 @@ def parser() -> argparse.ArgumentParser:
     ac.add_argument("--json", action="store_true")
     cs = cmds.add_parser("course-setup", help="instructors: set a course up from its roster in one step")
     cs.add_argument("course", help="the course (its JupyterHub group)")
-    cs.add_argument("--roster", required=True, metavar="FILE",
-                    help="one username per line, or CSV whose first column is the username")
+    cs.add_argument(
+        "--roster",
+        required=True,
+        metavar="FILE",
+        help="one username per line, or CSV whose first column is the username",
+    )
     cs.add_argument("--workspace", help="the workspace each student gets (default: the course's name)")
     cs.add_argument("--type", metavar="T", help="its resource type")
     cs.add_argument("--image", help="its image")

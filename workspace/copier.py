@@ -100,8 +100,9 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
 COPY_CHUNK = 64 << 20
 
 
-def _copy_data(src: Tree, rel: bytes, dst: bytes, st: os.stat_result, durable: bool,
-               copied: Callable[[int], None]) -> bool:
+def _copy_data(
+    src: Tree, rel: bytes, dst: bytes, st: os.stat_result, durable: bool, copied: Callable[[int], None]
+) -> bool:
     """Copy one file's data into the new file `dst`; False if it is no longer a regular file."""
     try:
         # O_NONBLOCK: a file swapped for a fifo must not hang the copy
@@ -224,8 +225,11 @@ def copy_tree(
         with lock:
             total.bytes += n
 
-    with Tree(src) as tree, _maybe_tree(link_from) as parent, \
-            ThreadPoolExecutor(max(1, threads), thread_name_prefix="copier") as pool:
+    with (
+        Tree(src) as tree,
+        _maybe_tree(link_from) as parent,
+        ThreadPoolExecutor(max(1, threads), thread_name_prefix="copier") as pool,
+    ):
 
         def copy_batch(batch: list[tuple[bytes, os.stat_result]]) -> None:
             for rel, st in batch:
@@ -243,8 +247,9 @@ def copy_tree(
                 if len(pending) <= limit:
                     break
                 # while walking, wait only until a batch is done (the walk goes on); at the end, for all
-                done, pending = wait(pending, timeout=progress_interval,
-                                     return_when=FIRST_EXCEPTION if block else FIRST_COMPLETED)
+                done, pending = wait(
+                    pending, timeout=progress_interval, return_when=FIRST_EXCEPTION if block else FIRST_COMPLETED
+                )
                 for f in done:
                     if f.exception() is not None:
                         for other in pending:

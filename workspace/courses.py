@@ -28,7 +28,12 @@ from . import datasets, profiles
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
 from .executions import (
-    UNFINISHED, WORKSPACE_NAME, Execution, Workspace, execution_by_number, find_workspace,
+    UNFINISHED,
+    WORKSPACE_NAME,
+    Execution,
+    Workspace,
+    execution_by_number,
+    find_workspace,
 )
 from .quotas import StorageUsage
 
@@ -57,11 +62,20 @@ class Course(Base):
     def template(self) -> dict:
         st = self.starter
         return {
-            "workspace": self.workspace, "resource_type": self.resource_type, "image": self.image,
+            "workspace": self.workspace,
+            "resource_type": self.resource_type,
+            "image": self.image,
             "datasets": list(self.datasets or []),
-            "starter": {"owner": st.workspace.owner, "workspace": st.workspace.name, "number": st.number,
-                        "has_output": st.has_output} if st else None,
-            "updated": iso(self.updated), "updated_by": self.updated_by,
+            "starter": {
+                "owner": st.workspace.owner,
+                "workspace": st.workspace.name,
+                "number": st.number,
+                "has_output": st.has_output,
+            }
+            if st
+            else None,
+            "updated": iso(self.updated),
+            "updated_by": self.updated_by,
         }
 
     def start_defaults(self) -> dict:
@@ -95,8 +109,11 @@ def parse_roster(value) -> list[str]:
         if not name or name.startswith("#") or (number == 1 and name in ("username", "user", "name", "login")):
             continue
         if not USERNAME.match(name):
-            raise UserError(400, f"Line {number} of the roster, “{raw.strip()[:80]}”, is not a username: use 1–64 "
-                                 "letters, digits, “.”, “_”, “-”, “@” or “+”, starting with a letter or digit.")
+            raise UserError(
+                400,
+                f"Line {number} of the roster, “{raw.strip()[:80]}”, is not a username: use 1–64 "
+                "letters, digits, “.”, “_”, “-”, “@” or “+”, starting with a letter or digit.",
+            )
         if name not in names:
             names.append(name)
     if len(names) > MAX_ROSTER:
@@ -122,20 +139,34 @@ class Setup:
     notes: list[str] = field(default_factory=list)
 
 
-def check_setup(db: Database, course: str, body: dict, caller: str, admin: bool,
-                types: list[profiles.ResourceType], default_type: str | None, images: list[str]) -> Setup:
+def check_setup(
+    db: Database,
+    course: str,
+    body: dict,
+    caller: str,
+    admin: bool,
+    types: list[profiles.ResourceType],
+    default_type: str | None,
+    images: list[str],
+) -> Setup:
     """Check a set-up request (everything, before anything changes); the user's 400/403/404 otherwise."""
     unknown = set(body) - {"students", "workspace", "resource_type", "image", "datasets", "starter"}
     if unknown:
-        raise UserError(400, f"Unknown field(s) {', '.join(sorted(unknown))}: a course set-up takes students, "
-                             "workspace, resource_type, image, datasets and starter.")
+        raise UserError(
+            400,
+            f"Unknown field(s) {', '.join(sorted(unknown))}: a course set-up takes students, "
+            "workspace, resource_type, image, datasets and starter.",
+        )
     if "students" not in body:
         raise UserError(400, "Give the roster: “students”, a list of usernames (or the roster's text).")
     students = parse_roster(body["students"])
     workspace = body.get("workspace") or course
     if not isinstance(workspace, str) or not WORKSPACE_NAME.match(workspace):
-        raise UserError(400, f"“{workspace}” cannot be the course's workspace name: use 1–63 lower-case letters, "
-                             "digits, “-”, “_” or “.”, starting with a letter or digit (like “cs101-lab1”).")
+        raise UserError(
+            400,
+            f"“{workspace}” cannot be the course's workspace name: use 1–63 lower-case letters, "
+            "digits, “-”, “_” or “.”, starting with a letter or digit (like “cs101-lab1”).",
+        )
     rtype = body.get("resource_type") or None
     if rtype is not None:
         if not isinstance(rtype, str):
@@ -149,36 +180,63 @@ def check_setup(db: Database, course: str, body: dict, caller: str, admin: bool,
     with db.session() as s:
         for ref in refs:
             if ref.version is not None:
-                raise UserError(400, f"Give the course's datasets without a version ({ref.owner}/{ref.name}): "
-                                     "students get the newest version at each start.")
+                raise UserError(
+                    400,
+                    f"Give the course's datasets without a version ({ref.owner}/{ref.name}): "
+                    "students get the newest version at each start.",
+                )
             ds = datasets.find_dataset(s, ref.owner, ref.name)
             if ds is None or (ds.owner != caller and not admin):
-                raise UserError(403, f"You can give the course only datasets you own; {ref.owner}/{ref.name} is "
-                                     "not yours (its owner can share it with the group instead).")
+                raise UserError(
+                    403,
+                    f"You can give the course only datasets you own; {ref.owner}/{ref.name} is "
+                    "not yours (its owner can share it with the group instead).",
+                )
             if not ds.live_versions():
                 raise UserError(400, f"The dataset {ds.ref} has no versions yet: upload one first.")
         starter_id = None
         if starter is not None:
-            if not isinstance(starter, dict) or not isinstance(starter.get("workspace"), str) \
-                    or not isinstance(starter.get("number"), int) or isinstance(starter.get("number"), bool):
-                raise UserError(400, "“starter” must be {\"workspace\": NAME, \"number\": N}: one of your "
-                                     "executions, whose output each student's first start restores.")
+            if (
+                not isinstance(starter, dict)
+                or not isinstance(starter.get("workspace"), str)
+                or not isinstance(starter.get("number"), int)
+                or isinstance(starter.get("number"), bool)
+            ):
+                raise UserError(
+                    400,
+                    '“starter” must be {"workspace": NAME, "number": N}: one of your '
+                    "executions, whose output each student's first start restores.",
+                )
             ws = find_workspace(s, caller, starter["workspace"])
             ex = execution_by_number(s, ws, starter["number"]) if ws is not None else None
             if ex is None:
-                raise UserError(404, f"You have no execution #{starter['number']} of “{starter['workspace']}” "
-                                     "to use as the starter.")
+                raise UserError(
+                    404,
+                    f"You have no execution #{starter['number']} of “{starter['workspace']}” to use as the starter.",
+                )
             if not ex.has_output:
-                raise UserError(400, f"Execution #{ex.number} of “{ws.name}” has no saved output to use as the "
-                                     "starter; stop it (so that its home is saved), or choose another.")
+                raise UserError(
+                    400,
+                    f"Execution #{ex.number} of “{ws.name}” has no saved output to use as the "
+                    "starter; stop it (so that its home is saved), or choose another.",
+                )
             starter_id = ex.id
-        taken = [o for (o,) in s.execute(select(Workspace.owner).where(
-            Workspace.name == workspace, Workspace.owner.in_(students),
-            (Workspace.course.is_(None)) | (Workspace.course != course)))]
+        taken = [
+            o
+            for (o,) in s.execute(
+                select(Workspace.owner).where(
+                    Workspace.name == workspace,
+                    Workspace.owner.in_(students),
+                    (Workspace.course.is_(None)) | (Workspace.course != course),
+                )
+            )
+        ]
     notes = []
     if taken:
-        notes.append(f"{len(taken)} student(s) already have a workspace “{workspace}” of their own, which is left "
-                     f"as it is: {', '.join(sorted(taken)[:10])}{' …' if len(taken) > 10 else ''}.")
+        notes.append(
+            f"{len(taken)} student(s) already have a workspace “{workspace}” of their own, which is left "
+            f"as it is: {', '.join(sorted(taken)[:10])}{' …' if len(taken) > 10 else ''}."
+        )
     return Setup(course, students, workspace, rtype, image, [str(r) for r in refs], starter_id, caller, notes)
 
 
@@ -191,8 +249,12 @@ def apply_setup(db: Database, setup: Setup) -> dict:
         c.workspace, c.resource_type, c.image = setup.workspace, setup.resource_type, setup.image
         c.datasets, c.starter_id, c.updated_by, c.updated = setup.datasets, setup.starter_id, setup.by, now
         s.add(c)
-        have = {w.owner: w for w in s.scalars(select(Workspace).where(
-            Workspace.name == setup.workspace, Workspace.owner.in_(setup.students)))}
+        have = {
+            w.owner: w
+            for w in s.scalars(
+                select(Workspace).where(Workspace.name == setup.workspace, Workspace.owner.in_(setup.students))
+            )
+        }
         created = []
         for student in setup.students:
             if student not in have:
@@ -234,15 +296,21 @@ def starter_of_courses(session, ex: Execution) -> list[str]:
 def setup_choices(db: Database, caller: str) -> dict:
     """What the caller can give a course: their datasets with a version, and their outputs as starters."""
     with db.session() as s:
-        owned = s.scalars(select(datasets.Dataset).where(datasets.Dataset.owner == caller)
-                          .order_by(datasets.Dataset.name))
+        owned = s.scalars(
+            select(datasets.Dataset).where(datasets.Dataset.owner == caller).order_by(datasets.Dataset.name)
+        )
         refs = [ds.ref for ds in owned if ds.live_versions()]
         starters = []
         for ws in s.scalars(select(Workspace).where(Workspace.owner == caller).order_by(Workspace.name)):
             for ex in sorted(ws.executions, key=lambda e: e.number, reverse=True):
                 if ex.has_output:
-                    starters.append({"value": f"{ws.name}:{ex.number}", "label": f"{ws.name} #{ex.number}, "
-                                     f"saved {iso(ex.stopped)[:16].replace('T', ' ') if ex.stopped else ''}"})
+                    starters.append(
+                        {
+                            "value": f"{ws.name}:{ex.number}",
+                            "label": f"{ws.name} #{ex.number}, "
+                            f"saved {iso(ex.stopped)[:16].replace('T', ' ') if ex.stopped else ''}",
+                        }
+                    )
         return {"datasets": refs, "starters": starters}
 
 
@@ -258,12 +326,14 @@ def overview(db: Database, courses: dict[str, list[str]]) -> list[dict]:
         for ws in s.scalars(select(Workspace).where(Workspace.owner.in_(students)).order_by(Workspace.name)):
             student = found[ws.owner]
             latest = max(ws.executions, key=lambda e: e.number, default=None)
-            student["workspaces"].append({
-                "name": ws.name,
-                "state": latest.state if latest else "new",
-                "number": latest.number if latest else None,
-                "stop_reason": latest.stop_reason if latest else None,
-            })
+            student["workspaces"].append(
+                {
+                    "name": ws.name,
+                    "state": latest.state if latest else "new",
+                    "number": latest.number if latest else None,
+                    "stop_reason": latest.stop_reason if latest else None,
+                }
+            )
             if latest is not None:
                 started = iso(latest.started)
                 student["last_start"] = max(filter(None, (student["last_start"], started)), default=None)
@@ -273,6 +343,12 @@ def overview(db: Database, courses: dict[str, list[str]]) -> list[dict]:
         for u in s.scalars(select(StorageUsage).where(StorageUsage.owner.in_(students))):
             found[u.owner]["storage"] = {"bytes": u.bytes, "files": u.files, "measured_at": iso(u.measured_at)}
         templates = {c.name: c.template() for c in s.scalars(select(Course).where(Course.name.in_(list(courses))))}
-    return [{"name": course, "running": sum(found[n]["running"] for n in members),
-             "template": templates.get(course), "students": [found[n] for n in members]}
-            for course, members in courses.items()]
+    return [
+        {
+            "name": course,
+            "running": sum(found[n]["running"] for n in members),
+            "template": templates.get(course),
+            "students": [found[n] for n in members],
+        }
+        for course, members in courses.items()
+    ]

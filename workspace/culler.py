@@ -107,8 +107,12 @@ def clean_report(raw, now: float) -> dict | None:
     gpus = []
     for g in (gpu.get("gpus") if isinstance(gpu.get("gpus"), list) else [])[:64]:
         if isinstance(g, dict) and _number(g.get("utilization_percent"), 0, 100) is not None:
-            gpus.append({"utilization_percent": _number(g["utilization_percent"], 0, 100),
-                         "memory_used_bytes": int(_number(g.get("memory_used_bytes"), 0, 1 << 50) or 0)})
+            gpus.append(
+                {
+                    "utilization_percent": _number(g["utilization_percent"], 0, 100),
+                    "memory_used_bytes": int(_number(g.get("memory_used_bytes"), 0, 1 << 50) or 0),
+                }
+            )
     memory = _number(usage.get("memory_bytes"), 0, 1 << 50)
     return {
         "browser_connections": int(kernels + terminals),
@@ -168,9 +172,12 @@ class Culler(Application):
     api_token = Unicode(config=True, help="The culler's token (JupyterHub sets JUPYTERHUB_API_TOKEN).")
     db_url = Unicode(config=True, help="The workspace database (WORKSPACE_DB_URL).")
     store_dir = Unicode(config=True, help="The home store (WORKSPACE_STORE_DIR), where live homes are measured.")
-    home_warn_fraction = Float(0.9, config=True, help="Warn a workspace when its home passes this fraction of its limit.")
+    home_warn_fraction = Float(
+        0.9, config=True, help="Warn a workspace when its home passes this fraction of its limit."
+    )
     files_interval = Float(
-        600, config=True,
+        600,
+        config=True,
         help="""Seconds between two counts of a running home's files against its
         limit (a count stops at the limit, so it costs at most that many
         entries; WORKSPACE_HOME_FILES_INTERVAL).""",
@@ -202,8 +209,9 @@ class Culler(Application):
     @property
     def http(self) -> AsyncHTTPClient:
         if self._http is None:  # made on the running loop
-            self._http = AsyncHTTPClient(force_instance=True, max_clients=max(self.concurrency, 2),
-                                         max_body_size=MAX_REPORT)
+            self._http = AsyncHTTPClient(
+                force_instance=True, max_clients=max(self.concurrency, 2), max_body_size=MAX_REPORT
+            )
         return self._http
 
     # -- the hub -------------------------------------------------------------------
@@ -213,8 +221,11 @@ class Culler(Application):
         if paginated:
             headers["Accept"] = "application/jupyterhub-pagination+json"
         req = HTTPRequest(
-            self.hub_api_url.rstrip("/") + path, method=method, headers=headers,
-            body=None if body is None else json.dumps(body), request_timeout=self.request_timeout,
+            self.hub_api_url.rstrip("/") + path,
+            method=method,
+            headers=headers,
+            body=None if body is None else json.dumps(body),
+            request_timeout=self.request_timeout,
             allow_nonstandard_methods=True,
         )
         resp = await self.http.fetch(req)
@@ -249,10 +260,15 @@ class Culler(Application):
                 spec, path = origins.routespec(public), urlparse(public).path
                 route = routes.get(spec) or routes.get(spec.rstrip("/"))
                 url = route["target"].rstrip("/") + path if route and route.get("target") else None
-                out.append(Server(
-                    user=user["name"], name=name, groups=list(user.get("groups") or []),
-                    last_activity=_epoch(s.get("last_activity")), url=url,
-                ))
+                out.append(
+                    Server(
+                        user=user["name"],
+                        name=name,
+                        groups=list(user.get("groups") or []),
+                        last_activity=_epoch(s.get("last_activity")),
+                        url=url,
+                    )
+                )
         return out
 
     # -- the workspace database --------------------------------------------------------
@@ -299,9 +315,13 @@ class Culler(Application):
         if query:
             url += "?" + urlencode(query)
         req = HTTPRequest(
-            url, method=method, headers={"Authorization": f"{REPORT_SCHEME} {server.report_key}"},
-            body=None if body is None else json.dumps(body), request_timeout=self.request_timeout,
-            allow_nonstandard_methods=True, follow_redirects=False,
+            url,
+            method=method,
+            headers={"Authorization": f"{REPORT_SCHEME} {server.report_key}"},
+            body=None if body is None else json.dumps(body),
+            request_timeout=self.request_timeout,
+            allow_nonstandard_methods=True,
+            follow_redirects=False,
         )
         resp = await self.http.fetch(req, raise_error=False)
         if resp.code >= 400 or resp.code == 599:
@@ -327,12 +347,21 @@ class Culler(Application):
             return
         try:
             if verdict.action == "warn":
-                await self._extension(server, "POST", "report/notices", body={
-                    "id": notice_id, "level": "warning", "message": verdict.message,
-                    "stop_at": dt.datetime.fromtimestamp(verdict.stop_at, dt.timezone.utc).isoformat(),
-                })
+                await self._extension(
+                    server,
+                    "POST",
+                    "report/notices",
+                    body={
+                        "id": notice_id,
+                        "level": "warning",
+                        "message": verdict.message,
+                        "stop_at": dt.datetime.fromtimestamp(verdict.stop_at, dt.timezone.utc).isoformat(),
+                    },
+                )
             else:
-                await self._extension(server, "DELETE", "report/notices", query={"id": notice_id, "message": verdict.message})
+                await self._extension(
+                    server, "DELETE", "report/notices", query={"id": notice_id, "message": verdict.message}
+                )
         except Exception as e:
             log.warning("%s: the notice did not reach the workspace: %s", server.label, e)
 
@@ -360,16 +389,21 @@ class Culler(Application):
                 culls.append((server.execution_id, verdict.reason, verdict.evidence))
             if verdict.action != "keep":
                 actions.append((server, verdict))
-        homes = [(server, sample) for server, sample in zip(servers, samples_by_server) if sample is not None
-                 and (server.home_limit or server.home_files)]
+        homes = [
+            (server, sample)
+            for server, sample in zip(servers, samples_by_server)
+            if sample is not None and (server.home_limit or server.home_files)
+        ]
         if homes:
-            await asyncio.gather(*(self._watch_home(server, sample) for server, sample in homes),
-                                 return_exceptions=True)
+            await asyncio.gather(
+                *(self._watch_home(server, sample) for server, sample in homes), return_exceptions=True
+            )
         if samples or culls:
             await asyncio.get_running_loop().run_in_executor(None, self._record, samples, culls)
         counts = {"servers": len(servers), "warned": 0, "withdrawn": 0, "culled": 0}
-        for result in await asyncio.gather(*(self._act(server, verdict, counts) for server, verdict in actions),
-                                           return_exceptions=True):
+        for result in await asyncio.gather(
+            *(self._act(server, verdict, counts) for server, verdict in actions), return_exceptions=True
+        ):
             if isinstance(result, Exception):
                 log.error("acting on a verdict failed: %r", result)
         live = {s.execution_id for s in servers}
@@ -452,15 +486,23 @@ class Culler(Application):
         live = self.store.live_path(server.live_key)
         try:
             _, files = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: paths.measure(live, limit_files=server.home_files))
+                None, lambda: paths.measure(live, limit_files=server.home_files)
+            )
         except Exception as e:  # its live home went (a stop under way)
             log.info("%s: the home's files could not be counted: %s", server.label, e)
             return
         message = home_files_notice(files, server.home_files, self.home_warn_fraction)
         if message != tracked.files_notice and await self._show_notice(
-                server, "home-files", message, "Your home is back under its file limit."):
-            log.info("%s #%s: home has %s%d files (limit %d)", server.label, server.number,
-                     "more than " if files > server.home_files else "", files, server.home_files)
+            server, "home-files", message, "Your home is back under its file limit."
+        ):
+            log.info(
+                "%s #%s: home has %s%d files (limit %d)",
+                server.label,
+                server.number,
+                "more than " if files > server.home_files else "",
+                files,
+                server.home_files,
+            )
             tracked.files_notice = message
 
     async def _show_notice(self, server: Server, notice_id: str, message: str | None, withdrawn: str) -> bool:
@@ -469,8 +511,9 @@ class Culler(Application):
             return True
         try:
             if message:
-                await self._extension(server, "POST", "report/notices",
-                                      body={"id": notice_id, "level": "warning", "message": message})
+                await self._extension(
+                    server, "POST", "report/notices", body={"id": notice_id, "level": "warning", "message": message}
+                )
             else:
                 await self._extension(server, "DELETE", "report/notices", query={"id": notice_id, "message": withdrawn})
         except Exception as e:
@@ -493,8 +536,14 @@ class Culler(Application):
             return
         if not await self._show_notice(server, "home-limit", message, "Your home is back under its size limit."):
             return
-        log.info("%s #%s: home %d of %d bytes: %s", server.label, server.number, used, server.home_limit,
-                 message or "back under the warning")
+        log.info(
+            "%s #%s: home %d of %d bytes: %s",
+            server.label,
+            server.number,
+            used,
+            server.home_limit,
+            message or "back under the warning",
+        )
         tracked.home_notice = message
 
     async def _act(self, server: Server, verdict: Verdict, counts: dict) -> None:
@@ -505,14 +554,22 @@ class Culler(Application):
             counts["warned" if verdict.action == "warn" else "withdrawn"] += 1
             return
         log.info("%s #%s: stopping (%s): %s", server.label, server.number, verdict.reason, verdict.evidence)
-        path = f"/users/{quote(server.user, safe='')}/server" + (f"s/{quote(server.name, safe='')}" if server.name else "")
+        path = f"/users/{quote(server.user, safe='')}/server" + (
+            f"s/{quote(server.name, safe='')}" if server.name else ""
+        )
         try:
             await self.hub("DELETE", path)
         except (HTTPClientError, OSError) as e:
             log.error("%s: the hub did not stop it: %s", server.label, e)
             # the execution goes on, without a stop reason
             await asyncio.get_running_loop().run_in_executor(
-                None, lifecycle.record_stop_reason, database(self.db_url), server.user, server.name, None, None,
+                None,
+                lifecycle.record_stop_reason,
+                database(self.db_url),
+                server.user,
+                server.name,
+                None,
+                None,
                 server.execution_id,
             )
             return

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import BigInteger, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint, select
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
-from traitlets import Bool, Integer as IntTrait
+from traitlets import Bool
+from traitlets import Integer as IntTrait
 from traitlets.config import LoggingConfigurable
 
 from . import paths
@@ -121,7 +122,6 @@ class DatasetShare(Base):
 # -- names and references ----------------------------------------------------------
 
 
-
 def listing(session, user: str, groups: set[str]) -> dict:
     """The datasets `user` may read, as {"mine", "shared" (with me), "public"} lists of dicts."""
     out = {"mine": [], "shared": [], "public": []}
@@ -133,6 +133,7 @@ def listing(session, user: str, groups: set[str]) -> dict:
         elif ds.visibility == "public":
             out["public"].append(ds.as_dict())
     return out
+
 
 def check_slug(name: str, what: str = "A dataset name") -> str:
     if not isinstance(name, str) or not SLUG.match(name):
@@ -210,8 +211,13 @@ def resolve(session: Session, refs: list[Ref], user: str, groups: set[str], admi
                 have = ", ".join(str(v.number) for v in versions) or "none"
                 raise UserError(400, f"The dataset {ds.ref} has no version {ref.version} (it has: {have}).")
         plan.append(
-            {"slot": slot, "mount": f"{MOUNT_PREFIX}{slot}", "ref": f"{ds.ref}:{version.number}",
-             "version_id": version.id, "key": version.key}
+            {
+                "slot": slot,
+                "mount": f"{MOUNT_PREFIX}{slot}",
+                "ref": f"{ds.ref}:{version.number}",
+                "version_id": version.id,
+                "key": version.key,
+            }
         )
     return plan
 
@@ -255,8 +261,9 @@ class DatasetRules(LoggingConfigurable):
         if bad:
             shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
             raise UserError(
-                400, f"{label} cannot become a dataset: it has entries that point outside it or are not "
-                     f"files: {shown}. Remove or replace them and try again.",
+                400,
+                f"{label} cannot become a dataset: it has entries that point outside it or are not "
+                f"files: {shown}. Remove or replace them and try again.",
             )
         if (
             self.small_files_rule

@@ -119,7 +119,7 @@ class Database:
 
     def __init__(self, url: str, migrate: bool = True):
         if url.startswith("sqlite:///"):
-            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
         self.url = url
         self.engine = make_engine(url)
         if migrate:

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from . import networks, engine, homes, images
+from . import engine, homes, images, networks
 from .settings import Settings
 from .steps import SetupError, apt_install, fail, run_logged, say, step
 
@@ -43,8 +43,15 @@ def ensure_proxy(settings: Settings) -> Path:
     log = settings.path("logs", "npm.log")
     with step(PREFIX, "install configurable-http-proxy (npm)"):
         run_logged(
-            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(ROOT / ".node"),
-             f"configurable-http-proxy@{CHP_VERSION}"],
+            [
+                "npm",
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                str(ROOT / ".node"),
+                f"configurable-http-proxy@{CHP_VERSION}",
+            ],
             log,
             "Installing configurable-http-proxy with npm failed (is the npm registry reachable?)",
         )
@@ -61,12 +68,16 @@ def ensure_tools(settings: Settings, tests: bool = False) -> None:
     for the tests also chromium (the browser tests, driven by Playwright) and rsync (the
     baseline of benchmarks/homes.py)."""
     tools = (("btrfs-progs", "mkfs.btrfs"), ("debootstrap", "debootstrap")) + (
-        (("chromium", "chromium"), ("rsync", "rsync")) if tests else ())
+        (("chromium", "chromium"), ("rsync", "rsync")) if tests else ()
+    )
     missing = [pkg for pkg, tool in tools if shutil.which(tool) is None]
     if missing and os.geteuid() == 0:
         with step(PREFIX, f"install {' '.join(missing)} (Debian)"):
-            apt_install(missing, settings.path("logs", "tools.log"),
-                        "The home store, the image builder, the browser tests and the benchmarks")
+            apt_install(
+                missing,
+                settings.path("logs", "tools.log"),
+                "The home store, the image builder, the browser tests and the benchmarks",
+            )
 
 
 def ensure_store(settings: Settings) -> None:
@@ -76,8 +87,11 @@ def ensure_store(settings: Settings) -> None:
         say(PREFIX, f"home store {store} is on btrfs (snapshots)")
         return
     if os.geteuid() != 0 or shutil.which("mkfs.btrfs") is None:
-        say(PREFIX, f"home store {store} is not on btrfs and mounting one needs root and btrfs-progs: "
-                    "homes will be copied (slower starts and stops)")
+        say(
+            PREFIX,
+            f"home store {store} is not on btrfs and mounting one needs root and btrfs-progs: "
+            "homes will be copied (slower starts and stops)",
+        )
         return
     image = settings.path("store.btrfs")
     with step(PREFIX, f"mount the btrfs home store {image} ({settings.store_size}, sparse) at {store}"):
@@ -150,8 +164,12 @@ def start_hub(settings: Settings, wait_s: float = 90) -> None:
         with open(log, "ab") as out:
             proc = subprocess.Popen(
                 [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(ROOT / "jupyterhub_config.py")],
-                cwd=settings.data_dir, env=env, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                cwd=settings.data_dir,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         deadline = time.monotonic() + wait_s
         while not hub_answers(settings):
@@ -207,8 +225,10 @@ def site_authenticator(settings: Settings) -> bool:
     """Whether a site file sets an authenticator (the shared password is then not in use)."""
     if os.environ.get("WORKSPACE_AUTH") == "native":
         return True
-    return any("authenticator_class" in f.read_text(errors="replace")
-               for f in settings.path("jupyterhub_config.d").glob("*.py"))
+    return any(
+        "authenticator_class" in f.read_text(errors="replace")
+        for f in settings.path("jupyterhub_config.d").glob("*.py")
+    )
 
 
 def api(settings: Settings, method: str, path: str, body=None):
@@ -236,9 +256,7 @@ def stop_servers(settings: Settings, wait_s: float = 300) -> int:
     deadline = time.monotonic() + wait_s
     while pending and time.monotonic() < deadline:
         time.sleep(1)
-        active = {
-            (u["name"], s) for u in api(settings, "GET", "/users?state=active") for s in u.get("servers", {})
-        }
+        active = {(u["name"], s) for u in api(settings, "GET", "/users?state=active") for s in u.get("servers", {})}
         pending = [p for p in pending if p in active]
     return len(pending)
 
@@ -292,13 +310,17 @@ def remove_containers(deployment: str) -> int:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="workspace-admin", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="workspace-admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("command", choices=["up", "down", "images", "prepare"])
     parser.add_argument("--force", action="store_true", help="images: rebuild even when unchanged")
     args = parser.parse_args(argv)
-    if args.command == "up" and "WORKSPACE_SUBDOMAIN_HOST" not in os.environ \
-            and os.environ.get("WORKSPACE_IP", "127.0.0.1") == "127.0.0.1":
+    if (
+        args.command == "up"
+        and "WORKSPACE_SUBDOMAIN_HOST" not in os.environ
+        and os.environ.get("WORKSPACE_IP", "127.0.0.1") == "127.0.0.1"
+    ):
         # per-user origins where browsers allow it: every name under localhost is the
         # loopback address (workspace/origins.py); WORKSPACE_SUBDOMAIN_HOST= turns it off
         os.environ["WORKSPACE_SUBDOMAIN_HOST"] = f"http://localhost:{os.environ.get('WORKSPACE_PORT', '8000')}"

@@ -55,8 +55,7 @@ def ensure_engine(log: Path, wait_s: float = 60) -> docker.DockerClient:
         return c
     if os.geteuid() != 0:
         raise SetupError(
-            "No Docker engine answers and starting one needs root: start dockerd "
-            "(or run `make` as root) and try again."
+            "No Docker engine answers and starting one needs root: start dockerd (or run `make` as root) and try again."
         )
     if shutil.which("dockerd") is None:
         with step(PREFIX, "install docker.io (Debian)"):
@@ -65,7 +64,10 @@ def ensure_engine(log: Path, wait_s: float = 60) -> docker.DockerClient:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             proc = subprocess.Popen(
-                ["dockerd"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                ["dockerd"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         deadline = time.monotonic() + wait_s

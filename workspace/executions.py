@@ -19,7 +19,20 @@ import re
 import secrets
 import uuid
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, select, update
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    select,
+    update,
+)
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from .db import Base, iso, utcnow
@@ -169,8 +182,11 @@ class Execution(Base):
             "parent": self.parent.number if self.parent else None,
             "restored_from": self.restored_from.number if self.restored_from and not self.from_starter else None,
             # a course's starter (another user's output) restored into a first start
-            "starter": (f"{self.restored_from.workspace.owner}/{self.restored_from.workspace.name} "
-                        f"#{self.restored_from.number}") if self.from_starter else None,
+            "starter": (
+                f"{self.restored_from.workspace.owner}/{self.restored_from.workspace.name} #{self.restored_from.number}"
+            )
+            if self.from_starter
+            else None,
             "stop_reason": self.stop_reason,
             "stop_detail": self.stop_detail,
             "error": self.error,
@@ -214,8 +230,12 @@ class UsageSample(Base):
 
     def as_dict(self) -> dict:
         return {
-            "at": iso(self.at), "cpu_percent": self.cpu_percent, "memory_bytes": self.memory_bytes,
-            "gpu_percent": self.gpu_percent, "gpu_memory_bytes": self.gpu_memory_bytes, "browser": self.browser,
+            "at": iso(self.at),
+            "cpu_percent": self.cpu_percent,
+            "memory_bytes": self.memory_bytes,
+            "gpu_percent": self.gpu_percent,
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "browser": self.browser,
             "home_bytes": self.home_bytes,
         }
 
@@ -334,13 +354,21 @@ def _ranges(numbers: list[int]) -> str:
     return ", ".join(parts)
 
 
-def new_execution(session: Session, ws: Workspace, parent: Execution | None, restore_from: Execution | None,
-                  image: str | None = None) -> Execution:
+def new_execution(
+    session: Session, ws: Workspace, parent: Execution | None, restore_from: Execution | None, image: str | None = None
+) -> Execution:
     number = (max((e.number for e in ws.executions), default=0)) + 1
     token = uuid.uuid4().hex
     ex = Execution(
-        workspace=ws, number=number, parent=parent, restored_from=restore_from, image=image,
-        state="queued", live_key=f"x{token}", snapshot_key=f"s{token}", report_key=secrets.token_urlsafe(32),
+        workspace=ws,
+        number=number,
+        parent=parent,
+        restored_from=restore_from,
+        image=image,
+        state="queued",
+        live_key=f"x{token}",
+        snapshot_key=f"s{token}",
+        report_key=secrets.token_urlsafe(32),
     )
     session.add(ex)
     session.add(Transition(execution=ex, state="queued", at=utcnow()))

@@ -189,13 +189,13 @@ class HomeStore(LoggingConfigurable):
             try:
                 fd, inner = tree.proc_path(subdir.strip("/"))
             except paths.Escape:
-                raise HomeStoreError(f"{subdir!r} leads through a link or out of the output; "
-                                     "give the path of a real directory inside it")
+                raise HomeStoreError(
+                    f"{subdir!r} leads through a link or out of the output; give the path of a real directory inside it"
+                )
             except (FileNotFoundError, NotADirectoryError):
                 raise FileNotFoundError(subdir)
             try:
-                self._publish_dataset(key, lambda partial: self._share_tree(Path(inner), partial, whole=False),
-                                      check)
+                self._publish_dataset(key, lambda partial: self._share_tree(Path(inner), partial, whole=False), check)
             finally:
                 os.close(fd)
 
@@ -352,7 +352,9 @@ class BtrfsHomeStore(HomeStore):
 
     def _run(self, *args: str | os.PathLike) -> str:
         proc = subprocess.run(
-            [self.btrfs, *map(os.fspath, args)], capture_output=True, check=False,
+            [self.btrfs, *map(os.fspath, args)],
+            capture_output=True,
+            check=False,
         )
         if proc.returncode != 0:
             raise subprocess.CalledProcessError(
@@ -405,8 +407,9 @@ class BtrfsHomeStore(HomeStore):
         else:
             # a directory is not a subvolume: clone its files (reflinks share the blocks)
             self._run("subvolume", "create", target)
-            subprocess.run(["cp", "-a", "--reflink=always", f"{source}/.", str(target)], check=True,
-                           capture_output=True)
+            subprocess.run(
+                ["cp", "-a", "--reflink=always", f"{source}/.", str(target)], check=True, capture_output=True
+            )
 
     def _copy_in(self, source: Path, target: Path) -> None:
         self._run("subvolume", "create", target)
@@ -421,7 +424,9 @@ class BtrfsHomeStore(HomeStore):
     def _remove(self, path: Path) -> None:
         if path.exists() and self._is_subvolume(path):
             # a read-only subvolume must be made writable before it can go
-            subprocess.run([self.btrfs, "property", "set", "-t", "subvol", str(path), "ro", "false"], capture_output=True)
+            subprocess.run(
+                [self.btrfs, "property", "set", "-t", "subvol", str(path), "ro", "false"], capture_output=True
+            )
         try:
             self._run("subvolume", "delete", path)
         except subprocess.CalledProcessError:
@@ -502,9 +507,7 @@ def mount_loop_btrfs(image: Path, mountpoint: Path, size: str = "100G") -> bool:
     if not image.exists():
         image.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["truncate", "-s", size, str(image)], check=True)
-        subprocess.run(["mkfs.btrfs", "-q", "-m", "single", "-n", "4096", str(image)],
-                       check=True, capture_output=True)
+        subprocess.run(["mkfs.btrfs", "-q", "-m", "single", "-n", "4096", str(image)], check=True, capture_output=True)
         created = True
     subprocess.run(["mount", "-o", "loop,noatime", str(image), str(mountpoint)], check=True, capture_output=True)
     return created
-

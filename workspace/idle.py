@@ -18,7 +18,7 @@ import datetime as dt
 from collections import deque
 from dataclasses import dataclass, field
 
-from traitlets import Dict, Float, Int
+from traitlets import Dict, Float
 from traitlets.config import Configurable
 
 POLICY_FIELDS = ("browser_timeout", "cpu_threshold", "cpu_window", "gpu_threshold", "max_runtime", "warn_before")
@@ -28,39 +28,46 @@ class IdlePolicy(Configurable):
     """The idle policy, with overrides per resource type, group and user."""
 
     browser_timeout = Float(
-        1800, config=True,
+        1800,
+        config=True,
         help="""Seconds without a browser attached (no kernel or terminal
         websocket, no request from a JupyterLab tab) before a workspace may be
         culled.""",
     )
     cpu_threshold = Float(
-        5.0, config=True,
+        5.0,
+        config=True,
         help="""CPU use, in percent of one core, under which a workspace counts
         as idle (measured from its container's cgroup).""",
     )
     cpu_window = Float(
-        1800, config=True,
+        1800,
+        config=True,
         help="""Seconds the CPU (and GPU) use must stay under the threshold
         before a workspace may be culled.""",
     )
     gpu_threshold = Float(
-        10.0, config=True,
+        10.0,
+        config=True,
         help="""GPU utilisation, in percent, at or above which a workspace with
         GPUs is busy (training keeps it alive with the tab closed).""",
     )
     max_runtime = Float(
-        0, config=True,
+        0,
+        config=True,
         help="""Seconds after which a workspace is stopped whatever it does
         (0: no limit). Usually set per resource type, e.g. 3 h for debug
         sessions.""",
     )
     warn_before = Float(
-        300, config=True,
+        300,
+        config=True,
         help="""Seconds between the warning (a JupyterLab notification and a
         line in every terminal) and the cull. 0: no warning.""",
     )
     overrides = Dict(
-        {}, config=True,
+        {},
+        config=True,
         help="""Policy values for some workspaces, keyed `resource_type:NAME`,
         `group:NAME` or `user:NAME`, e.g.
         `{"resource_type:debug": {"max_runtime": 10800}, "group:thesis": {"browser_timeout": 7200}}`.
@@ -70,13 +77,18 @@ class IdlePolicy(Configurable):
 
     def limits(self, user: str = "", groups=(), resource_type: str | None = None) -> "Limits":
         values = {name: getattr(self, name) for name in POLICY_FIELDS}
-        keys = ([f"resource_type:{resource_type}"] if resource_type else []) + \
-            [f"group:{g}" for g in sorted(groups)] + [f"user:{user}"]
+        keys = (
+            ([f"resource_type:{resource_type}"] if resource_type else [])
+            + [f"group:{g}" for g in sorted(groups)]
+            + [f"user:{user}"]
+        )
         for key in keys:
             for name, value in (self.overrides.get(key) or {}).items():
                 if name not in POLICY_FIELDS:
-                    raise ValueError(f"IdlePolicy.overrides[{key!r}]: unknown setting {name!r}; "
-                                     f"use one of {', '.join(POLICY_FIELDS)}")
+                    raise ValueError(
+                        f"IdlePolicy.overrides[{key!r}]: unknown setting {name!r}; "
+                        f"use one of {', '.join(POLICY_FIELDS)}"
+                    )
                 values[name] = float(value)
         return Limits(**values)
 
@@ -215,15 +227,21 @@ class Watch:
             end = obs.started + limits.max_runtime
             if now >= end:
                 return Verdict(
-                    "cull", "max_runtime",
-                    evidence=f"ran for {duration(now - obs.started)}; the maximum run time is {duration(limits.max_runtime)}",
+                    "cull",
+                    "max_runtime",
+                    evidence=f"ran for {duration(now - obs.started)}; "
+                    f"the maximum run time is {duration(limits.max_runtime)}",
                 )
-            if now >= end - limits.warn_before and limits.warn_before > 0 and (
-                self.warning is None or self.warning.kind != "max_runtime"
+            if (
+                now >= end - limits.warn_before
+                and limits.warn_before > 0
+                and (self.warning is None or self.warning.kind != "max_runtime")
             ):
                 self.warning = Warning("max_runtime", now, end)
                 return Verdict(
-                    "warn", "max_runtime", stop_at=end,
+                    "warn",
+                    "max_runtime",
+                    stop_at=end,
                     message=(
                         f"This workspace will be stopped at {clock_time(end)} (in {duration(end - now)}): it reaches "
                         f"its maximum run time of {duration(limits.max_runtime)}. Your home is saved when it stops; "
@@ -234,7 +252,8 @@ class Watch:
             return Verdict("keep")
 
         active_since_warning = self.warning is not None and (
-            self.last_browser > self.warning.at or self.cpu_busy_at > self.warning.at
+            self.last_browser > self.warning.at
+            or self.cpu_busy_at > self.warning.at
             or (self.gpu_busy_at is not None and self.gpu_busy_at > self.warning.at)
         )
         if active_since_warning:
@@ -257,7 +276,9 @@ class Watch:
             stop_at = max(idle_at, now + limits.warn_before)
             self.warning = Warning("idle", now, stop_at)
             return Verdict(
-                "warn", "idle", stop_at=stop_at,
+                "warn",
+                "idle",
+                stop_at=stop_at,
                 message=(
                     f"This workspace seems idle (no open tab, CPU under {limits.cpu_threshold:g} %) and will be "
                     f"stopped at {clock_time(stop_at)} (in {duration(stop_at - now)}) to free its resources. "

@@ -64,8 +64,10 @@ SITE_PACKAGES = "/opt/venv/lib/python3.11/site-packages"  # bookworm's Python
 
 def project_files() -> list[tuple[Path, str]]:
     """The project files copied into every image, as (source, destination)."""
-    files = [(PROJECT / "workspace/__init__.py", f"{EXTENSION_ROOT}/workspace/__init__.py"),
-             (PROJECT / "workspace/usage.py", f"{EXTENSION_ROOT}/workspace/usage.py")]
+    files = [
+        (PROJECT / "workspace/__init__.py", f"{EXTENSION_ROOT}/workspace/__init__.py"),
+        (PROJECT / "workspace/usage.py", f"{EXTENSION_ROOT}/workspace/usage.py"),
+    ]
     ext = PROJECT / "workspace/singleuser"
     # puts EXTENSION_ROOT on the venv's path: `import workspace.singleuser`
     files.append((ext / "workspace.pth", f"{SITE_PACKAGES}/workspace-singleuser.pth"))
@@ -74,7 +76,7 @@ def project_files() -> list[tuple[Path, str]]:
             continue
         rel = f.relative_to(ext).as_posix()
         if rel.startswith("labextension/"):
-            files.append((f, f"{LABEXTENSION_DIR}/{rel[len('labextension/'):]}"))
+            files.append((f, f"{LABEXTENSION_DIR}/{rel[len('labextension/') :]}"))
         elif f.suffix == ".py":
             files.append((f, f"{EXTENSION_ROOT}/workspace/singleuser/{rel}"))
     return files
@@ -268,11 +270,15 @@ class ImageBuilder:
             run_logged(["mount", *args, str(rootfs / target)], self.log, f"Mounting /{target} in the chroot failed")
         run_logged(
             [
-                "env", "-i",
+                "env",
+                "-i",
                 "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
                 "HOME=/root",
                 "PIP_CERT=/tmp/ca-certificates.crt",
-                "chroot", str(rootfs), "/bin/bash", "/tmp/setup.sh",
+                "chroot",
+                str(rootfs),
+                "/bin/bash",
+                "/tmp/setup.sh",
             ],
             self.log,
             "Installing the image's Python packages failed (is PyPI reachable?)",
@@ -291,7 +297,8 @@ class ImageBuilder:
 
     def _import(self, rootfs: Path, tag: str) -> None:
         cmd = "tar --numeric-owner -C {root} -c . | docker import - {tag}".format(
-            root=shlex.quote(str(rootfs)), tag=shlex.quote(tag),
+            root=shlex.quote(str(rootfs)),
+            tag=shlex.quote(tag),
         )
         run_logged(
             ["bash", "-o", "pipefail", "-c", cmd],

@@ -25,6 +25,7 @@ from sqlalchemy import select
 from . import courses, datasets, profiles
 from .copier import Transfer
 from .db import Database
+from .errors import UserError
 from .executions import (
     Execution,
     Snapshot,
@@ -37,7 +38,6 @@ from .executions import (
     plan_continuation,
     release_claim,
 )
-from .errors import UserError
 from .homes import HomeStore, HomeStoreError, StoreFullError
 
 log = logging.getLogger("workspace.lifecycle")
@@ -110,9 +110,12 @@ def check_home_files(db: Database, owner: str, name: str, choice, limit: int | N
     """
     files = files_to_restore(db, owner, name, choice) if limit else None
     if files is not None and files > limit:
-        raise UserError(403, f"The home of “{name}” holds {files:,} files, more than the {limit:,} a home may "
-                             "have. Start it in cleanup mode to delete files, or pack small files into a few "
-                             "archives (tar, zip, HDF5).")
+        raise UserError(
+            403,
+            f"The home of “{name}” holds {files:,} files, more than the {limit:,} a home may "
+            "have. Start it in cleanup mode to delete files, or pack small files into a few "
+            "archives (tar, zip, HDF5).",
+        )
 
 
 def resolve_datasets(db: Database, refs, user: str, groups: set[str], admin: bool) -> list[dict]:
@@ -121,9 +124,17 @@ def resolve_datasets(db: Database, refs, user: str, groups: set[str], admin: boo
         return datasets.resolve(s, refs, user, groups, admin)
 
 
-def begin(db: Database, owner: str, name: str, choice, image: str | None,
-          mounts: list[dict] | None = None, resource_type=None, cleanup_slack: int | None = None,
-          home_files: int | None = None) -> StartPlan:
+def begin(
+    db: Database,
+    owner: str,
+    name: str,
+    choice,
+    image: str | None,
+    mounts: list[dict] | None = None,
+    resource_type=None,
+    cleanup_slack: int | None = None,
+    home_files: int | None = None,
+) -> StartPlan:
     """Record a new execution and decide what it restores.
 
     It is `preparing` at once, or `queued` when its resource type may have to
@@ -157,8 +168,11 @@ def begin(db: Database, owner: str, name: str, choice, image: str | None,
             home_limit=ex.home_limit,
             cleanup_slack=cleanup_slack,
             report_key=ex.report_key,
-            starter=(f"{ws.course} ({starter.workspace.owner}/{starter.workspace.name} #{starter.number})"
-                     if starter is not None else None),
+            starter=(
+                f"{ws.course} ({starter.workspace.owner}/{starter.workspace.name} #{starter.number})"
+                if starter is not None
+                else None
+            ),
         )
 
 
@@ -186,11 +200,15 @@ def expire_stale_queue(db: Database) -> int:
 def one_queued_per_user(db: Database, owner: str, name: str, rtype) -> None:
     """A user waits at most once per resource type: a second queued start is the user's 409."""
     with db.session() as s:
-        for ex in s.scalars(select(Execution).where(Execution.state == "queued",
-                                                    Execution.resource_type == rtype.name)):
+        for ex in s.scalars(
+            select(Execution).where(Execution.state == "queued", Execution.resource_type == rtype.name)
+        ):
             if ex.workspace.owner == owner and ex.workspace.name != name:
-                raise UserError(409, f"You already wait for a “{rtype.name}” with workspace “{ex.workspace.name}”; "
-                                     "stop that one, or wait until it starts.")
+                raise UserError(
+                    409,
+                    f"You already wait for a “{rtype.name}” with workspace “{ex.workspace.name}”; "
+                    "stop that one, or wait until it starts.",
+                )
 
 
 def within_per_user_limit(db: Database, owner: str, name: str, rtype) -> None:
@@ -199,13 +217,25 @@ def within_per_user_limit(db: Database, owner: str, name: str, rtype) -> None:
     if not rtype.per_user:
         return
     with db.session() as s:
-        held = [ex.workspace.name for ex in s.scalars(
-            select(Execution).join(Workspace, Execution.workspace_id == Workspace.id).where(
-                Workspace.owner == owner, Workspace.name != name, Execution.resource_type == rtype.name,
-                Execution.state.in_(("queued", *profiles.HOLDING))))]
+        held = [
+            ex.workspace.name
+            for ex in s.scalars(
+                select(Execution)
+                .join(Workspace, Execution.workspace_id == Workspace.id)
+                .where(
+                    Workspace.owner == owner,
+                    Workspace.name != name,
+                    Execution.resource_type == rtype.name,
+                    Execution.state.in_(("queued", *profiles.HOLDING)),
+                )
+            )
+        ]
     if len(held) >= rtype.per_user:
-        raise UserError(403, f"You already run {len(held)} “{rtype.name}” workspace(s) ({', '.join(sorted(held))}), "
-                             f"the most one person may at once; stop one first, or choose another type.")
+        raise UserError(
+            403,
+            f"You already run {len(held)} “{rtype.name}” workspace(s) ({', '.join(sorted(held))}), "
+            f"the most one person may at once; stop one first, or choose another type.",
+        )
 
 
 def transition(db: Database, execution_id: int, state: str, message: str | None = None, **fields) -> None:
@@ -217,8 +247,9 @@ def transition(db: Database, execution_id: int, state: str, message: str | None 
             ex.to(s, state, message)
 
 
-def record_stop_reason(db: Database, owner: str, name: str, reason: str, detail: str | None,
-                       execution_id: int | None = None) -> int | None:
+def record_stop_reason(
+    db: Database, owner: str, name: str, reason: str, detail: str | None, execution_id: int | None = None
+) -> int | None:
     """Say why the running execution of a workspace is about to be stopped (an admin, the culler).
 
     Recorded before the stop is asked for, so the save keeps it; returns the
@@ -266,8 +297,7 @@ class HomeLimit:
     def describe(self) -> str | None:
         if self.bytes is None:
             return None
-        how = "writes past it fail (“Disk quota exceeded”)" if self.enforced else \
-            "you are warned as the home nears it"
+        how = "writes past it fail (“Disk quota exceeded”)" if self.enforced else "you are warned as the home nears it"
         return f"Home size limit {self.bytes / 1e9:,.2f} GB ({how}){self.reason}"
 
 
@@ -293,14 +323,23 @@ def _home_limit(store: HomeStore, plan: StartPlan) -> HomeLimit:
         limit = plan.home_limit
         if used >= limit:
             limit = used + (64 << 20)
-            reason = (f"; your home ({used / 1e9:,.2f} GB) is already larger than this resource type's "
-                      f"{plan.home_limit / 1e9:,.2f} GB, so it may not grow: delete files, or choose a larger type")
+            reason = (
+                f"; your home ({used / 1e9:,.2f} GB) is already larger than this resource type's "
+                f"{plan.home_limit / 1e9:,.2f} GB, so it may not grow: delete files, or choose a larger type"
+            )
     enforced = store.limit_home(plan.live_key, limit)
     return HomeLimit(limit, enforced, reason)
 
 
-def discard(db: Database, store: HomeStore, execution_id: int, state: str, message: str,
-            stop_reason: str | None = None, error: str | None = None) -> None:
+def discard(
+    db: Database,
+    store: HomeStore,
+    execution_id: int,
+    state: str,
+    message: str,
+    stop_reason: str | None = None,
+    error: str | None = None,
+) -> None:
     """End an execution that never ran: its live home (if restored) is dropped, nothing is saved."""
     with db.session() as s:
         ex = s.get(Execution, execution_id)
@@ -326,17 +365,23 @@ class _SaveProgress:
             return
         self.last = now
         figures = {
-            "files": t.files, "files_total": t.files_total, "bytes": t.bytes, "bytes_total": t.bytes_total,
-            "files_per_s": round(t.files_per_s, 1), "mb_per_s": round(t.mb_per_s, 2),
-            "eta_s": None if t.eta_s is None else round(t.eta_s, 1), "text": t.describe(),
+            "files": t.files,
+            "files_total": t.files_total,
+            "bytes": t.bytes,
+            "bytes_total": t.bytes_total,
+            "files_per_s": round(t.files_per_s, 1),
+            "mb_per_s": round(t.mb_per_s, 2),
+            "eta_s": None if t.eta_s is None else round(t.eta_s, 1),
+            "text": t.describe(),
         }
         with self.lock, self.db.session() as s:
             s.get(Execution, self.execution_id).save_progress = figures
             claim(s, self.execution_id, self.owner, LEASE)
 
 
-def save(db: Database, store: HomeStore, execution_id: int, stop_reason: str | None, detail: str | None,
-         owner: str = PROCESS) -> str:
+def save(
+    db: Database, store: HomeStore, execution_id: int, stop_reason: str | None, detail: str | None, owner: str = PROCESS
+) -> str:
     """Save an execution's live home as its output and end it; returns the final state.
 
     Idempotent: called again after a crash or a failed save, it finishes the job.
@@ -369,9 +414,8 @@ def save(db: Database, store: HomeStore, execution_id: int, stop_reason: str | N
         message = (
             "The home could not be saved because the storage is full. Nothing is lost: the home is kept "
             "and the save is retried automatically; an administrator may need to free space."
-            if full else
-            "The home could not be saved. Nothing is lost: the home is kept and the save is retried "
-            "automatically."
+            if full
+            else "The home could not be saved. Nothing is lost: the home is kept and the save is retried automatically."
         )
         log.error("save of execution %s failed: %s", execution_id, e)
         with db.session() as s:
@@ -420,8 +464,9 @@ def record_snapshot_size(db: Database, store: HomeStore, execution_id: int) -> N
         snap.bytes, snap.files = size, files
 
 
-def finish_pending_saves(db: Database, store: HomeStore, owner: str | None = None,
-                         name: str | None = None) -> list[int]:
+def finish_pending_saves(
+    db: Database, store: HomeStore, owner: str | None = None, name: str | None = None
+) -> list[int]:
     """Retry the saves that failed or were interrupted (a crash, a full disk); return their ids."""
     with db.session() as s:
         q = select(Execution.id).where(Execution.state.in_(("saving", "save_failed")))
@@ -437,4 +482,3 @@ def finish_pending_saves(db: Database, store: HomeStore, owner: str | None = Non
             record_snapshot_size(db, store, execution_id)
             done.append(execution_id)
     return done
-

@@ -47,8 +47,13 @@ def ensure(client, deployment: str, owner: str, pool: str, prefix: int) -> str:
         subnet = subnets[(start + i) % len(subnets)]
         ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet))])
         try:
-            api.create_network(name, driver="bridge", ipam=ipam, check_duplicate=True,
-                               labels={LABEL: owner, "workspace.deployment": deployment})
+            api.create_network(
+                name,
+                driver="bridge",
+                ipam=ipam,
+                check_duplicate=True,
+                labels={LABEL: owner, "workspace.deployment": deployment},
+            )
             return name
         except docker.errors.APIError as e:
             text = str(e).lower()

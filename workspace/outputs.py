@@ -15,31 +15,37 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from .db import Database, utcnow
 from . import courses
+from .db import Database, utcnow
 from .errors import UserError
 from .executions import UNFINISHED, Execution, Workspace, execution_by_number, find_workspace
 
 
-
 def dependants(session, ex: Execution) -> list[Execution]:
     """The unfinished executions restored from `ex`: their save still needs its output."""
-    return list(session.scalars(
-        select(Execution).where(Execution.restored_from_id == ex.id, Execution.state.in_(UNFINISHED))
-    ))
+    return list(
+        session.scalars(select(Execution).where(Execution.restored_from_id == ex.id, Execution.state.in_(UNFINISHED)))
+    )
 
 
 def _why_not(session, ex: Execution) -> str | None:
     users = dependants(session, ex)
     if users:
-        names = ", ".join(f"#{u.number} ({u.state})" if u.workspace_id == ex.workspace_id
-                          else f"{u.workspace.owner}'s #{u.number} ({u.state})" for u in users)
-        return (f"execution {names} continues from it and has not finished saving; stop it (and let its save "
-                "finish) first")
+        names = ", ".join(
+            f"#{u.number} ({u.state})"
+            if u.workspace_id == ex.workspace_id
+            else f"{u.workspace.owner}'s #{u.number} ({u.state})"
+            for u in users
+        )
+        return (
+            f"execution {names} continues from it and has not finished saving; stop it (and let its save finish) first"
+        )
     taught = courses.starter_of_courses(session, ex)
     if taught:
-        return (f"it is the starter of the course {', '.join(taught)}, which students' first starts restore; "
-                "set another starter first")
+        return (
+            f"it is the starter of the course {', '.join(taught)}, which students' first starts restore; "
+            "set another starter first"
+        )
     return None
 
 

@@ -55,8 +55,11 @@ _openat2_works: bool | None = None
 
 
 def _openat2(dir_fd: int, rel: bytes, flags: int, mode: int) -> int:
-    how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0,
-                   _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+    how = _OpenHow(
+        flags | os.O_CLOEXEC,
+        mode if flags & os.O_CREAT else 0,
+        _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS,
+    )
     fd = _libc.syscall(_SYS_OPENAT2, dir_fd, rel, ctypes.byref(how), ctypes.sizeof(how))
     if fd < 0:
         err = ctypes.get_errno()
@@ -123,9 +126,9 @@ class Tree:
     def __init__(self, root: str | bytes | os.PathLike):
         self.root = os.fsencode(root)
         own = f"/proc/{os.getpid()}/fd/".encode()
-        if self.root.startswith(own) and self.root[len(own):].isdigit():
+        if self.root.startswith(own) and self.root[len(own) :].isdigit():
             # a directory this process resolved already (`proc_path`): the same one, not a new lookup
-            self.fd = os.dup(int(self.root[len(own):]))
+            self.fd = os.dup(int(self.root[len(own) :]))
             if not stat.S_ISDIR(os.fstat(self.fd).st_mode):
                 os.close(self.fd)
                 raise NotADirectoryError(errno.ENOTDIR, "not a directory", os.fsdecode(self.root))
@@ -167,8 +170,7 @@ class Tree:
             for i, part in enumerate(parts):
                 last = i == len(parts) - 1
                 try:
-                    nxt = os.open(part, (flags if last else DIR_FLAGS) | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                  mode, dir_fd=fd)
+                    nxt = os.open(part, (flags if last else DIR_FLAGS) | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR) and self._is_link(fd, part):
                         raise Escape(errno.ELOOP, "the path leads through a link", os.fsdecode(rel)) from None
@@ -270,8 +272,9 @@ class Tree:
                             continue
                         except OSError as e:
                             if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                                raise Escape(errno.ELOOP, "a directory became a link during the walk",
-                                             os.fsdecode(rel)) from None
+                                raise Escape(
+                                    errno.ELOOP, "a directory became a link during the walk", os.fsdecode(rel)
+                                ) from None
                             raise
                         yield from self._walk_dir(child, rel, depth + 1, post_dirs, max_depth)
                         if post_dirs:

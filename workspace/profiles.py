@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
-from .errors import UserError
 from .db import utcnow
+from .errors import UserError
 from .executions import Execution
 
 # Executions holding a place (and their GPUs) of their type: admitted and not ended.
@@ -36,8 +36,10 @@ HOLDING = ("preparing", "pulling", "restoring", "running", "saving")
 # A waiting start renews its heartbeat (the execution's lease) every poll; one
 # not renewed for this long lost its hub (a restart) and leaves the queue.
 QUEUE_HEARTBEAT = dt.timedelta(seconds=30)
-STALE_MESSAGE = ("The hub restarted while this start waited in the queue; nothing ran, so nothing is lost. "
-                 "Start the workspace again.")
+STALE_MESSAGE = (
+    "The hub restarted while this start waited in the queue; nothing ran, so nothing is lost. "
+    "Start the workspace again."
+)
 
 _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -72,21 +74,40 @@ class ResourceType:
 
     @classmethod
     def from_config(cls, d: dict) -> "ResourceType":
-        known = {"name", "description", "cpu", "memory", "gpus", "gpu_model", "home_size", "max_runtime",
-                 "groups", "capacity", "pids", "per_user", "home_files"}
+        known = {
+            "name",
+            "description",
+            "cpu",
+            "memory",
+            "gpus",
+            "gpu_model",
+            "home_size",
+            "max_runtime",
+            "groups",
+            "capacity",
+            "pids",
+            "per_user",
+            "home_files",
+        }
         unknown = set(d) - known
         if unknown:
-            raise ValueError(f"resource type {d.get('name')!r}: unknown setting(s) {', '.join(sorted(unknown))}; "
-                             f"use {', '.join(sorted(known))}")
+            raise ValueError(
+                f"resource type {d.get('name')!r}: unknown setting(s) {', '.join(sorted(unknown))}; "
+                f"use {', '.join(sorted(known))}"
+            )
         if not d.get("name"):
             raise ValueError("every resource type needs a name")
         return cls(
-            name=str(d["name"]), description=str(d.get("description") or ""),
+            name=str(d["name"]),
+            description=str(d.get("description") or ""),
             cpu=float(d["cpu"]) if d.get("cpu") is not None else None,
-            memory=parse_bytes(d.get("memory")), gpus=int(d.get("gpus") or 0), gpu_model=d.get("gpu_model"),
+            memory=parse_bytes(d.get("memory")),
+            gpus=int(d.get("gpus") or 0),
+            gpu_model=d.get("gpu_model"),
             home_size=parse_bytes(d.get("home_size")),
             max_runtime=float(d["max_runtime"]) if d.get("max_runtime") else None,
-            groups=tuple(d.get("groups") or ()), capacity=int(d["capacity"]) if d.get("capacity") else None,
+            groups=tuple(d.get("groups") or ()),
+            capacity=int(d["capacity"]) if d.get("capacity") else None,
             pids=int(d["pids"]) if d.get("pids") is not None else None,
             home_files=int(d["home_files"]) if d.get("home_files") is not None else None,
             # a GPU type: one at a time per user unless the type says otherwise
@@ -126,8 +147,11 @@ def choose(types: list[ResourceType], wanted: str | None, default: str | None, g
         raise UserError(400, f"There is no resource type “{name}”. Choose one of: {', '.join(by_name)}.")
     rtype = by_name[name]
     if not rtype.allowed(groups):
-        raise UserError(403, f"The resource type “{name}” is for the group(s) {', '.join(rtype.groups)}; "
-                             "ask your instructor for access or choose another type.")
+        raise UserError(
+            403,
+            f"The resource type “{name}” is for the group(s) {', '.join(rtype.groups)}; "
+            "ask your instructor for access or choose another type.",
+        )
     return rtype
 
 
@@ -146,8 +170,10 @@ class Admission:
             why.append(f"{rtype.capacity} may run at once")
         if rtype.gpus:
             why.append(f"{rtype.gpus} GPU(s) each")
-        return (f"Waiting for a free “{rtype.name}” ({', '.join(why)}): position {self.position} "
-                f"of {self.waiting} in the queue{est}")
+        return (
+            f"Waiting for a free “{rtype.name}” ({', '.join(why)}): position {self.position} "
+            f"of {self.waiting} in the queue{est}"
+        )
 
 
 def _minutes(seconds: float) -> str:
@@ -165,11 +191,13 @@ def admit(session, execution: Execution, rtype: ResourceType, inventory: list[st
     start's heartbeat.
     """
     with _admit_lock:
-        same_type = list(session.scalars(
-            select(Execution).where(Execution.resource_type == rtype.name,
-                                    Execution.state.in_(HOLDING + ("queued",)))
-            .order_by(Execution.created, Execution.id)
-        ))
+        same_type = list(
+            session.scalars(
+                select(Execution)
+                .where(Execution.resource_type == rtype.name, Execution.state.in_(HOLDING + ("queued",)))
+                .order_by(Execution.created, Execution.id)
+            )
+        )
         now = utcnow()
         execution.lease_owner, execution.lease_until = "queue", now + QUEUE_HEARTBEAT
         stale = {e.id for e in expire_stale(session, now)}
@@ -180,7 +208,7 @@ def admit(session, execution: Execution, rtype: ResourceType, inventory: list[st
         free = free_gpus(session, inventory, node) if rtype.gpus else []
         enough = len(free) >= rtype.gpus
         if position == 1 and room and enough:
-            execution.gpu_ids = free[:rtype.gpus]
+            execution.gpu_ids = free[: rtype.gpus]
             execution.node = node
             execution.lease_owner, execution.lease_until = None, None
             return Admission(True, 0, len(queue) - 1, list(execution.gpu_ids))
@@ -190,8 +218,9 @@ def admit(session, execution: Execution, rtype: ResourceType, inventory: list[st
 def queue_positions(session) -> dict[int, tuple[int, int]]:
     """{execution id: (1-based position, how many wait)} of every queued execution, in its type's queue
     (the order `admit` serves: first requested, first admitted)."""
-    queued = session.scalars(select(Execution).where(Execution.state == "queued")
-                             .order_by(Execution.created, Execution.id)).all()
+    queued = session.scalars(
+        select(Execution).where(Execution.state == "queued").order_by(Execution.created, Execution.id)
+    ).all()
     by_type: dict[str | None, list[int]] = {}
     for e in queued:
         by_type.setdefault(e.resource_type, []).append(e.id)
@@ -215,27 +244,33 @@ def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:
 def free_gpus(session, inventory: list[str], node: str) -> list[str]:
     """GPU IDs of the node's inventory that no active execution holds, in inventory order."""
     used = set()
-    for ids in session.scalars(
-        select(Execution.gpu_ids).where(Execution.state.in_(HOLDING), Execution.node == node)
-    ):
+    for ids in session.scalars(select(Execution.gpu_ids).where(Execution.state.in_(HOLDING), Execution.node == node)):
         used.update(ids or [])
     return [g for g in inventory if g not in used]
 
 
-def estimate_wait(session, rtype: ResourceType, holding: list[Execution], position: int,
-                  now: dt.datetime) -> float | None:
+def estimate_wait(
+    session, rtype: ResourceType, holding: list[Execution], position: int, now: dt.datetime
+) -> float | None:
     """Expected wait for `position`: when the running ones end, judged by how long recent ones ran."""
-    recent = list(session.scalars(
-        select(Execution).where(Execution.resource_type == rtype.name, Execution.state == "stopped",
-                                Execution.started.is_not(None), Execution.stopped.is_not(None))
-        .order_by(Execution.stopped.desc()).limit(20)
-    ))
+    recent = list(
+        session.scalars(
+            select(Execution)
+            .where(
+                Execution.resource_type == rtype.name,
+                Execution.state == "stopped",
+                Execution.started.is_not(None),
+                Execution.stopped.is_not(None),
+            )
+            .order_by(Execution.stopped.desc())
+            .limit(20)
+        )
+    )
     if not recent:
         return None
     typical = statistics.median((e.stopped - e.started).total_seconds() for e in recent)
     slots = max(1, rtype.capacity or len(holding) or 1)
-    remaining = sorted(max(0.0, typical - ((now - e.started).total_seconds() if e.started else 0.0))
-                       for e in holding)
+    remaining = sorted(max(0.0, typical - ((now - e.started).total_seconds() if e.started else 0.0)) for e in holding)
     remaining += [0.0] * (slots - len(remaining))
     k = position - 1
     return remaining[k % slots] + (k // slots) * typical

@@ -78,12 +78,14 @@ class StorageQuota(LoggingConfigurable):
     """How much each user may keep in the store (outputs and dataset versions)."""
 
     bytes = Unicode(
-        "50G", config=True,
+        "50G",
+        config=True,
         help="""Bytes a user may keep (their outputs and dataset versions, a
         shared file counted once), like "50G"; empty for no limit.""",
     )
     files = Int(
-        1_000_000, config=True,
+        1_000_000,
+        config=True,
         help="Files a user may keep (the same objects as `bytes`); 0 for no limit.",
     )
     groups = Dict(
@@ -97,12 +99,12 @@ class StorageQuota(LoggingConfigurable):
         A figure left out is the default's.""",
     )
     warn_fraction = Float(
-        0.9, config=True,
+        0.9,
+        config=True,
         help="Above this fraction of either figure, starts and the storage page warn.",
     )
     cleanup_type = Dict(
-        {"description": "Cleanup mode: delete files while over quota", "cpu": 0.5, "memory": "1G",
-         "max_runtime": 1800},
+        {"description": "Cleanup mode: delete files while over quota", "cpu": 0.5, "memory": "1G", "max_runtime": 1800},
         config=True,
         help="""The resource type of a start in cleanup mode (the settings of
         a resource type; no GPUs, never queued). Its home may grow by at most
@@ -110,7 +112,8 @@ class StorageQuota(LoggingConfigurable):
         space.""",
     )
     cleanup_slack = Unicode(
-        "64M", config=True,
+        "64M",
+        config=True,
         help="How much a home in cleanup mode may grow (JupyterLab writes a little state).",
     )
 
@@ -121,8 +124,9 @@ class StorageQuota(LoggingConfigurable):
         """The user's limit: their own override, else the largest of their groups', else the default."""
         default = self.default_limit()
         mine = [self._override(self.groups[g], default, f"of group {g}") for g in sorted(groups) if g in self.groups]
-        limit = Limit(_fold(_larger, [m.bytes for m in mine]), _fold(_larger, [m.files for m in mine])) if mine \
-            else default
+        limit = (
+            Limit(_fold(_larger, [m.bytes for m in mine]), _fold(_larger, [m.files for m in mine])) if mine else default
+        )
         if user in self.users:
             limit = self._override(self.users[user], limit, f"of user {user}")
         return limit
@@ -247,17 +251,26 @@ def owned_trees(session, store, owner: str) -> list[tuple[Item, os.PathLike]]:
         .order_by(Snapshot.created, Snapshot.id)
     )
     for ex, ws, snap in rows:
-        item = Item("output", f"the output of “{ws.name}” #{ex.number}", {"workspace": ws.name, "number": ex.number},
-                    iso(snap.created))
+        item = Item(
+            "output",
+            f"the output of “{ws.name}” #{ex.number}",
+            {"workspace": ws.name, "number": ex.number},
+            iso(snap.created),
+        )
         trees.append((item, store.snapshot_path(snap.key)))
     versions = session.execute(
-        select(DatasetVersion, Dataset).join(Dataset, DatasetVersion.dataset_id == Dataset.id)
+        select(DatasetVersion, Dataset)
+        .join(Dataset, DatasetVersion.dataset_id == Dataset.id)
         .where(Dataset.owner == owner, DatasetVersion.deleted.is_(None))
         .order_by(DatasetVersion.created, DatasetVersion.id)
     )
     for version, ds in versions:
-        item = Item("dataset", f"dataset {ds.ref} v{version.number}", {"dataset": ds.ref, "version": version.number},
-                    iso(version.created))
+        item = Item(
+            "dataset",
+            f"dataset {ds.ref} v{version.number}",
+            {"dataset": ds.ref, "version": version.number},
+            iso(version.created),
+        )
         trees.append((item, store.dataset_path(version.key)))
     return trees
 
@@ -265,10 +278,18 @@ def owned_trees(session, store, owner: str) -> list[tuple[Item, os.PathLike]]:
 def last_change(session, owner: str) -> dt.datetime | None:
     """When the user's stored objects last changed (a save, a new version, a deletion)."""
     times = [
-        session.scalar(select(func.max(Snapshot.created)).join(Execution, Execution.snapshot_id == Snapshot.id)
-                       .join(Workspace, Execution.workspace_id == Workspace.id).where(Workspace.owner == owner)),
-        session.scalar(select(func.max(Snapshot.deleted)).join(Execution, Execution.snapshot_id == Snapshot.id)
-                       .join(Workspace, Execution.workspace_id == Workspace.id).where(Workspace.owner == owner)),
+        session.scalar(
+            select(func.max(Snapshot.created))
+            .join(Execution, Execution.snapshot_id == Snapshot.id)
+            .join(Workspace, Execution.workspace_id == Workspace.id)
+            .where(Workspace.owner == owner)
+        ),
+        session.scalar(
+            select(func.max(Snapshot.deleted))
+            .join(Execution, Execution.snapshot_id == Snapshot.id)
+            .join(Workspace, Execution.workspace_id == Workspace.id)
+            .where(Workspace.owner == owner)
+        ),
         session.scalar(select(func.max(DatasetVersion.created)).join(Dataset).where(Dataset.owner == owner)),
         session.scalar(select(func.max(DatasetVersion.deleted)).join(Dataset).where(Dataset.owner == owner)),
     ]
@@ -365,21 +386,31 @@ class Status:
         """A 413 with the figures when `size` more bytes would pass the quota."""
         left, files_left = self.room(reserved_bytes)
         if files_left == 0:
-            raise UserError(413, f"{what} is refused: your storage has no files left in its quota "
-                                 f"({self.figures()}). Free space on the Storage page first.")
+            raise UserError(
+                413,
+                f"{what} is refused: your storage has no files left in its quota "
+                f"({self.figures()}). Free space on the Storage page first.",
+            )
         if left is not None and size > left:
             pending = f" ({gb(reserved_bytes)} of it held by uploads under way)" if reserved_bytes else ""
-            raise UserError(413, f"{what} is refused: it needs {gb(size)} but your storage quota leaves "
-                                 f"{gb(left)}{pending} ({self.figures()}). Free space on the Storage page, "
-                                 "or ask for a larger quota.")
+            raise UserError(
+                413,
+                f"{what} is refused: it needs {gb(size)} but your storage quota leaves "
+                f"{gb(left)}{pending} ({self.figures()}). Free space on the Storage page, "
+                "or ask for a larger quota.",
+            )
 
     def warning(self) -> str | None:
         if self.over:
-            return (f"Your storage is over its quota: {self.figures()}. A new start is refused until you free "
-                    "space (a start in cleanup mode still works).")
+            return (
+                f"Your storage is over its quota: {self.figures()}. A new start is refused until you free "
+                "space (a start in cleanup mode still works)."
+            )
         if self.near:
-            return (f"Your storage is nearly full: {self.figures()}. Delete outputs or dataset versions you no "
-                    "longer need on the Storage page.")
+            return (
+                f"Your storage is nearly full: {self.figures()}. Delete outputs or dataset versions you no "
+                "longer need on the Storage page."
+            )
         return None
 
     def refusal(self, storage_url: str) -> UserError:
@@ -415,8 +446,10 @@ def home_files_notice(files: int, limit: int | None, warn_fraction: float = 0.9)
     """What a workspace is told about its home's file count against its limit (None: nothing)."""
     if not limit or files < warn_fraction * limit:
         return None
-    how = ("Delete files, or pack small files into a few archives (tar, zip, HDF5), before you stop: a "
-           "home saved over the limit starts again only in cleanup mode.")
+    how = (
+        "Delete files, or pack small files into a few archives (tar, zip, HDF5), before you stop: a "
+        "home saved over the limit starts again only in cleanup mode."
+    )
     if files > limit:
         return f"Your home holds more than {limit:,} files, its limit. {how}"
     return f"Your home holds {files:,} files, near its limit of {limit:,}. {how}"
@@ -430,9 +463,13 @@ def home_notice(used: int, limit: int | None, enforced: bool, warn_fraction: flo
     # a filesystem limit stops writes a block or so short of it: within 1 % is full
     if used >= (0.99 * limit if enforced else limit):
         if enforced:
-            return (f"Your home is full: {figures}. Writing more fails with “Disk quota exceeded”; delete files "
-                    "you no longer need (or start with a resource type with a larger home).")
-        return (f"Your home is over its size limit: {figures}. It is still saved in full, but please delete "
-                "files you no longer need.")
+            return (
+                f"Your home is full: {figures}. Writing more fails with “Disk quota exceeded”; delete files "
+                "you no longer need (or start with a resource type with a larger home)."
+            )
+        return (
+            f"Your home is over its size limit: {figures}. It is still saved in full, but please delete "
+            "files you no longer need."
+        )
     how = "writing past it fails with “Disk quota exceeded”" if enforced else "please stay under it"
     return f"Your home is nearly full: {figures}; {how}. Delete files you no longer need."

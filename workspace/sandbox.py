@@ -52,32 +52,51 @@ class Sandbox(LoggingConfigurable):
             return result
         if code == 2 and isinstance(result.get("error"), str):
             raise UserError(400, result["error"])
-        raise UserError(500, f"{label} could not be unpacked; please tell your administrator.",
-                        detail=f"sandbox exit {code}: {out[-2000:]}")
+        raise UserError(
+            500,
+            f"{label} could not be unpacked; please tell your administrator.",
+            detail=f"sandbox exit {code}: {out[-2000:]}",
+        )
 
     def _run(self, command: list[str], volumes: dict, workdir: str) -> tuple[int, str]:
         client = docker.from_env()
         try:
             container = client.containers.create(
-                self.image, command, user=f"{self.uid}:{self.uid}", working_dir=workdir,
-                network_disabled=True, network_mode="none", read_only=True,
-                cap_drop=["ALL"], security_opt=["no-new-privileges"],
-                pids_limit=self.pids, mem_limit=self.memory, memswap_limit=self.memory, nano_cpus=1_000_000_000,
-                tmpfs={"/tmp": "size=64m,mode=1777"}, volumes=volumes, environment={"HOME": "/tmp"},
+                self.image,
+                command,
+                user=f"{self.uid}:{self.uid}",
+                working_dir=workdir,
+                network_disabled=True,
+                network_mode="none",
+                read_only=True,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                pids_limit=self.pids,
+                mem_limit=self.memory,
+                memswap_limit=self.memory,
+                nano_cpus=1_000_000_000,
+                tmpfs={"/tmp": "size=64m,mode=1777"},
+                volumes=volumes,
+                environment={"HOME": "/tmp"},
                 labels={"workspace.deployment": self.deployment, "workspace.sandbox": "unpack"},
                 entrypoint=[],
             )
         except docker.errors.ImageNotFound:
-            raise UserError(500, "Archives cannot be unpacked: the sandbox image is not installed; please tell "
-                                 "your administrator (make images).", detail=self.image)
+            raise UserError(
+                500,
+                "Archives cannot be unpacked: the sandbox image is not installed; please tell "
+                "your administrator (make images).",
+                detail=self.image,
+            )
         try:
             container.start()
             try:
                 code = container.wait(timeout=self.timeout).get("StatusCode", 1)
             except Exception:  # the timeout (requests' ReadTimeout / ConnectionError)
                 container.kill()
-                raise UserError(400, "Unpacking took too long and was stopped; upload a smaller archive or its "
-                                     "parts one by one.")
+                raise UserError(
+                    400, "Unpacking took too long and was stopped; upload a smaller archive or its parts one by one."
+                )
             out = container.logs(stdout=True, stderr=True).decode(errors="replace")
             return code, out
         finally:

@@ -96,16 +96,20 @@ class WorkspaceMixin(LoggingConfigurable):
         Empty (the default): no types, no limits.""",
     )
     default_resource_type = Unicode(
-        None, allow_none=True, config=True,
+        None,
+        allow_none=True,
+        config=True,
         help="The resource type of a start that names none (default: the first).",
     )
     gpu_inventory = List(
-        Unicode(), config=True,
+        Unicode(),
+        config=True,
         help="""GPU device IDs of this node, when NVML cannot list them (e.g.
         ["0", "1"]). Empty (the default): NVML's devices, or none.""",
     )
     gpu_device_mode = Unicode(
-        "device_requests", config=True,
+        "device_requests",
+        config=True,
         help="""How a container gets its GPUs: `device_requests` (Docker's
         --gpus with the allocated device IDs; needs the NVIDIA container
         toolkit) or `env` (only NVIDIA_VISIBLE_DEVICES, for a default nvidia
@@ -122,13 +126,15 @@ class WorkspaceMixin(LoggingConfigurable):
         in cleanup mode). A type's own value wins; 0 there means no limit.""",
     )
     max_running_per_user = Int(
-        3, config=True,
+        3,
+        config=True,
         help="""How many workspaces one user may run (or start) at once; 0 for
         no limit. Administrators are not limited.""",
     )
     queue_poll_interval = Float(2.0, config=True, help="Seconds between two looks at the queue while a start waits.")
     queue_timeout = Float(
-        24 * 3600, config=True,
+        24 * 3600,
+        config=True,
         help="""The longest a start may wait in the queue (seconds). The wait
         does not count against start_timeout, which bounds the start once
         admitted.""",
@@ -164,11 +170,22 @@ class WorkspaceMixin(LoggingConfigurable):
         # prefilled from the newest execution: "continue" offers the same datasets again
         bound = executions[0]["datasets"] if executions else []
         types = self.parsed_resource_types()
-        choices = await self.run_blocking(
-            spawnform.type_choices, self.db, types, groups, profiles.gpu_inventory(self.gpu_inventory)
-        ) if types else []
-        return spawnform.render(executions, self.image_choices(), self.image, datasets=readable, bound=bound,
-                                types=choices, current_type=self.default_resource_type)
+        choices = (
+            await self.run_blocking(
+                spawnform.type_choices, self.db, types, groups, profiles.gpu_inventory(self.gpu_inventory)
+            )
+            if types
+            else []
+        )
+        return spawnform.render(
+            executions,
+            self.image_choices(),
+            self.image,
+            datasets=readable,
+            bound=bound,
+            types=choices,
+            current_type=self.default_resource_type,
+        )
 
     def image_choices(self) -> list[str]:
         """Images the user may choose from (engine-specific)."""
@@ -331,8 +348,9 @@ class WorkspaceMixin(LoggingConfigurable):
         await self.dataset_mounts()
         rtype = self.chosen_resource_type()
         if not self.cleanup_mode:
-            await self.run_blocking(lifecycle.check_home_files, self.db, self.user.name, self.name, choice,
-                                    self.limits(rtype)["home_files"])
+            await self.run_blocking(
+                lifecycle.check_home_files, self.db, self.user.name, self.name, choice, self.limits(rtype)["home_files"]
+            )
         self.check_running_limit()
         if rtype is not None:
             await self.run_blocking(lifecycle.within_per_user_limit, self.db, self.user.name, self.name, rtype)
@@ -352,11 +370,13 @@ class WorkspaceMixin(LoggingConfigurable):
         """At most `max_running_per_user` workspaces at once (the user's 403 beyond)."""
         if not self.max_running_per_user or self.user.admin:
             return
-        others = sorted(name or "(default)" for name, sp in self.user.spawners.items()
-                        if sp is not self and sp.active)
+        others = sorted(name or "(default)" for name, sp in self.user.spawners.items() if sp is not self and sp.active)
         if len(others) >= self.max_running_per_user:
-            raise UserError(403, f"You already run {len(others)} workspaces ({', '.join(others)}), the most one "
-                                 "person may run at once; stop one of them first.")
+            raise UserError(
+                403,
+                f"You already run {len(others)} workspaces ({', '.join(others)}), the most one "
+                "person may run at once; stop one of them first.",
+            )
 
     def limits(self, rtype: profiles.ResourceType | None) -> dict:
         """cpu (cores), memory (bytes), pids and home_files of a start: its type's, else `default_limits`
@@ -410,15 +430,27 @@ class WorkspaceMixin(LoggingConfigurable):
         cleanup = self.storage_quota.slack if self.cleanup_mode else None
         limits = self.limits(rtype)
         plan = await self.run_blocking(
-            lambda: lifecycle.begin(db, self.user.name, self.name, choice, self.image, mounts, rtype, cleanup,
-                                    home_files=limits["home_files"])
+            lambda: lifecycle.begin(
+                db,
+                self.user.name,
+                self.name,
+                choice,
+                self.image,
+                mounts,
+                rtype,
+                cleanup,
+                home_files=limits["home_files"],
+            )
         )
         self.execution_id, self.live_key, self._execution_number = plan.execution_id, plan.live_key, plan.number
         self._report_key = plan.report_key
         self.emit_progress(5, plan.describe())
         if cleanup is not None:
-            self.emit_progress(5, "Cleanup mode: delete what you no longer need; the home cannot grow, and the "
-                                  "workspace stops after a short time")
+            self.emit_progress(
+                5,
+                "Cleanup mode: delete what you no longer need; the home cannot grow, and the "
+                "workspace stops after a short time",
+            )
         if getattr(self, "_storage_warning", None):
             self.emit_progress(5, self._storage_warning)
         for m in mounts:
@@ -436,8 +468,12 @@ class WorkspaceMixin(LoggingConfigurable):
             result = await super().start()
             await self.run_blocking(
                 lambda: lifecycle.transition(
-                    db, plan.execution_id, "running", container_id=self.container_record_id(),
-                    node=socket.gethostname(), image=self.image,
+                    db,
+                    plan.execution_id,
+                    "running",
+                    container_id=self.container_record_id(),
+                    node=socket.gethostname(),
+                    image=self.image,
                 )
             )
         except asyncio.CancelledError:
@@ -447,7 +483,14 @@ class WorkspaceMixin(LoggingConfigurable):
             message = getattr(e, "jupyterhub_message", None) or "The workspace could not be started."
             await self._wait_restore()
             await self.run_blocking(
-                lifecycle.discard, db, store, plan.execution_id, "failed", str(e), "error", message,
+                lifecycle.discard,
+                db,
+                store,
+                plan.execution_id,
+                "failed",
+                str(e),
+                "error",
+                message,
             )
             raise
         self.emit_progress(
@@ -459,10 +502,20 @@ class WorkspaceMixin(LoggingConfigurable):
         """Wait (state `queued`) until admitted; report the position when it changes."""
         inventory = profiles.gpu_inventory(self.gpu_inventory)
         if rtype.gpus > len(inventory):
-            await self.run_blocking(lifecycle.discard, self.db, self.home_store, plan.execution_id, "failed",
-                                    "not enough GPUs on this node", "error")
-            raise UserError(503, f"“{rtype.name}” needs {rtype.gpus} GPU(s) but this server has {len(inventory)}; "
-                                 "choose another resource type, or ask your administrator.")
+            await self.run_blocking(
+                lifecycle.discard,
+                self.db,
+                self.home_store,
+                plan.execution_id,
+                "failed",
+                "not enough GPUs on this node",
+                "error",
+            )
+            raise UserError(
+                503,
+                f"“{rtype.name}” needs {rtype.gpus} GPU(s) but this server has {len(inventory)}; "
+                "choose another resource type, or ask your administrator.",
+            )
         shown = None
         deadline = time.monotonic() + self.queue_timeout
         while True:
@@ -479,10 +532,18 @@ class WorkspaceMixin(LoggingConfigurable):
                 self.emit_progress(3, text, queue_position=admission.position)
                 shown = text
             if time.monotonic() > deadline:
-                await self.run_blocking(lifecycle.discard, self.db, self.home_store, plan.execution_id, "stopped",
-                                        "waited too long in the queue", "user")
-                raise UserError(503, f"No “{rtype.name}” became free in {self.queue_timeout / 3600:g} h; "
-                                     "please try again later.")
+                await self.run_blocking(
+                    lifecycle.discard,
+                    self.db,
+                    self.home_store,
+                    plan.execution_id,
+                    "stopped",
+                    "waited too long in the queue",
+                    "user",
+                )
+                raise UserError(
+                    503, f"No “{rtype.name}” became free in {self.queue_timeout / 3600:g} h; please try again later."
+                )
             await asyncio.sleep(self.queue_poll_interval)
 
     def apply_limits(self, limits: dict) -> None:
@@ -566,8 +627,11 @@ class WorkspaceMixin(LoggingConfigurable):
         if state in ("stopped", "failed"):
             return
         if state in ("queued", "preparing", "pulling", "restoring"):
-            message = ("Left the queue: nothing ran, so there is no output to save." if state == "queued" else
-                       "Closed while preparing: nothing ran, so there is no output to save.")
+            message = (
+                "Left the queue: nothing ran, so there is no output to save."
+                if state == "queued"
+                else "Closed while preparing: nothing ran, so there is no output to save."
+            )
             await self.run_blocking(lifecycle.discard, db, store, execution_id, "stopped", message, "user")
             return
         final = await self.run_blocking(lifecycle.save, db, store, execution_id, reason, detail)
@@ -600,18 +664,21 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     )
 
     owner_networks = Bool(
-        True, config=True,
+        True,
+        config=True,
         help="""Put each user's workspaces on a network of their own: they
         reach each other, nobody else's (Docker isolates bridges from each
         other), and the hub's API on the host. Off: `network_name` for all.""",
     )
     owner_network_pool = Unicode(
-        "10.213.0.0/16", config=True,
+        "10.213.0.0/16",
+        config=True,
         help="""Addresses the owners' networks are carved from (a range this
         site does not route elsewhere).""",
     )
     owner_network_prefix = Int(
-        27, config=True,
+        27,
+        config=True,
         help="Size of one owner's network (a /27 holds 29 workspaces).",
     )
 
@@ -753,8 +820,12 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         self.emit_progress(70, "Creating the container")
         if self.owner_networks:
             self.network_name = await self.run_blocking(
-                networks.ensure, self.client_for_networks(), self.deployment, self.user.name,
-                self.owner_network_pool, self.owner_network_prefix,
+                networks.ensure,
+                self.client_for_networks(),
+                self.deployment,
+                self.user.name,
+                self.owner_network_pool,
+                self.owner_network_prefix,
             )
         return await super().create_object()
 
@@ -770,8 +841,9 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         if not self.owner_networks or any(sp is not self and sp.active for sp in self.user.spawners.values()):
             return
         try:
-            await self.run_blocking(networks.remove_if_unused, self.client_for_networks(), self.deployment,
-                                    self.user.name)
+            await self.run_blocking(
+                networks.remove_if_unused, self.client_for_networks(), self.deployment, self.user.name
+            )
         except docker.errors.DockerException as e:
             self.log.warning("Could not remove the network of %s: %s", self.user.name, e)
 

@@ -43,17 +43,27 @@ def readable_datasets(db: Database, user: str, groups: set[str], admin: bool) ->
     """References of the datasets the user may bind, for the form's suggestions (blocking)."""
     with db.session() as s:
         return [
-            ds.ref for ds in s.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name))
+            ds.ref
+            for ds in s.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name))
             if ds.live_versions() and ds.readable_by(user, groups, admin)
         ]
 
 
-def render(executions: list[dict], images: list[str], current_image: str, selected="latest",
-           datasets: list[str] = (), bound: list[str] = (), types: list[dict] = (),
-           current_type: str | None = None, continue_choice: bool = True) -> str:
+def render(
+    executions: list[dict],
+    images: list[str],
+    current_image: str,
+    selected="latest",
+    datasets: list[str] = (),
+    bound: list[str] = (),
+    types: list[dict] = (),
+    current_type: str | None = None,
+    continue_choice: bool = True,
+) -> str:
     """The form's fields (Bootstrap 5, the hub's own look); the pages of the service use them too.
 
     `continue_choice` False leaves out "Continue from" (a workspace that does not exist yet)."""
+
     def option(value, label, chosen=False):
         sel = " selected" if chosen else ""
         return f'<option value="{escape(str(value))}"{sel}>{escape(label)}</option>'
@@ -70,16 +80,20 @@ def render(executions: list[dict], images: list[str], current_image: str, select
             label += f" ({e['stop_reason']})"
         choices.append(option(e["number"], label, str(selected) == str(e["number"])))
     choices.append(option("fresh", "Nothing: start with an empty home", selected == "fresh"))
-    html = [] if not continue_choice else [
-        '<div class="form-group mb-3">',
-        '<label for="continue_from" class="form-label">Continue from</label>',
-        '<select class="form-select form-control" id="continue_from" name="continue_from">',
-        *choices,
-        "</select>",
-        '<small class="form-text text-muted">Your home (/openbayes/home) is restored from the chosen '
-        "execution's output; what you change is saved as this execution's output when it stops.</small>",
-        "</div>",
-    ]
+    html = (
+        []
+        if not continue_choice
+        else [
+            '<div class="form-group mb-3">',
+            '<label for="continue_from" class="form-label">Continue from</label>',
+            '<select class="form-select form-control" id="continue_from" name="continue_from">',
+            *choices,
+            "</select>",
+            '<small class="form-text text-muted">Your home (/openbayes/home) is restored from the chosen '
+            "execution's output; what you change is saved as this execution's output when it stops.</small>",
+            "</div>",
+        ]
+    )
     value = escape(", ".join(bound))
     html += [
         '<div class="form-group mb-3">',
@@ -96,8 +110,10 @@ def render(executions: list[dict], images: list[str], current_image: str, select
             '<div class="form-group mb-3">',
             '<label for="resource_type" class="form-label">Resource type</label>',
             '<select class="form-select form-control" id="resource_type" name="resource_type">',
-            *(option(t["name"], f"{t['name']} — {t['summary']} ({t['free']})", t["name"] == current_type)
-              for t in types),
+            *(
+                option(t["name"], f"{t['name']} — {t['summary']} ({t['free']})", t["name"] == current_type)
+                for t in types
+            ),
             "</select>",
             "</div>",
         ]
@@ -143,8 +159,11 @@ def type_choices(db: Database, types, groups, inventory: list[str]) -> list[dict
         for t in types:
             if not t.allowed(groups):
                 continue
-            active = s.query(Execution).filter(Execution.resource_type == t.name,
-                                               Execution.state.in_(profiles.HOLDING)).count()
+            active = (
+                s.query(Execution)
+                .filter(Execution.resource_type == t.name, Execution.state.in_(profiles.HOLDING))
+                .count()
+            )
             queued = s.query(Execution).filter(Execution.resource_type == t.name, Execution.state == "queued").count()
             parts = []
             if t.capacity is not None:
@@ -153,11 +172,22 @@ def type_choices(db: Database, types, groups, inventory: list[str]) -> list[dict
                 parts.append(f"{free} GPU(s) free")
             if queued:
                 parts.append(f"{queued} waiting")
-            out.append({
-                "name": t.name, "description": t.description, "summary": t.summary(),
-                "free": ", ".join(parts) or "available",
-                "cpu": t.cpu, "memory": t.memory, "gpus": t.gpus, "gpu_model": t.gpu_model,
-                "home_size": t.home_size, "max_runtime": t.max_runtime, "capacity": t.capacity,
-                "active": active, "queued": queued, "gpus_free": free if t.gpus else None,
-            })
+            out.append(
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "summary": t.summary(),
+                    "free": ", ".join(parts) or "available",
+                    "cpu": t.cpu,
+                    "memory": t.memory,
+                    "gpus": t.gpus,
+                    "gpu_model": t.gpu_model,
+                    "home_size": t.home_size,
+                    "max_runtime": t.max_runtime,
+                    "capacity": t.capacity,
+                    "active": active,
+                    "queued": queued,
+                    "gpus_free": free if t.gpus else None,
+                }
+            )
     return out

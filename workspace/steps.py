@@ -59,7 +59,9 @@ def run_logged(cmd, log: Path, failure: str, **kwargs) -> None:
 def apt_install(packages: list[str], log: Path, why: str) -> None:
     """Install Debian packages (as root), for a fresh machine that lacks them."""
     if os.geteuid() != 0:
-        raise SetupError(f"{why} needs {' '.join(packages)}; install them as root (`apt-get install -y {' '.join(packages)}`).")
+        raise SetupError(
+            f"{why} needs {' '.join(packages)}; install them as root (`apt-get install -y {' '.join(packages)}`)."
+        )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     run_logged(["apt-get", "update"], log, "`apt-get update` failed (is the Debian mirror reachable?)", env=env)
     run_logged(

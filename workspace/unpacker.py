@@ -98,11 +98,15 @@ class Plan:
             raise Refused(f"{label} is refused: “{name}” is a device or pipe, not a file.")
         self.names[path] = kind
         if len(self.names) > self.max_files:
-            raise Refused(f"{label} has more than {self.max_files:,} entries, more than your storage quota "
-                          f"leaves; free space (the Storage page) or ask for a larger quota.")
+            raise Refused(
+                f"{label} has more than {self.max_files:,} entries, more than your storage quota "
+                f"leaves; free space (the Storage page) or ask for a larger quota."
+            )
         if self.bytes > self.max_bytes:
-            raise Refused(f"{label} unpacks to more than {self.max_bytes:,} bytes, more than your storage quota "
-                          f"leaves; free space (the Storage page) or ask for a larger quota.")
+            raise Refused(
+                f"{label} unpacks to more than {self.max_bytes:,} bytes, more than your storage quota "
+                f"leaves; free space (the Storage page) or ask for a larger quota."
+            )
         return path
 
 
@@ -125,8 +129,10 @@ class Writer:
                     break
                 self.written += len(block)
                 if self.written > self.plan.max_bytes:
-                    raise Refused(f"{self.plan.label} unpacks to more than {self.plan.max_bytes:,} bytes, more "
-                                  "than your storage quota leaves; free space or ask for a larger quota.")
+                    raise Refused(
+                        f"{self.plan.label} unpacks to more than {self.plan.max_bytes:,} bytes, more "
+                        "than your storage quota leaves; free space or ask for a larger quota."
+                    )
                 out.write(block)
 
     def symlink(self, path, target):
@@ -147,8 +153,17 @@ def unpack_tar(archive, plan):
         members = []
         try:
             for m in tar:
-                kind = ("dir" if m.isdir() else "file" if m.isreg() else "symlink" if m.issym()
-                        else "hardlink" if m.islnk() else "other")
+                kind = (
+                    "dir"
+                    if m.isdir()
+                    else "file"
+                    if m.isreg()
+                    else "symlink"
+                    if m.issym()
+                    else "hardlink"
+                    if m.islnk()
+                    else "other"
+                )
                 path = plan.add(m.name, kind, m.size if kind == "file" else 0, m.linkname)
                 if path is not None:
                     members.append((path, kind, m))

@@ -20,8 +20,8 @@ import json
 import os
 import shutil
 import subprocess
-import uuid
 import time
+import uuid
 from pathlib import Path, PurePosixPath
 
 from traitlets import Float, Int
@@ -36,12 +36,14 @@ class UploadPolicy(LoggingConfigurable):
     """Bounds on uploads, so that no one fills the store with them."""
 
     expire_after = Float(
-        24 * 3600, config=True,
+        24 * 3600,
+        config=True,
         help="""Seconds after its last byte when an unfinished upload is removed
         (WORKSPACE_UPLOAD_EXPIRE_AFTER). A client resumes within that time.""",
     )
     max_pending = Int(
-        4, config=True,
+        4,
+        config=True,
         help="Unfinished uploads one user may have at once (WORKSPACE_UPLOAD_MAX_PENDING).",
     )
 
@@ -81,8 +83,9 @@ class Upload:
         offset = self.offset
         if start != offset:
             raise UserError(
-                409, f"This chunk starts at byte {start:,} but the upload has {offset:,} bytes; "
-                     f"resume from byte {offset:,}."
+                409,
+                f"This chunk starts at byte {start:,} but the upload has {offset:,} bytes; "
+                f"resume from byte {offset:,}.",
             )
         return open(self.data, "ab")
 
@@ -141,8 +144,15 @@ def archive_kind(filename: str) -> str | None:
     return None
 
 
-def place(upload: Upload, target: Path, filename: str, unpack_archive: bool, label: str, sandbox=None,
-          room: tuple[int, int] | None = None) -> None:
+def place(
+    upload: Upload,
+    target: Path,
+    filename: str,
+    unpack_archive: bool,
+    label: str,
+    sandbox=None,
+    room: tuple[int, int] | None = None,
+) -> None:
     """Fill the new version directory `target` from a finished upload (moves, never copies the file).
 
     An archive is unpacked by `sandbox` (workspace/sandbox.py: unprivileged,

@@ -112,7 +112,10 @@ class ContainerCgroup(Cgroup):
         return [f"system.slice/docker-{self.container_id}.scope", f"docker/{self.container_id}"]
 
     def _v1_candidates(self, controller: str) -> list[str]:
-        return [f"{controller}/docker/{self.container_id}", f"{controller}/system.slice/docker-{self.container_id}.scope"]
+        return [
+            f"{controller}/docker/{self.container_id}",
+            f"{controller}/system.slice/docker-{self.container_id}.scope",
+        ]
 
 
 @dataclass
@@ -163,13 +166,15 @@ def gpu_usage(nvml=None) -> dict:
             util = nvml.nvmlDeviceGetUtilizationRates(h)
             mem = nvml.nvmlDeviceGetMemoryInfo(h)
             name = nvml.nvmlDeviceGetName(h)
-            gpus.append({
-                "index": i,
-                "name": name.decode() if isinstance(name, bytes) else name,
-                "utilization_percent": util.gpu,
-                "memory_used_bytes": mem.used,
-                "memory_total_bytes": mem.total,
-            })
+            gpus.append(
+                {
+                    "index": i,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "utilization_percent": util.gpu,
+                    "memory_used_bytes": mem.used,
+                    "memory_total_bytes": mem.total,
+                }
+            )
         if not gpus:
             return {"available": False, "reason": "no GPU on this machine"}
         return {"available": True, "gpus": gpus}

@@ -75,7 +75,13 @@ def watch_errors(page, errors: list[str] | None = None) -> list[str]:
     (a new list unless given); the tests fail on any."""
     errors = [] if errors is None else errors
     # a request cut by a host network change (a container starting elsewhere) is not the page's error
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}")
-            if m.type == "error" and "ERR_NETWORK_CHANGED" not in m.text else None)
+    page.on(
+        "console",
+        lambda m: (
+            errors.append(f"{page.url}: {m.text}")
+            if m.type == "error" and "ERR_NETWORK_CHANGED" not in m.text
+            else None
+        ),
+    )
     page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
     return errors

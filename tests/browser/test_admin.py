@@ -14,8 +14,11 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "admin"
 
 
 def test_admin_sees_running_executions_and_stops_one(start_hub, chromium):
-    hub = start_hub(WORKSPACE_CULL_INTERVAL="1", WORKSPACE_USAGE_SAMPLE_INTERVAL="1",
-                    WORKSPACE_RESOURCE_TYPES=json.dumps([{"name": "small", "cpu": 1, "capacity": 1}]))
+    hub = start_hub(
+        WORKSPACE_CULL_INTERVAL="1",
+        WORKSPACE_USAGE_SAMPLE_INTERVAL="1",
+        WORKSPACE_RESOURCE_TYPES=json.dumps([{"name": "small", "cpu": 1, "capacity": 1}]),
+    )
     student, ws = "noa", "lab"
     token = hub.user_token(student)
     hub.start_workspace(student, ws, token)

@@ -20,8 +20,11 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "course"
 
 @pytest.fixture(scope="module")
 def course_hub(start_hub):
-    return start_hub(WORKSPACE_COURSES=json.dumps({"cs101": {"instructors": ["prof"]}, "cs102": {"instructors": ["prof"]}}),
-                     WORKSPACE_CULL_INTERVAL="1", WORKSPACE_USAGE_SAMPLE_INTERVAL="1")
+    return start_hub(
+        WORKSPACE_COURSES=json.dumps({"cs101": {"instructors": ["prof"]}, "cs102": {"instructors": ["prof"]}}),
+        WORKSPACE_CULL_INTERVAL="1",
+        WORKSPACE_USAGE_SAMPLE_INTERVAL="1",
+    )
 
 
 def test_an_instructor_reads_the_course_and_a_students_workspace(course_hub, chromium):
@@ -64,7 +67,9 @@ def test_an_instructor_reads_the_course_and_a_students_workspace(course_hub, chr
         page.wait_for_url(f"**/services/workspace/workspaces/{ws}?user={student}")
         assert "reading stu's workspace" in page.inner_text("#readonly")
         assert page.locator(".execution").evaluate_all("cards => cards.map(c => c.dataset.state)") == [
-            "running", "stopped"]
+            "running",
+            "stopped",
+        ]
         assert "stopped: user" in page.inner_text(".execution[data-number='1']")
         states = page.locator(".execution[data-number='1'] .timeline li").all_text_contents()
         assert states[-1].startswith("stopped at ") and ", for " in states[-2], states  # each with its duration
@@ -76,8 +81,11 @@ def test_an_instructor_reads_the_course_and_a_students_workspace(course_hub, chr
 
         # the same page's actions are refused when posted anyway
         xsrf = next(c["value"] for c in context.cookies() if c["name"] == "_xsrf")
-        r = page.request.post(f"{pages}/workspaces/{ws}?user={student}", form={"_xsrf": xsrf, "action": "stop"},
-                              headers={"X-XSRFToken": xsrf})
+        r = page.request.post(
+            f"{pages}/workspaces/{ws}?user={student}",
+            form={"_xsrf": xsrf, "action": "stop"},
+            headers={"X-XSRFToken": xsrf},
+        )
         assert r.status == 403 and "not start, stop or change it" in r.text(), r.text()
         assert hub.executions(student, ws)[-1]["state"] == "running"
         assert not errors, errors
@@ -133,12 +141,16 @@ def test_an_instructor_sets_a_course_up_from_the_page(course_hub, chromium):
         roster = hub.data_dir / "cs102.csv"
         roster.write_text("username,name\nkim,Kim K.\nlee,Lee L.\n")
         form.locator("input.roster-file").set_input_files(str(roster))  # fills the box from the file
-        page.wait_for_function("document.querySelector('.course[data-course=cs102] textarea').value.includes('lee,Lee')")
+        page.wait_for_function(
+            "document.querySelector('.course[data-course=cs102] textarea').value.includes('lee,Lee')"
+        )
         form.locator("button[type=submit]").click()
         assert page.inner_text("#message").startswith("cs102: 2 student(s) (2 new user(s), 2 added, 0 removed")
         section = page.locator(".course[data-course='cs102']")
-        assert "Each student has the workspace “week1”, starting from prof/prep #1" in \
-            section.locator(".course-template").inner_text()
+        assert (
+            "Each student has the workspace “week1”, starting from prof/prep #1"
+            in section.locator(".course-template").inner_text()
+        )
         assert section.locator("tr.student").evaluate_all("rows => rows.map(r => r.dataset.student)") == ["kim", "lee"]
         assert "week1 new" in section.locator("tr.student[data-student='kim']").inner_text().lower()
         page.screenshot(path=str(ARTIFACTS / "04-course-set-up.png"), full_page=True)

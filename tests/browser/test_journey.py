@@ -10,9 +10,9 @@ and any browser console error fails the test.
 
 from __future__ import annotations
 
+import io
 import re
 import tarfile
-import io
 from pathlib import Path
 
 import requests
@@ -37,12 +37,17 @@ def make_dataset(hub, user: str, token: str) -> str:
     body = buf.getvalue()
     import hashlib
 
-    r = requests.post(f"{api}/datasets/{user}/notes/uploads", headers=auth, timeout=30, json={
-        "filename": "notes.tar", "size": len(body), "sha256": hashlib.sha256(body).hexdigest(), "unpack": True})
+    r = requests.post(
+        f"{api}/datasets/{user}/notes/uploads",
+        headers=auth,
+        timeout=30,
+        json={"filename": "notes.tar", "size": len(body), "sha256": hashlib.sha256(body).hexdigest(), "unpack": True},
+    )
     assert r.status_code == 201, r.text
     upload = r.json()["id"]
-    r = requests.put(f"{api}/datasets/{user}/notes/uploads/{upload}", params={"offset": 0}, data=body,
-                     headers=auth, timeout=30)
+    r = requests.put(
+        f"{api}/datasets/{user}/notes/uploads/{upload}", params={"offset": 0}, data=body, headers=auth, timeout=30
+    )
     assert r.status_code in (200, 204), r.text
     r = requests.post(f"{api}/datasets/{user}/notes/uploads/{upload}/complete", headers=auth, json={}, timeout=60)
     assert r.status_code in (200, 201), r.text
@@ -103,9 +108,12 @@ def test_student_journey(start_hub, chromium):
         wait_for_lab(page, user, ws)
         shot("lab")
         # terminals in screen-reader mode put their text in the page (xterm draws on a canvas)
-        r = requests.put(f"{hub.url}/user/{user}/{ws}/lab/api/settings/@jupyterlab/terminal-extension:plugin",
-                         headers={"Authorization": f"token {token}"}, json={"raw": '{"screenReaderMode": true}'},
-                         timeout=30)
+        r = requests.put(
+            f"{hub.url}/user/{user}/{ws}/lab/api/settings/@jupyterlab/terminal-extension:plugin",
+            headers={"Authorization": f"token {token}"},
+            json={"raw": '{"screenReaderMode": true}'},
+            timeout=30,
+        )
         assert r.status_code in (200, 204), r.text
         page.reload()
         page.wait_for_selector(".jp-Launcher", timeout=60_000)
@@ -159,8 +167,10 @@ def test_student_journey(start_hub, chromium):
         for c in cards:
             assert "stopped: user" in c.inner_text(), c.inner_text()
             assert f"{dataset}:1 at /input0" in c.inner_text()  # continuing keeps the datasets
-        assert "Continued from#1" in cards[0].inner_text().replace("\n", "").replace(" ", "") or \
-            "#1" in cards[0].query_selector("dl").inner_text()
+        assert (
+            "Continued from#1" in cards[0].inner_text().replace("\n", "").replace(" ", "")
+            or "#1" in cards[0].query_selector("dl").inner_text()
+        )
         shot("executions")
     except Exception:
         shot("failure")

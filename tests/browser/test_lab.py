@@ -18,10 +18,16 @@ def test_a_notice_shows_in_jupyterlab_and_the_open_tab_counts_as_a_browser(start
     base = f"{hub.url}/user/{user}/{ws}"
     auth = hub.report_auth(user, ws)  # the culler's header: the execution's own key, no hub token
     # what the culler posts before a cull
-    r = requests.post(f"{base}/api/workspace/report/notices", headers=auth, timeout=10, json={
-        "id": "cull-idle", "level": "warning",
-        "message": "This workspace seems idle and will be stopped at 10:00 UTC (in 5 min).",
-    })
+    r = requests.post(
+        f"{base}/api/workspace/report/notices",
+        headers=auth,
+        timeout=10,
+        json={
+            "id": "cull-idle",
+            "level": "warning",
+            "message": "This workspace seems idle and will be stopped at 10:00 UTC (in 5 min).",
+        },
+    )
     assert r.status_code == 201, r.text
     before = requests.get(f"{base}/api/workspace/activity", headers=auth, timeout=10).json()
     assert before["last_browser_request"] is None, before  # the culler's requests are not a browser
@@ -53,9 +59,23 @@ def test_a_notice_shows_in_jupyterlab_and_the_open_tab_counts_as_a_browser(start
 
         # without a GPU the status bar shows none; with one (the usage answer of a GPU machine), it does
         assert page.query_selector("#workspace-gpu-usage") is None
-        gpu = {"cpu_percent": 3.0, "memory_bytes": 1, "memory_limit_bytes": None, "gpu": {"available": True, "gpus": [
-            {"index": 0, "name": "NVIDIA H200", "utilization_percent": 87,
-             "memory_used_bytes": 40 << 30, "memory_total_bytes": 141 << 30}]}}
+        gpu = {
+            "cpu_percent": 3.0,
+            "memory_bytes": 1,
+            "memory_limit_bytes": None,
+            "gpu": {
+                "available": True,
+                "gpus": [
+                    {
+                        "index": 0,
+                        "name": "NVIDIA H200",
+                        "utilization_percent": 87,
+                        "memory_used_bytes": 40 << 30,
+                        "memory_total_bytes": 141 << 30,
+                    }
+                ],
+            },
+        }
         page.route("**/api/workspace/usage", lambda route: route.fulfill(json=gpu))
         item = page.wait_for_selector("#workspace-gpu-usage", timeout=20_000)
         assert item.inner_text() == "GPU0 87% 40.0/141.0 GB"

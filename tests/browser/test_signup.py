@@ -50,12 +50,13 @@ def test_sign_up_with_the_institution_address_and_an_administrators_approval(sta
 
         assert "/hub/home" not in try_login(page, hub, "stu", PASSWORD), "logged in before approval"
         # the shared password of `make up` is not a way in here
-        assert requests.post(f"{hub.url}/hub/api/users/stu/tokens", timeout=30,
-                             json={"auth": {"username": "stu", "password": "x" * 12}}).status_code in (401, 403)
+        assert requests.post(
+            f"{hub.url}/hub/api/users/stu/tokens", timeout=30, json={"auth": {"username": "stu", "password": "x" * 12}}
+        ).status_code in (401, 403)
 
         assert try_login(page, hub, hub.settings.admin_user, ADMIN_PASSWORD).endswith("/hub/home")
         page.goto(f"{hub.url}/hub/authorize")
-        page.click(f"a[href$='authorize/stu']")
+        page.click("a[href$='authorize/stu']")
         page.wait_for_load_state()
         page.goto(f"{hub.url}/hub/logout")
         context.clear_cookies()

@@ -79,7 +79,9 @@ def test_storage_page_quota_cleanup_mode_and_deleting(start_hub, chromium):
         assert page.inner_text("#message").startswith("Deleted the output of #1 (12.")
         page.goto(f"{pages}/storage")
         assert {r.split("\n")[0] for r in page.locator("#items tbody tr.item td:first-child").all_inner_texts()} >= {
-            "the output of “big” #2", "dataset sky/results v1"}
+            "the output of “big” #2",
+            "dataset sky/results v1",
+        }
         page.click("#cleanup")
         assert page.inner_text("#message") == "There were no old outputs to delete."
         page.locator("#items tr.item[data-kind=output] .delete-output").click()

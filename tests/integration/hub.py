@@ -66,7 +66,11 @@ class Hub:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(ROOT / "jupyterhub_config.py")],
-                cwd=self.data_dir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.data_dir,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -115,13 +119,23 @@ class Hub:
     def service_api(self, path: str, token: str | None, **params) -> requests.Response:
         """GET from the workspace service's REST API."""
         headers = {"Authorization": f"token {token}"} if token else {}
-        return requests.get(f"{self.url}/services/workspace/api{path}", headers=headers, params=params,
-                            timeout=30, allow_redirects=False)
+        return requests.get(
+            f"{self.url}/services/workspace/api{path}",
+            headers=headers,
+            params=params,
+            timeout=30,
+            allow_redirects=False,
+        )
 
     def service_call(self, method: str, path: str, token: str, **kwargs) -> requests.Response:
         """Any method on the workspace service's REST API, with a token."""
-        return requests.request(method, f"{self.url}/services/workspace/api{path}",
-                                headers={"Authorization": f"token {token}"}, timeout=60, **kwargs)
+        return requests.request(
+            method,
+            f"{self.url}/services/workspace/api{path}",
+            headers={"Authorization": f"token {token}"},
+            timeout=60,
+            **kwargs,
+        )
 
     def user_token(self, name: str, password: str = USER_PASSWORD) -> str:
         """A token of `name` obtained with the shared user password, as a student would."""
@@ -139,7 +153,8 @@ class Hub:
         browser = requests.Session()
         browser.get(f"{self.url}/hub/login", timeout=30)
         r = browser.post(
-            f"{self.url}/hub/login", timeout=30,
+            f"{self.url}/hub/login",
+            timeout=30,
             data={"username": user, "password": password, "_xsrf": browser.cookies.get("_xsrf")},
         )
         assert r.status_code == 200 and "/hub/home" in r.url, (r.status_code, r.url)
@@ -147,7 +162,9 @@ class Hub:
 
     def spawn(self, user: str, server: str, token: str, user_options: dict | None = None) -> requests.Response:
         return self.api(
-            "POST", f"/users/{user}/servers/{server}", token=token,
+            "POST",
+            f"/users/{user}/servers/{server}",
+            token=token,
             json={"user_options": user_options or {}, "display_name": server},
         )
 
@@ -156,7 +173,9 @@ class Hub:
         events = []
         with requests.get(
             f"{self.url}/hub/api/users/{user}/servers/{server}/progress",
-            headers={"Authorization": f"token {token}"}, stream=True, timeout=timeout,
+            headers={"Authorization": f"token {token}"},
+            stream=True,
+            timeout=timeout,
         ) as r:
             assert r.status_code == 200, r.text
             for line in r.iter_lines(decode_unicode=True):

@@ -45,8 +45,9 @@ def test_an_instructor_reads_the_course_students_workspaces_and_changes_nothing(
     assert r.status_code == 200, r.text
     (course,) = r.json()
     assert course["name"] == "cs101" and course["running"] == 0 and [s["name"] for s in course["students"]] == ["stu"]
-    assert course["students"][0]["workspaces"] == [{"name": "lab1", "state": "stopped", "number": 1,
-                                                    "stop_reason": "user"}], course
+    assert course["students"][0]["workspaces"] == [
+        {"name": "lab1", "state": "stopped", "number": 1, "stop_reason": "user"}
+    ], course
     r = hub.service_api("/courses", student)
     assert r.status_code == 403 and "Courses are for instructors" in r.json()["message"]
     out = cli(hub, prof, "courses")

@@ -27,8 +27,19 @@ def test_executions_api(hub: Hub):
     r = hub.service_api(f"/workspaces/{ws}/executions", token)
     assert r.status_code == 200, r.text
     first, second = r.json()
-    for field in ("number", "state", "parent", "restored_from", "stop_reason", "started", "stopped",
-                  "snapshot_bytes", "snapshot_files", "restore", "save"):
+    for field in (
+        "number",
+        "state",
+        "parent",
+        "restored_from",
+        "stop_reason",
+        "started",
+        "stopped",
+        "snapshot_bytes",
+        "snapshot_files",
+        "restore",
+        "save",
+    ):
         assert field in first, field
     assert (first["number"], first["parent"], first["stop_reason"]) == (1, None, "user")
     assert (second["parent"], second["restored_from"]) == (1, 1)
@@ -42,7 +53,13 @@ def test_executions_api(hub: Hub):
         first = hub.service_api(f"/workspaces/{ws}/executions/1", token).json()
     assert first["snapshot_files"] >= 2 and first["snapshot_bytes"] >= 2_000_000, first
     assert [t["state"] for t in first["transitions"]] == [
-        "queued", "preparing", "pulling", "restoring", "running", "saving", "stopped",
+        "queued",
+        "preparing",
+        "pulling",
+        "restoring",
+        "running",
+        "saving",
+        "stopped",
     ]
 
 

@@ -17,8 +17,9 @@ TYPES = [{"name": "small", "cpu": 1, "memory": "1G"}, {"name": "large", "cpu": 2
 
 @pytest.fixture(scope="module")
 def course_hub(start_hub) -> Hub:
-    return start_hub(WORKSPACE_COURSES=json.dumps({"cs101": {"instructors": ["prof"]}}),
-                     WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES))
+    return start_hub(
+        WORKSPACE_COURSES=json.dumps({"cs101": {"instructors": ["prof"]}}), WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES)
+    )
 
 
 def test_a_course_from_a_roster_in_one_step(course_hub: Hub):
@@ -29,11 +30,16 @@ def test_a_course_from_a_roster_in_one_step(course_hub: Hub):
     hub.sh("prof", "prep", "mkdir -p week1 && echo 'print(42)' > week1/assignment.py && echo data > handout.txt")
     hub.stop_workspace("prof", "prep", prof)
     assert hub.service_call("POST", "/datasets", prof, json={"name": "handout"}).status_code == 201
-    r = hub.service_call("POST", "/datasets/prof/handout/versions", prof,
-                         json={"from_execution": {"workspace": "prep", "number": 1}})
+    r = hub.service_call(
+        "POST", "/datasets/prof/handout/versions", prof, json={"from_execution": {"workspace": "prep", "number": 1}}
+    )
     assert r.status_code == 201, r.text
-    template = {"workspace": "lab1", "resource_type": "small", "datasets": ["prof/handout"],
-                "starter": {"workspace": "prep", "number": 1}}
+    template = {
+        "workspace": "lab1",
+        "resource_type": "small",
+        "datasets": ["prof/handout"],
+        "starter": {"workspace": "prep", "number": 1},
+    }
 
     def put(token, body, course="cs101"):
         return hub.service_call("PUT", f"/courses/{course}", token, json=body)
@@ -97,8 +103,22 @@ def test_a_course_from_a_roster_in_one_step(course_hub: Hub):
     # a new roster: bob leaves (keeping his workspace), cat joins; the CLI reads the roster file
     roster = hub.data_dir / "roster.csv"
     roster.write_text("username,name\nann,Ann\ncat,Cat\n")
-    out = cli(hub, prof, "course-setup", "cs101", "--roster", str(roster), "--workspace", "lab1",
-              "--type", "small", "--dataset", "prof/handout", "--starter", "prep:1")
+    out = cli(
+        hub,
+        prof,
+        "course-setup",
+        "cs101",
+        "--roster",
+        str(roster),
+        "--workspace",
+        "lab1",
+        "--type",
+        "small",
+        "--dataset",
+        "prof/handout",
+        "--starter",
+        "prep:1",
+    )
     assert "cs101: 2 student(s) (1 new user(s), 1 added, 1 removed from the group)" in out, out
     assert hub.api("GET", "/groups/cs101").json()["users"] == ["ann", "cat"]
     bob = hub.user_token("bob")

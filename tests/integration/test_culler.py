@@ -35,8 +35,9 @@ def base_url(hub: Hub, user: str, server: str) -> str:
 
 
 def notices(hub: Hub, user: str, server: str, token: str) -> list[dict]:
-    r = requests.get(f"{base_url(hub, user, server)}/api/workspace/notices",
-                     headers={"Authorization": f"token {token}"}, timeout=10)
+    r = requests.get(
+        f"{base_url(hub, user, server)}/api/workspace/notices", headers={"Authorization": f"token {token}"}, timeout=10
+    )
     return r.json()["notices"] if r.status_code == 200 else []
 
 
@@ -66,8 +67,10 @@ class Holder(threading.Thread):
         self._done = asyncio.Event()
         self.loop = asyncio.get_running_loop()
         try:
-            conns = [await websockets.connect(u, additional_headers={"Authorization": f"token {self.token}"})
-                     for u in self.urls]
+            conns = [
+                await websockets.connect(u, additional_headers={"Authorization": f"token {self.token}"})
+                for u in self.urls
+            ]
             for ws, msg in zip(conns, self.send):
                 if msg is not None:
                     await ws.send(json.dumps(msg))
@@ -101,8 +104,9 @@ class Holder(threading.Thread):
 
 
 def open_terminal(hub: Hub, user: str, server: str, token: str) -> str:
-    r = requests.post(f"{base_url(hub, user, server)}/api/terminals",
-                      headers={"Authorization": f"token {token}"}, timeout=30)
+    r = requests.post(
+        f"{base_url(hub, user, server)}/api/terminals", headers={"Authorization": f"token {token}"}, timeout=30
+    )
     assert r.status_code == 200, r.text
     return f"{base_url(hub, user, server).replace('http://', 'ws://')}/terminals/websocket/{r.json()['name']}"
 
@@ -119,8 +123,9 @@ def test_idle_is_culled_busy_and_attached_are_kept(cull_hub: Hub):
     hub.start_workspace(user, "attached", token)
 
     # busy: a loop typed into a terminal, then the tab is closed
-    tab = Holder([open_terminal(hub, user, "busy", token)], token,
-                 send=[["stdin", "echo LOOP-$((6*7)); while :; do :; done\r"]])
+    tab = Holder(
+        [open_terminal(hub, user, "busy", token)], token, send=[["stdin", "echo LOOP-$((6*7)); while :; do :; done\r"]]
+    )
     tab.start()
     assert tab.opened.wait(30) and tab.error is None, tab.error
     tab.wait_for("LOOP-42")  # the shell runs the loop (the typed line shows `$((6*7))`)

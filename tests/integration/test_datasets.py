@@ -18,8 +18,11 @@ from .hub import ADMIN_PASSWORD, Hub
 
 def api(hub: Hub, method: str, path: str, token: str, **kwargs) -> requests.Response:
     return requests.request(
-        method, f"{hub.url}/services/workspace/api{path}", headers={"Authorization": f"token {token}"},
-        timeout=120, **kwargs,
+        method,
+        f"{hub.url}/services/workspace/api{path}",
+        headers={"Authorization": f"token {token}"},
+        timeout=120,
+        **kwargs,
     )
 
 
@@ -36,8 +39,11 @@ def test_datasets_from_outputs_shared_and_mounted_read_only(hub: Hub):
 
     # the instructor prepares data in a workspace; its output becomes two datasets
     hub.start_workspace(prof, "prep", prof_token)
-    hub.sh(prof, "prep", "mkdir -p mnist labels && head -c 30000000 /dev/urandom > mnist/train.bin "
-                         "&& echo cat,dog > labels/names.csv")
+    hub.sh(
+        prof,
+        "prep",
+        "mkdir -p mnist labels && head -c 30000000 /dev/urandom > mnist/train.bin && echo cat,dog > labels/names.csv",
+    )
     hub.stop_workspace(prof, "prep", prof_token)
 
     for name in ("mnist", "labels"):
@@ -46,12 +52,22 @@ def test_datasets_from_outputs_shared_and_mounted_read_only(hub: Hub):
     store = hub.settings.store_dir
     os.sync()
     before = btrfs_used(store)
-    r = api(hub, "POST", "/datasets/prof/mnist/versions", prof_token,
-            json={"from_execution": {"workspace": "prep", "number": 1, "path": "mnist"}})
+    r = api(
+        hub,
+        "POST",
+        "/datasets/prof/mnist/versions",
+        prof_token,
+        json={"from_execution": {"workspace": "prep", "number": 1, "path": "mnist"}},
+    )
     assert r.status_code == 201, r.text
     assert r.json()["version"] == 1 and r.json()["bytes"] == 30_000_000 and r.json()["origin"] == "execution"
-    r = api(hub, "POST", "/datasets/prof/labels/versions", prof_token,
-            json={"from_execution": {"workspace": "prep", "number": 1, "path": "labels"}})
+    r = api(
+        hub,
+        "POST",
+        "/datasets/prof/labels/versions",
+        prof_token,
+        json={"from_execution": {"workspace": "prep", "number": 1, "path": "labels"}},
+    )
     assert r.status_code == 201, r.text
     os.sync()
     grown = btrfs_used(store) - before
@@ -105,22 +121,41 @@ def test_version_rules(hub: Hub):
     stored_before = set(versions_dir.iterdir()) if versions_dir.exists() else set()
     hub.start_workspace(user, "w", token)
     # 1.2 GB in 10,000 files (sparse: the rule is about sizes), and a link out of the home
-    hub.sh(user, "w", "mkdir many && cd many && for i in $(seq 1 10000); do truncate -s 120000 f$i; done; "
-                      "mkdir ../escape && ln -s /etc/passwd ../escape/pw && echo ok > ../escape/file")
+    hub.sh(
+        user,
+        "w",
+        "mkdir many && cd many && for i in $(seq 1 10000); do truncate -s 120000 f$i; done; "
+        "mkdir ../escape && ln -s /etc/passwd ../escape/pw && echo ok > ../escape/file",
+    )
     hub.stop_workspace(user, "w", token)
     assert api(hub, "POST", "/datasets", token, json={"name": "d"}).status_code == 201
 
-    r = api(hub, "POST", "/datasets/rae/d/versions", token,
-            json={"from_execution": {"workspace": "w", "number": 1, "path": "many"}})
+    r = api(
+        hub,
+        "POST",
+        "/datasets/rae/d/versions",
+        token,
+        json={"from_execution": {"workspace": "w", "number": 1, "path": "many"}},
+    )
     assert r.status_code == 400, r.text
     msg = r.json()["message"]
     assert "10,000 files averaging 120 kB (1.20 GB in all)" in msg and "HDF5, LMDB, TFRecord" in msg, msg
 
-    r = api(hub, "POST", "/datasets/rae/d/versions", token,
-            json={"from_execution": {"workspace": "w", "number": 1, "path": "escape"}})
+    r = api(
+        hub,
+        "POST",
+        "/datasets/rae/d/versions",
+        token,
+        json={"from_execution": {"workspace": "w", "number": 1, "path": "escape"}},
+    )
     assert r.status_code == 400 and "pw (a link pointing outside)" in r.json()["message"], r.text
-    r = api(hub, "POST", "/datasets/rae/d/versions", token,
-            json={"from_execution": {"workspace": "w", "number": 1, "path": "../../snapshots"}})
+    r = api(
+        hub,
+        "POST",
+        "/datasets/rae/d/versions",
+        token,
+        json={"from_execution": {"workspace": "w", "number": 1, "path": "../../snapshots"}},
+    )
     assert r.status_code == 400, r.text
     r = api(hub, "POST", "/datasets", token, json={"name": "Bad Name"})
     assert r.status_code == 400 and "is not one" in r.json()["message"], r.text
@@ -145,8 +180,13 @@ def test_resumable_upload_with_checksum(hub: Hub):
     assert api(hub, "POST", "/datasets", token, json={"name": "weights"}).status_code == 201
     payload = os.urandom(40_000_000)
     digest = hashlib.sha256(payload).hexdigest()
-    r = api(hub, "POST", "/datasets/uma/weights/uploads", token,
-            json={"filename": "model.bin", "size": len(payload), "sha256": digest})
+    r = api(
+        hub,
+        "POST",
+        "/datasets/uma/weights/uploads",
+        token,
+        json={"filename": "model.bin", "size": len(payload), "sha256": digest},
+    )
     assert r.status_code == 201, r.text
     upload_id = r.json()["id"]
     path = f"/services/workspace/api/datasets/uma/weights/uploads/{upload_id}"
@@ -178,7 +218,12 @@ def test_resumable_upload_with_checksum(hub: Hub):
     assert r.status_code == 200 and r.json()["offset"] == len(payload), r.text
     r = api(hub, "POST", f"/datasets/uma/weights/uploads/{upload_id}/complete", token, json={})
     assert r.status_code == 201, r.text
-    assert (r.json()["version"], r.json()["bytes"], r.json()["files"], r.json()["origin"]) == (1, 40_000_000, 1, "upload")
+    assert (r.json()["version"], r.json()["bytes"], r.json()["files"], r.json()["origin"]) == (
+        1,
+        40_000_000,
+        1,
+        "upload",
+    )
 
     hub.start_workspace(user, "w", token, datasets=["uma/weights"])
     assert hub.sh(user, "w", "sha256sum /input0/model.bin").split()[0] == digest

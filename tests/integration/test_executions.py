@@ -52,7 +52,11 @@ def test_continue_latest_a_number_or_fresh(hub: Hub):
 
     records = hub.executions(user, ws)
     assert [(e["number"], e["parent"], e["restored_from"]) for e in records] == [
-        (1, None, None), (2, 1, 1), (3, 1, 1), (4, 2, 2), (5, None, None),
+        (1, None, None),
+        (2, 1, 1),
+        (3, 1, 1),
+        (4, 2, 2),
+        (5, None, None),
     ]
     for e in records:
         assert e["state"] == "stopped" and e["stop_reason"] == "user" and e["has_output"], e
@@ -87,7 +91,9 @@ def local_wheel() -> tuple[str, bytes]:
     files = {
         "demo_pkg/__init__.py": b"VALUE = 42\n",
         "demo_pkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n",
-        "demo_pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "demo_pkg-1.0.dist-info/WHEEL": (
+            b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
     }
     record = []
     for path, data in files.items():
@@ -108,8 +114,10 @@ def test_pip_install_user_survives_into_the_next_execution(hub: Hub):
     hub.start_workspace(user, ws, token)
     name, wheel = local_wheel()
     r = requests.put(
-        f"{hub.url}/user/{user}/{ws}/api/contents/{name}", headers={"Authorization": f"token {token}"},
-        json={"type": "file", "format": "base64", "content": base64.b64encode(wheel).decode()}, timeout=30,
+        f"{hub.url}/user/{user}/{ws}/api/contents/{name}",
+        headers={"Authorization": f"token {token}"},
+        json={"type": "file", "format": "base64", "content": base64.b64encode(wheel).decode()},
+        timeout=30,
     )
     assert r.status_code in (200, 201), r.text
     out = hub.sh(user, ws, f"pip install --user --no-index --no-deps {name} 2>&1")
@@ -124,12 +132,15 @@ def test_pip_install_user_survives_into_the_next_execution(hub: Hub):
 
 def test_closed_while_preparing_continues_from_the_parent(start_hub, tmp_path):
     # The copy backend restores slowly enough to be closed while it restores.
-    hub = start_hub(store_dir=tmp_path / "copy-store", )
+    hub = start_hub(
+        store_dir=tmp_path / "copy-store",
+    )
     user, ws = "eva", "big"
     token = hub.user_token(user)
     hub.start_workspace(user, ws, token)
     hub.sh(
-        user, ws,
+        user,
+        ws,
         "mkdir -p many && cd many && for d in $(seq 1 40); do mkdir d$d; "
         "for f in $(seq 1 400); do echo $d-$f > d$d/f$f; done; done; "
         "head -c 300000000 /dev/urandom > /openbayes/home/weights.bin; echo first > /openbayes/home/marker",
@@ -322,7 +333,8 @@ def test_spawn_form_offers_the_executions(hub: Hub):
     assert 'name="continue_from"' in html and "#1 — saved output" in html, html
 
     r = browser.post(
-        f"{hub.url}/hub/spawn/{user}/{ws}", timeout=60,
+        f"{hub.url}/hub/spawn/{user}/{ws}",
+        timeout=60,
         data={"continue_from": "fresh", "_xsrf": browser.cookies.get("_xsrf")},
     )
     assert r.status_code == 200, r.status_code

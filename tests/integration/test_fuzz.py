@@ -36,8 +36,12 @@ def test_no_input_makes_the_api_fail(hub: Hub, tmp_path):
     api = f"{hub.url}/services/workspace/api"
     auth = {"Authorization": f"token {token}"}
     assert requests.post(f"{api}/datasets", headers=auth, json={"name": "d"}, timeout=30).status_code == 201
-    r = requests.post(f"{api}/datasets/{user}/d/versions", headers=auth, timeout=60,
-                      json={"from_execution": {"workspace": "ws", "number": 1}})
+    r = requests.post(
+        f"{api}/datasets/{user}/d/versions",
+        headers=auth,
+        timeout=60,
+        json={"from_execution": {"workspace": "ws", "number": 1}},
+    )
     assert r.status_code == 201, r.text
     served = requests.get(f"{api}/openapi.yaml", timeout=30)
     assert served.status_code == 200 and served.content == OPENAPI.read_bytes()
@@ -46,9 +50,27 @@ def test_no_input_makes_the_api_fail(hub: Hub, tmp_path):
     # API, and the proxy now and then answers 503 "socket hang up" for a reused connection.
     direct = f"http://127.0.0.1:{hub.env['WORKSPACE_SERVICE_PORT']}/services/workspace/api"
     p = subprocess.run(
-        [SCHEMATHESIS, "run", str(OPENAPI), "--url", direct, "-H", f"Authorization: token {token}",
-         "--checks", "not_a_server_error", "--max-examples", os.environ.get("WORKSPACE_FUZZ_EXAMPLES", "30"),
-         "--seed", "1", "--request-timeout", "30", "--no-color"],
-        capture_output=True, text=True, timeout=900, cwd=tmp_path,  # its cache stays out of the checkout
+        [
+            SCHEMATHESIS,
+            "run",
+            str(OPENAPI),
+            "--url",
+            direct,
+            "-H",
+            f"Authorization: token {token}",
+            "--checks",
+            "not_a_server_error",
+            "--max-examples",
+            os.environ.get("WORKSPACE_FUZZ_EXAMPLES", "30"),
+            "--seed",
+            "1",
+            "--request-timeout",
+            "30",
+            "--no-color",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,  # its cache stays out of the checkout
     )
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-3000:]

@@ -24,8 +24,9 @@ TYPES = [
 
 @pytest.fixture(scope="module")
 def queue_hub(start_hub) -> Hub:
-    return start_hub(WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES), WORKSPACE_GPU_INVENTORY="0,1,2,3",
-                     WORKSPACE_GPU_DEVICE_MODE="env")
+    return start_hub(
+        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES), WORKSPACE_GPU_INVENTORY="0,1,2,3", WORKSPACE_GPU_DEVICE_MODE="env"
+    )
 
 
 def env_of(hub: Hub, user: str, ws: str) -> dict:
@@ -60,7 +61,10 @@ def test_bad_types_are_refused_with_a_sentence(queue_hub: Hub):
     hub, user = queue_hub, "quinn"
     token = hub.user_token(user)
     r = hub.spawn(user, "x", token, {"resource_type": "huge"})
-    assert r.status_code == 400 and r.json()["message"] == "There is no resource type “huge”. Choose one of: small, gpu2, staff."
+    assert (
+        r.status_code == 400
+        and r.json()["message"] == "There is no resource type “huge”. Choose one of: small, gpu2, staff."
+    )
     r = hub.spawn(user, "x", token, {"resource_type": "staff"})
     assert r.status_code == 403 and "is for the group(s) staff" in r.json()["message"]
     assert hub.executions(user, "x") == []
@@ -132,8 +136,12 @@ def test_leaving_the_queue_records_nothing_ran(queue_hub: Hub):
 
 
 def test_a_hub_restart_loses_no_allocation_and_allocates_nothing_twice(start_hub):
-    hub = start_hub(WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES), WORKSPACE_GPU_INVENTORY="0,1,2,3",
-                    WORKSPACE_GPU_DEVICE_MODE="env", WORKSPACE_SAVE_RETRY_INTERVAL="2")
+    hub = start_hub(
+        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES),
+        WORKSPACE_GPU_INVENTORY="0,1,2,3",
+        WORKSPACE_GPU_DEVICE_MODE="env",
+        WORKSPACE_SAVE_RETRY_INTERVAL="2",
+    )
     tokens = {u: hub.user_token(u) for u in ("ra", "rb", "rc")}
     hub.start_workspace("ra", "g", tokens["ra"], resource_type="gpu2")
     hub.start_workspace("rb", "g", tokens["rb"], resource_type="gpu2")
@@ -153,8 +161,9 @@ def test_a_hub_restart_loses_no_allocation_and_allocates_nothing_twice(start_hub
         assert time.monotonic() < deadline, hub.executions("rc", "g")
         time.sleep(1)
     first = hub.executions("rc", "g")[0]
-    assert first["state"] == "stopped" and ("hub restarted" in first["stop_detail"]
-                                            or "Left the queue" in first["stop_detail"]), first
+    assert first["state"] == "stopped" and (
+        "hub restarted" in first["stop_detail"] or "Left the queue" in first["stop_detail"]
+    ), first
     if len(hub.executions("rc", "g")) == 1:
         r = hub.spawn("rc", "g", tokens["rc"], {"resource_type": "gpu2"})  # the student tries again
         assert r.status_code == 202, r.text

@@ -24,8 +24,12 @@ LIMIT = 40 << 20
 @pytest.fixture(scope="module")
 def storage_hub(start_hub) -> Hub:
     return start_hub(
-        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES), WORKSPACE_QUOTA_BYTES="30M", WORKSPACE_QUOTA_FILES="5000",
-        WORKSPACE_CULL_INTERVAL="1", WORKSPACE_USAGE_SAMPLE_INTERVAL="1", WORKSPACE_CULL_BROWSER_TIMEOUT="3600",
+        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES),
+        WORKSPACE_QUOTA_BYTES="30M",
+        WORKSPACE_QUOTA_FILES="5000",
+        WORKSPACE_CULL_INTERVAL="1",
+        WORKSPACE_USAGE_SAMPLE_INTERVAL="1",
+        WORKSPACE_CULL_BROWSER_TIMEOUT="3600",
     )
 
 
@@ -33,8 +37,8 @@ def fill(hub: Hub, user: str, ws: str, megabytes: int) -> str:
     """Write `megabytes` of zeros into the home; dd's own words (it fails at a limit)."""
     (container,) = hub.containers(user=user, server=ws)
     code, out = container.exec_run(
-        ["bash", "-c", f"dd if=/dev/zero of=$HOME/big bs=1M count={megabytes} 2>&1; sync; echo exit=$?"],
-        user="1000")
+        ["bash", "-c", f"dd if=/dev/zero of=$HOME/big bs=1M count={megabytes} 2>&1; sync; echo exit=$?"], user="1000"
+    )
     return out.decode(errors="replace")
 
 
@@ -60,12 +64,18 @@ def test_home_size_limit_stops_growth_and_warns_inside(storage_hub: Hub):
     written = int(hub.sh(user, "data", "stat -c %s $HOME/big"))
     assert 20 << 20 < written <= LIMIT, written
     # the culler measures the home once a second and tells the workspace
-    notice = wait_for(lambda: next((n for n in notices(hub, user, "data", token) if n["id"] == "home-limit"), None),
-                      30, "the home-limit notice")
+    notice = wait_for(
+        lambda: next((n for n in notices(hub, user, "data", token) if n["id"] == "home-limit"), None),
+        30,
+        "the home-limit notice",
+    )
     assert notice["message"].startswith("Your home is full: ") and "of its 41.9 MB limit" in notice["message"]
     hub.sh(user, "data", "rm $HOME/big; sync")  # btrfs counts a deletion at its next commit
-    wait_for(lambda: not any(n["id"] == "home-limit" for n in notices(hub, user, "data", token)), 30,
-             "the notice withdrawn after deleting the file")
+    wait_for(
+        lambda: not any(n["id"] == "home-limit" for n in notices(hub, user, "data", token)),
+        30,
+        "the notice withdrawn after deleting the file",
+    )
     hub.sh(user, "data", "head -c 20000000 /dev/zero > $HOME/kept.bin")
     hub.stop_workspace(user, "data", token)
     ex = hub.executions(user, "data")[-1]
@@ -81,8 +91,11 @@ def test_over_quota_start_is_refused_and_cleanup_mode_lets_the_user_free_space(s
     hub.start_workspace(user, "extra", token, resource_type="roomy", continue_from="fresh")
     hub.sh(user, "extra", "head -c 15000000 /dev/urandom > $HOME/more.bin")
     hub.stop_workspace(user, "extra", token)
-    status = wait_for(lambda: (lambda s: s if s["over"] else None)(hub.service_api("/storage", token).json()), 30,
-                      "the storage over quota")
+    status = wait_for(
+        lambda: (lambda s: s if s["over"] else None)(hub.service_api("/storage", token).json()),
+        30,
+        "the storage over quota",
+    )
     assert status["limit"] == {"bytes": 30 << 20, "files": 5000} and status["usage"]["bytes"] > 35e6
     assert {i["label"] for i in status["items"]} >= {"the output of “data” #1", "the output of “extra” #1"}
 
@@ -105,8 +118,11 @@ def test_over_quota_start_is_refused_and_cleanup_mode_lets_the_user_free_space(s
     # one more output of “data” (#2, small) now; #1 still holds the 20 MB: delete it
     r = hub.service_call("DELETE", "/workspaces/data/executions/1/output", token)
     assert r.status_code == 200, r.text
-    status = wait_for(lambda: (lambda s: s if not s["over"] else None)(hub.service_api("/storage", token).json()),
-                      30, "the storage back under quota")
+    status = wait_for(
+        lambda: (lambda s: s if not s["over"] else None)(hub.service_api("/storage", token).json()),
+        30,
+        "the storage back under quota",
+    )
     assert status["usage"]["bytes"] < 30e6
     hub.start_workspace(user, "data", token, resource_type="small")
     assert "kept.bin" not in hub.sh(user, "data", "ls $HOME")
@@ -179,7 +195,8 @@ def test_cli_types_quota_start_with_a_type_accounting_and_cleanup(storage_hub: H
     assert out.splitlines()[1].startswith("cleo") and out.splitlines()[1].split()[1] == "1", out
     assert json.loads(cli(hub, token, "accounting", "--json"))["executions"][0]["cpu_cores"] == 2
     assert cli(hub, token, "accounting", "--all", ok=False).strip() == (
-        "error: Only administrators may see everyone's accounting.")
+        "error: Only administrators may see everyone's accounting."
+    )
 
     out = cli(hub, token, "start", "nb", "--cleanup")
     assert "Cleanup mode" in out, out

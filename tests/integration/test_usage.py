@@ -7,9 +7,10 @@ from workspace.usage import ContainerCgroup, CpuMeter
 
 def test_cpu_and_memory_of_a_real_container(docker_client, image):
     c = docker_client.containers.run(
-        image, ["bash", "-c", "python3 -c 'x = bytearray(80 << 20); import time; time.sleep(600)' & "
-                              "while :; do :; done"],
-        detach=True, labels={"workspace.deployment": "wstest-usage"},
+        image,
+        ["bash", "-c", "python3 -c 'x = bytearray(80 << 20); import time; time.sleep(600)' & while :; do :; done"],
+        detach=True,
+        labels={"workspace.deployment": "wstest-usage"},
     )
     try:
         meter = CpuMeter(ContainerCgroup(c.id))

@@ -29,8 +29,13 @@ def test_named_server_lifecycle(hub: Hub):
     print(f"spawn to ready: {time.monotonic() - started:.1f} s")
     messages = [e["message"] for e in events]
     # one event per phase the spawner ran, in order, before "ready"
-    phases = ["Execution #1 starts with an empty home", "Checking image", "Created an empty home",
-              "Creating the container", "Starting container"]
+    phases = [
+        "Execution #1 starts with an empty home",
+        "Checking image",
+        "Created an empty home",
+        "Creating the container",
+        "Starting container",
+    ]
     positions = [next(i for i, m in enumerate(messages) if m.startswith(p)) for p in phases]
     assert positions == sorted(positions), messages
     progress = [e["progress"] for e in events if "progress" in e]
@@ -49,7 +54,9 @@ def test_named_server_lifecycle(hub: Hub):
 
     # a file written through the contents API lands in this workspace's home on the host
     r = requests.put(
-        f"{base}/api/contents/notes.txt", headers=auth, timeout=30,
+        f"{base}/api/contents/notes.txt",
+        headers=auth,
+        timeout=30,
         json={"type": "file", "format": "text", "content": "hello from the browser\n"},
     )
     assert r.status_code in (200, 201), r.text
@@ -111,7 +118,9 @@ def test_installs_land_in_the_home(hub: Hub):
     token = hub.user_token(user)
     spawn_ready(hub, user, server, token)
     base = f"{hub.url}/user/{user}/{server}"
-    term = requests.post(f"{base}/api/terminals", headers={"Authorization": f"token {token}"}, timeout=30).json()["name"]
+    term = requests.post(f"{base}/api/terminals", headers={"Authorization": f"token {token}"}, timeout=30).json()[
+        "name"
+    ]
     script = (
         "python -c 'import site; print(\"USERSITE=\" + site.getusersitepackages())'; "
         "echo PATH=$PATH; complete -p -D 2>/dev/null | grep -q _completion_loader && echo COMPLETION=o''n; echo DO''NE"
@@ -134,8 +143,10 @@ def test_users_cannot_touch_each_others_workspaces(hub: Hub):
 
     spawn_ready(hub, owner, "private", owner_token)
     r = requests.get(
-        f"{hub.url}/user/{owner}/private/api/contents", headers={"Authorization": f"token {other_token}"},
-        timeout=30, allow_redirects=False,
+        f"{hub.url}/user/{owner}/private/api/contents",
+        headers={"Authorization": f"token {other_token}"},
+        timeout=30,
+        allow_redirects=False,
     )
     assert r.status_code in (302, 403, 404), r.status_code
     hub.api("DELETE", f"/users/{owner}/servers/private", token=owner_token)

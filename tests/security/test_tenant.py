@@ -32,16 +32,26 @@ QUOTA = 60_000_000
 @pytest.fixture(scope="module")
 def hub(start_hub) -> Hub:
     return start_hub(
-        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES), WORKSPACE_GPU_INVENTORY="0,1", WORKSPACE_GPU_DEVICE_MODE="env",
-        WORKSPACE_QUOTA_BYTES=str(QUOTA), WORKSPACE_MAX_RUNNING="2",
+        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES),
+        WORKSPACE_GPU_INVENTORY="0,1",
+        WORKSPACE_GPU_DEVICE_MODE="env",
+        WORKSPACE_QUOTA_BYTES=str(QUOTA),
+        WORKSPACE_MAX_RUNNING="2",
         WORKSPACE_COURSES=json.dumps({"cs101": {"instructors": ["prof"]}, "cs102": {"instructors": ["ta"]}}),
-        WORKSPACE_CULL_INTERVAL="1", WORKSPACE_USAGE_SAMPLE_INTERVAL="1", WORKSPACE_HOME_FILES_INTERVAL="1",
+        WORKSPACE_CULL_INTERVAL="1",
+        WORKSPACE_USAGE_SAMPLE_INTERVAL="1",
+        WORKSPACE_HOME_FILES_INTERVAL="1",
     )
 
 
 def api(hub: Hub, method: str, path: str, token: str, **kwargs) -> requests.Response:
-    return requests.request(method, f"{hub.url}/services/workspace/api{path}",
-                            headers={"Authorization": f"token {token}"}, timeout=120, **kwargs)
+    return requests.request(
+        method,
+        f"{hub.url}/services/workspace/api{path}",
+        headers={"Authorization": f"token {token}"},
+        timeout=120,
+        **kwargs,
+    )
 
 
 def upload(hub: Hub, token: str, ref: str, filename: str, data: bytes, **extra) -> requests.Response:
@@ -60,8 +70,7 @@ def host_tree(path) -> set:
 
 
 def alive(hub: Hub, user: str, ws: str, token: str) -> bool:
-    r = requests.get(f"{hub.url}/user/{user}/{ws}/api/status", headers={"Authorization": f"token {token}"},
-                     timeout=30)
+    r = requests.get(f"{hub.url}/user/{user}/{ws}/api/status", headers={"Authorization": f"token {token}"}, timeout=30)
     return r.status_code == 200
 
 
@@ -71,23 +80,52 @@ def alive(hub: Hub, user: str, ws: str, token: str) -> bool:
 def test_links_in_an_output_never_lead_out_of_it(hub: Hub):
     token = hub.user_token("mal")
     hub.start_workspace("mal", "links", token)
-    hub.sh("mal", "links", "cd ~ && mkdir -p work && echo mine > work/r.txt && ln -s . t && ln -s t/.. L "
-                           "&& ln -s L/.. u && ln -s / rootfs && ln -s /etc etc-link && ln -s work/../.. up")
+    hub.sh(
+        "mal",
+        "links",
+        "cd ~ && mkdir -p work && echo mine > work/r.txt && ln -s . t && ln -s t/.. L "
+        "&& ln -s L/.. u && ln -s / rootfs && ln -s /etc etc-link && ln -s work/../.. up",
+    )
     hub.stop_workspace("mal", "links", token)
     assert api(hub, "POST", "/datasets", token, json={"name": "loot"}).status_code == 201
     store_before = host_tree(hub.settings.store_dir / "datasets")
-    for path in ("u/live", "u/snapshots", "u", "L", "t/..", "t/work", "rootfs/etc", "etc-link", "up", "../..",
-                 "work/../..", "/etc", "u/../../..", "work/%2e%2e", "work/\x00x"):
-        r = api(hub, "POST", "/datasets/mal/loot/versions", token,
-                json={"from_execution": {"workspace": "links", "number": 1, "path": path}})
+    for path in (
+        "u/live",
+        "u/snapshots",
+        "u",
+        "L",
+        "t/..",
+        "t/work",
+        "rootfs/etc",
+        "etc-link",
+        "up",
+        "../..",
+        "work/../..",
+        "/etc",
+        "u/../../..",
+        "work/%2e%2e",
+        "work/\x00x",
+    ):
+        r = api(
+            hub,
+            "POST",
+            "/datasets/mal/loot/versions",
+            token,
+            json={"from_execution": {"workspace": "links", "number": 1, "path": path}},
+        )
         assert r.status_code in (400, 404), (path, r.status_code, r.text)
         message = r.json()["message"]
         assert "GB" not in message and "snapshots" not in message.replace(path, ""), (path, message)
     assert api(hub, "GET", "/datasets/mal/loot", token).json()["versions"] == []
     assert host_tree(hub.settings.store_dir / "datasets") == store_before
     # the real directory still works, and links inside the home are data, never followed by a measurement
-    r = api(hub, "POST", "/datasets/mal/loot/versions", token,
-            json={"from_execution": {"workspace": "links", "number": 1, "path": "work"}})
+    r = api(
+        hub,
+        "POST",
+        "/datasets/mal/loot/versions",
+        token,
+        json={"from_execution": {"workspace": "links", "number": 1, "path": "work"}},
+    )
     assert r.status_code == 201 and r.json()["files"] == 1, r.text
     storage = api(hub, "GET", "/storage", token).json()
     assert storage["usage"]["bytes"] < 1_000_000, storage["usage"]  # `rootfs -> /` was not walked
@@ -138,8 +176,9 @@ def member(name, kind="file", data=b"x", linkname=""):
     if kind == "file":
         info.size = len(data)
         return info, data
-    info.type = {"sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE, "chr": tarfile.CHRTYPE,
-                 "fifo": tarfile.FIFOTYPE}[kind]
+    info.type = {"sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE, "chr": tarfile.CHRTYPE, "fifo": tarfile.FIFOTYPE}[
+        kind
+    ]
     info.linkname = linkname
     if kind == "chr":
         info.devmajor, info.devminor = 1, 3
@@ -214,9 +253,11 @@ except OSError as e:
 print(results)
 """
     sandbox = Sandbox(image=hub.settings.image, deployment=hub.deployment)
-    code, out = sandbox._run([sandbox.python, "-c", script],
-                             {str(archive): {"bind": "/in/archive", "mode": "ro"},
-                              str(target): {"bind": "/out", "mode": "rw"}}, workdir="/out")
+    code, out = sandbox._run(
+        [sandbox.python, "-c", script],
+        {str(archive): {"bind": "/in/archive", "mode": "ro"}, str(target): {"bind": "/out", "mode": "rw"}},
+        workdir="/out",
+    )
     assert code == 0, out
     assert "WROTE" not in out and "REACHED" not in out and "MADE" not in out and "'uid': 1000" in out, out
     assert archive.read_bytes() == b"original" and not (tmp_path / "pwned").exists()
@@ -253,7 +294,7 @@ def test_uploads_stay_within_the_quota(hub: Hub):
 # -- 3 and 4. a workspace's server is the student's --------------------------------------------------
 
 
-SPY = r'''
+SPY = r"""
 import os, tornado.httputil
 _init = tornado.httputil.HTTPServerRequest.__init__
 def _spy(self, *a, **k):
@@ -263,21 +304,25 @@ def _spy(self, *a, **k):
         with open(os.path.expanduser("~/seen-headers.log"), "a") as f:
             f.write(auth + "\n")
 tornado.httputil.HTTPServerRequest.__init__ = _spy
-'''
+"""
 
-CONFIG_SPY = r'''
+CONFIG_SPY = r"""
 import os
 open(os.path.expanduser("~/user-config-was-loaded"), "w").write("yes")
-'''
+"""
 
 
 def test_a_server_the_student_controls_records_no_hub_credential(hub: Hub):
     token = hub.user_token("eve")
     hub.start_workspace("eve", "spy", token)
     site = hub.sh("eve", "spy", "python -c 'import site; print(site.getusersitepackages())'").strip()
-    hub.sh("eve", "spy", f"mkdir -p {site} ~/.jupyter && cat > {site}/spy.py <<'EOF'\n{SPY}\nEOF\n"
-                         f"echo 'import spy' > {site}/spy.pth && cat > ~/.jupyter/jupyter_server_config.py "
-                         f"<<'EOF'\n{CONFIG_SPY}\nEOF\n")
+    hub.sh(
+        "eve",
+        "spy",
+        f"mkdir -p {site} ~/.jupyter && cat > {site}/spy.py <<'EOF'\n{SPY}\nEOF\n"
+        f"echo 'import spy' > {site}/spy.pth && cat > ~/.jupyter/jupyter_server_config.py "
+        f"<<'EOF'\n{CONFIG_SPY}\nEOF\n",
+    )
     hub.stop_workspace("eve", "spy", token)
     hub.start_workspace("eve", "spy", token)  # the server now runs the student's code
     deadline = time.monotonic() + 30
@@ -290,21 +335,24 @@ def test_a_server_the_student_controls_records_no_hub_credential(hub: Hub):
     assert all(line.startswith("workspace-report ") for line in lines), lines
     key = lines[0].split()[1]
     # the key is the workspace's own: it opens nothing at the hub
-    assert requests.get(f"{hub.url}/hub/api/user", headers={"Authorization": f"token {key}"},
-                        timeout=30).status_code == 403
+    assert (
+        requests.get(f"{hub.url}/hub/api/user", headers={"Authorization": f"token {key}"}, timeout=30).status_code
+        == 403
+    )
     # the home's Jupyter config is not loaded (JupyterHub's disable_user_config)
     assert hub.sh("eve", "spy", "ls ~/user-config-was-loaded 2>/dev/null || echo absent").strip() == "absent"
     # the token JupyterHub gives the server reaches only eve's own things
     env = dict(line.split("=", 1) for line in hub.containers(user="eve", server="spy")[0].attrs["Config"]["Env"])
     assert hub.admin_token not in env.values()
-    model = requests.get(f"{hub.url}/hub/api/user", timeout=30,
-                         headers={"Authorization": f"token {env['JUPYTERHUB_API_TOKEN']}"}).json()
+    model = requests.get(
+        f"{hub.url}/hub/api/user", timeout=30, headers={"Authorization": f"token {env['JUPYTERHUB_API_TOKEN']}"}
+    ).json()
     assert model["name"] == "eve" and model.get("scopes"), model
     assert all("=eve" in s for s in model["scopes"]), model["scopes"]  # every scope filtered to eve
     hub.stop_workspace("eve", "spy", token)
 
 
-HOSTILE_REPORT = r'''
+HOSTILE_REPORT = r"""
 import tornado.web
 _finish = tornado.web.RequestHandler.finish
 def finish(self, chunk=None):
@@ -314,15 +362,19 @@ def finish(self, chunk=None):
         chunk = '"' + "x" * 3_000_000 + '"'
     return _finish(self, chunk)
 tornado.web.RequestHandler.finish = finish
-'''
+"""
 
 
 def test_a_hostile_report_does_not_stop_culling_for_anyone_else(hub: Hub):
     token, other = hub.user_token("hal"), hub.user_token("olga")
     hub.start_workspace("hal", "bad", token)
     site = hub.sh("hal", "bad", "python -c 'import site; print(site.getusersitepackages())'").strip()
-    hub.sh("hal", "bad", f"mkdir -p {site} && cat > {site}/hostile.py <<'EOF'\n{HOSTILE_REPORT}\nEOF\n"
-                         f"echo 'import hostile' > {site}/hostile.pth")
+    hub.sh(
+        "hal",
+        "bad",
+        f"mkdir -p {site} && cat > {site}/hostile.py <<'EOF'\n{HOSTILE_REPORT}\nEOF\n"
+        f"echo 'import hostile' > {site}/hostile.pth",
+    )
     hub.stop_workspace("hal", "bad", token)
     hub.start_workspace("hal", "bad", token)
     hub.start_workspace("olga", "good", other)
@@ -359,8 +411,10 @@ def test_a_workspace_is_contained(hub: Hub):
     assert "CapEff:\t0000000000000000" in status and "NoNewPrivs:\t1" in status, status
 
     # other owners' workspaces are out of reach; one's own are not
-    probe = ("python -c \"import socket,sys\ntry:\n socket.create_connection((sys.argv[1], 8888), timeout=3)"
-             "\n print('reached')\nexcept OSError as e:\n print('blocked', e)\" ")
+    probe = (
+        'python -c "import socket,sys\ntry:\n socket.create_connection((sys.argv[1], 8888), timeout=3)'
+        "\n print('reached')\nexcept OSError as e:\n print('blocked', e)\" "
+    )
     assert "blocked" in hub.sh("mallory", "a", probe + container_ip(hub, "victor", "v"))
     assert "reached" in hub.sh("mallory", "a", probe + container_ip(hub, "mallory", "b"))
 
@@ -369,10 +423,12 @@ def test_a_workspace_is_contained(hub: Hub):
     assert r.status_code == 403 and "stop one" in r.json()["message"], r.text
 
     # a fork bomb meets the process limit; a memory hog is killed; the neighbour is untouched
-    bomb = ("python -c \"import os,time\nmade=failed=0\nend=time.time()+8\nwhile time.time()<end:\n try:\n"
-            "  pid=os.fork()\n  if pid==0:\n   os.close(1); os.close(2); time.sleep(8); os._exit(0)\n  made+=1\n"
-            " except OSError:\n"
-            "  failed+=1; time.sleep(0.01)\nprint(made, failed)\" || true")
+    bomb = (
+        'python -c "import os,time\nmade=failed=0\nend=time.time()+8\nwhile time.time()<end:\n try:\n'
+        "  pid=os.fork()\n  if pid==0:\n   os.close(1); os.close(2); time.sleep(8); os._exit(0)\n  made+=1\n"
+        " except OSError:\n"
+        '  failed+=1; time.sleep(0.01)\nprint(made, failed)" || true'
+    )
     made, failed = map(int, hub.sh("mallory", "a", bomb).split()[-2:])
     assert made < 96 and failed > 0, (made, failed)
     (container,) = hub.containers(user="mallory", server="a")
@@ -396,8 +452,9 @@ def test_a_home_over_its_file_limit_is_warned_and_starts_again_only_in_cleanup_m
     deadline, notices = time.monotonic() + 30, []
     while time.monotonic() < deadline and not any(n["id"] == "home-files" for n in notices):
         time.sleep(1)
-        r = requests.get(f"{hub.url}/user/fern/many/api/workspace/notices", timeout=10,
-                         headers={"Authorization": f"token {token}"})
+        r = requests.get(
+            f"{hub.url}/user/fern/many/api/workspace/notices", timeout=10, headers={"Authorization": f"token {token}"}
+        )
         notices = r.json()["notices"] if r.status_code == 200 else []
     (notice,) = [n for n in notices if n["id"] == "home-files"]
     assert "more than 100 files" in notice["message"], notice
@@ -432,7 +489,7 @@ def test_a_roster_names_only_students_and_instructors_read_only_students(hub: Hu
     prof, ta = hub.user_token("prof"), hub.user_token("ta")
     admin_name = hub.settings.admin_user
     admin = hub.user_token(admin_name, ADMIN_PASSWORD)
-    for roster, who in (([ "stu1", admin_name], "an administrator"), (["stu1", "ta"], "an instructor")):
+    for roster, who in ((["stu1", admin_name], "an administrator"), (["stu1", "ta"], "an instructor")):
         r = hub.service_call("PUT", "/courses/cs101", prof, json={"students": roster})
         assert r.status_code == 403 and who in r.json()["message"], r.text
         assert hub.api("GET", "/groups/cs101").status_code == 404, "a refused set-up changes nothing"
@@ -458,14 +515,25 @@ def test_dotdot_and_odd_names_in_every_path_parameter(hub: Hub):
     victim = hub.user_token("vera")
     assert api(hub, "POST", "/datasets", victim, json={"name": "private"}).status_code == 201
     paths = [
-        "/workspaces/..%2f..%2fetc/executions", "/workspaces/%2e%2e/executions/1", "/datasets/dot/..%2fvera",
-        "/datasets/vera/private", "/datasets/dot/mine/uploads/..%2f..%2f..", "/datasets/dot/mine/versions/..%2f1",
-        "/datasets/dot/mine/shares/user/..%2f..", "/workspaces/%00/executions", "/datasets/%2e%2e/%2e%2e",
+        "/workspaces/..%2f..%2fetc/executions",
+        "/workspaces/%2e%2e/executions/1",
+        "/datasets/dot/..%2fvera",
+        "/datasets/vera/private",
+        "/datasets/dot/mine/uploads/..%2f..%2f..",
+        "/datasets/dot/mine/versions/..%2f1",
+        "/datasets/dot/mine/shares/user/..%2f..",
+        "/workspaces/%00/executions",
+        "/datasets/%2e%2e/%2e%2e",
     ]
     for path in paths:
         for method in ("GET", "POST", "DELETE", "PUT"):
-            r = requests.request(method, f"{hub.url}/services/workspace/api{path}", timeout=30,
-                                 headers={"Authorization": f"token {token}"}, json={})
+            r = requests.request(
+                method,
+                f"{hub.url}/services/workspace/api{path}",
+                timeout=30,
+                headers={"Authorization": f"token {token}"},
+                json={},
+            )
             assert 400 <= r.status_code < 500, (method, path, r.status_code, r.text[:200])
             assert '"versions"' not in r.text, (method, path, r.text[:200])  # never another's dataset
     r = hub.spawn("dot", "%2e%2e", token)

@@ -10,8 +10,10 @@ from workspace.errors import UserError
 from workspace.executions import Snapshot, Workspace, get_or_create_workspace, new_execution
 from workspace.profiles import ResourceType
 
-TYPES = [ResourceType.from_config({"name": "small", "cpu": 1}),
-         ResourceType.from_config({"name": "staff", "groups": ["staff"]})]
+TYPES = [
+    ResourceType.from_config({"name": "small", "cpu": 1}),
+    ResourceType.from_config({"name": "staff", "groups": ["staff"]}),
+]
 
 
 def test_a_roster_is_a_list_or_text_with_one_name_per_line_or_csv():
@@ -21,13 +23,16 @@ def test_a_roster_is_a_list_or_text_with_one_name_per_line_or_csv():
     assert parse_roster("") == []
 
 
-@pytest.mark.parametrize("value, words", [
-    ("ann\nb/ob\n", "Line 2 of the roster, “b/ob”, is not a username"),
-    ("ann\n-x\n", "Line 2 of the roster"),
-    (["ann", 3], "must be a list of usernames"),
-    ({"ann": 1}, "must be a list of usernames, or the roster's text"),
-    ("\n".join(f"s{i}" for i in range(courses.MAX_ROSTER + 1)), f"at most {courses.MAX_ROSTER} students"),
-])
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("ann\nb/ob\n", "Line 2 of the roster, “b/ob”, is not a username"),
+        ("ann\n-x\n", "Line 2 of the roster"),
+        (["ann", 3], "must be a list of usernames"),
+        ({"ann": 1}, "must be a list of usernames, or the roster's text"),
+        ("\n".join(f"s{i}" for i in range(courses.MAX_ROSTER + 1)), f"at most {courses.MAX_ROSTER} students"),
+    ],
+)
 def test_bad_rosters_are_400s_naming_the_line(value, words):
     with pytest.raises(UserError) as err:
         parse_roster(value)
@@ -57,29 +62,46 @@ def setup(db, body, caller="prof", admin=False):
 
 
 def test_a_good_set_up_is_checked_and_says_what_it_leaves_alone(db):
-    done = setup(db, {"students": "ann\nbob\n", "workspace": "lab1", "resource_type": "small",
-                      "datasets": ["prof/handout"], "starter": {"workspace": "prep", "number": 1}, "image": "img:b"})
+    done = setup(
+        db,
+        {
+            "students": "ann\nbob\n",
+            "workspace": "lab1",
+            "resource_type": "small",
+            "datasets": ["prof/handout"],
+            "starter": {"workspace": "prep", "number": 1},
+            "image": "img:b",
+        },
+    )
     assert (done.students, done.workspace, done.resource_type, done.image, done.datasets) == (
-        ["ann", "bob"], "lab1", "small", "img:b", ["prof/handout"])
+        ["ann", "bob"],
+        "lab1",
+        "small",
+        "img:b",
+        ["prof/handout"],
+    )
     assert done.starter_id is not None
     assert done.notes == ["1 student(s) already have a workspace “lab1” of their own, which is left as it is: bob."]
     assert setup(db, {"students": []}).workspace == "cs101"  # the course's name by default
 
 
-@pytest.mark.parametrize("body, status, words", [
-    ({}, 400, "Give the roster"),
-    ({"students": [], "term": 1}, 400, "Unknown field(s) term"),
-    ({"students": [], "workspace": "Lab 1"}, 400, "cannot be the course's workspace name"),
-    ({"students": [], "resource_type": "huge"}, 400, "There is no resource type “huge”"),
-    ({"students": [], "resource_type": "staff"}, 403, "is for the group(s) staff"),
-    ({"students": [], "image": "img:c"}, 400, "is not an image this hub offers"),
-    ({"students": [], "datasets": ["eve/theirs"]}, 403, "only datasets you own"),
-    ({"students": [], "datasets": ["prof/handout:1"]}, 400, "without a version"),
-    ({"students": [], "datasets": ["prof/empty"]}, 400, "has no versions yet"),
-    ({"students": [], "starter": {"workspace": "prep", "number": 7}}, 404, "no execution #7 of “prep”"),
-    ({"students": [], "starter": {"workspace": "prep", "number": 2}}, 400, "has no saved output"),
-    ({"students": [], "starter": "prep:1"}, 400, "“starter” must be"),
-])
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        ({}, 400, "Give the roster"),
+        ({"students": [], "term": 1}, 400, "Unknown field(s) term"),
+        ({"students": [], "workspace": "Lab 1"}, 400, "cannot be the course's workspace name"),
+        ({"students": [], "resource_type": "huge"}, 400, "There is no resource type “huge”"),
+        ({"students": [], "resource_type": "staff"}, 403, "is for the group(s) staff"),
+        ({"students": [], "image": "img:c"}, 400, "is not an image this hub offers"),
+        ({"students": [], "datasets": ["eve/theirs"]}, 403, "only datasets you own"),
+        ({"students": [], "datasets": ["prof/handout:1"]}, 400, "without a version"),
+        ({"students": [], "datasets": ["prof/empty"]}, 400, "has no versions yet"),
+        ({"students": [], "starter": {"workspace": "prep", "number": 7}}, 404, "no execution #7 of “prep”"),
+        ({"students": [], "starter": {"workspace": "prep", "number": 2}}, 400, "has no saved output"),
+        ({"students": [], "starter": "prep:1"}, 400, "“starter” must be"),
+    ],
+)
 def test_bad_set_ups_are_refused_with_a_sentence(db, body, status, words):
     with pytest.raises(UserError) as err:
         setup(db, body)

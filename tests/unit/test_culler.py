@@ -87,7 +87,9 @@ def test_a_refused_stop_leaves_no_stop_reason(setup, monkeypatch):
 
 def test_environment_settings_and_bad_values():
     assert env_config({"WORKSPACE_CULL_BROWSER_TIMEOUT": "60", "WORKSPACE_CULL_INTERVAL": "5"}) == {
-        "IdlePolicy": {"browser_timeout": 60.0}, "Culler": {"interval": 5.0}}
+        "IdlePolicy": {"browser_timeout": 60.0},
+        "Culler": {"interval": 5.0},
+    }
     with pytest.raises(SystemExit, match="WORKSPACE_CULL_CPU_WINDOW must be a number"):
         env_config({"WORKSPACE_CULL_CPU_WINDOW": "30min"})
 
@@ -97,8 +99,11 @@ def test_no_hub_token_reaches_a_workspace_and_a_hostile_report_affects_only_its_
     hub, culler, clock = setup
     garbage, future, fine = hub.users
     hub.reports[garbage] = ["not", "a", "report"]
-    hub.reports[future] = {"kernel_connections": -5, "terminal_connections": "x" * 10,
-                           "last_browser_request": "2999-01-01T00:00:00Z"}
+    hub.reports[future] = {
+        "kernel_connections": -5,
+        "terminal_connections": "x" * 10,
+        "last_browser_request": "2999-01-01T00:00:00Z",
+    }
     run_cycles(hub, culler, clock, 26)
     # all three were judged: each is warned on the host's evidence (CPU idle), the bad reports ignored
     assert all(list(hub.notices[u]) == ["cull-idle"] for u in hub.users), hub.notices
@@ -114,11 +119,22 @@ def test_clean_report_bounds_every_field():
     now = 1_000_000.0
     assert clean_report(None, now) is None and clean_report([], now) is None
     assert clean_report({"kernel_connections": True, "terminal_connections": 0}, now) is None
-    r = clean_report({"kernel_connections": 10 ** 12, "terminal_connections": 1, "last_browser_request": "x" * 100,
-                      "usage": {"cpu_percent": -3, "memory_bytes": "lots",
-                                "gpu": {"gpus": [{"utilization_percent": 1e9}, "junk"] * 100}}}, now)
+    r = clean_report(
+        {
+            "kernel_connections": 10**12,
+            "terminal_connections": 1,
+            "last_browser_request": "x" * 100,
+            "usage": {
+                "cpu_percent": -3,
+                "memory_bytes": "lots",
+                "gpu": {"gpus": [{"utilization_percent": 1e9}, "junk"] * 100},
+            },
+        },
+        now,
+    )
     assert r["browser_connections"] == 10_001 and r["last_browser"] is None and r["cpu_percent"] == 0
     assert r["memory_bytes"] is None and len(r["gpus"]) == 32 and r["gpus"][0]["utilization_percent"] == 100
-    future = clean_report({"kernel_connections": 0, "terminal_connections": 0,
-                           "last_browser_request": "2999-01-01T00:00:00Z"}, now)
+    future = clean_report(
+        {"kernel_connections": 0, "terminal_connections": 0, "last_browser_request": "2999-01-01T00:00:00Z"}, now
+    )
     assert future["last_browser"] == now

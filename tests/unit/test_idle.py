@@ -5,8 +5,9 @@ import pytest
 from workspace.idle import IdlePolicy, Limits, Observation, Watch, duration
 
 T0 = 1_800_000_000.0
-LIMITS = Limits(browser_timeout=1800, cpu_threshold=5, cpu_window=1800, gpu_threshold=10,
-                max_runtime=0, warn_before=300)
+LIMITS = Limits(
+    browser_timeout=1800, cpu_threshold=5, cpu_window=1800, gpu_threshold=10, max_runtime=0, warn_before=300
+)
 
 
 class Clock:
@@ -77,14 +78,14 @@ def test_gpu_use_keeps_it_alive_and_idle_gpus_do_not():
 
 def test_activity_after_the_warning_withdraws_it():
     c = Clock()
-    (_, warn), = c.run(1500)
+    ((_, warn),) = c.run(1500)
     assert warn.action == "warn"
-    (_, withdrawn), = c.run(60, browser_connections=1)  # the student opens the tab
+    ((_, withdrawn),) = c.run(60, browser_connections=1)  # the student opens the tab
     assert withdrawn.action == "withdraw" and "keeps running" in withdrawn.message
     assert c.run(1800 - 300 - 60) == []  # a full timeout again before the next warning
     c2 = Clock()
     c2.run(1500)
-    (_, withdrawn), = c2.run(60, cpu_percent=50)  # a job starts in a terminal
+    ((_, withdrawn),) = c2.run(60, cpu_percent=50)  # a job starts in a terminal
     assert withdrawn.action == "withdraw"
 
 
@@ -100,7 +101,7 @@ def test_max_runtime_stops_a_busy_attached_workspace_after_a_warning():
 
 def test_no_warning_when_warn_before_is_zero():
     c = Clock(limits=Limits(**{**LIMITS.__dict__, "warn_before": 0}))
-    (t, v), = c.run(2000)
+    ((t, v),) = c.run(2000)
     assert v.action == "cull" and t == 1800
 
 
@@ -120,11 +121,13 @@ def test_cpu_average_weights_readings_by_the_time_they_cover():
 
 
 def test_overrides_apply_resource_type_then_groups_then_user():
-    p = IdlePolicy(overrides={
-        "resource_type:debug": {"max_runtime": 10800, "browser_timeout": 600},
-        "group:thesis": {"browser_timeout": 7200},
-        "user:ada": {"cpu_threshold": 20},
-    })
+    p = IdlePolicy(
+        overrides={
+            "resource_type:debug": {"max_runtime": 10800, "browser_timeout": 600},
+            "group:thesis": {"browser_timeout": 7200},
+            "user:ada": {"cpu_threshold": 20},
+        }
+    )
     assert p.limits("bob").browser_timeout == 1800
     debug = p.limits("bob", resource_type="debug")
     assert debug.max_runtime == 10800 and debug.browser_timeout == 600

@@ -17,7 +17,7 @@ def make_definition(tmp_path: Path) -> ImageDefinition:
     (d / "rootfs/etc/motd").write_text("hi\n")
     (d / "Dockerfile").write_text(
         "FROM debian:bookworm-slim\nRUN apt-get update \\\n && echo USER 0\nUSER 1000\n"
-        "ENV A=1 \\\n    B=2\nWORKDIR /openbayes/home\nCMD [\"jupyterhub-singleuser\"]\n"
+        'ENV A=1 \\\n    B=2\nWORKDIR /openbayes/home\nCMD ["jupyterhub-singleuser"]\n'
     )
     return ImageDefinition(path=d, name="workspace-demo")
 

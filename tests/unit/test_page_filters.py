@@ -10,12 +10,20 @@ def at(seconds: float) -> str:
 
 
 def test_each_state_lasts_until_the_next_and_a_final_one_has_no_duration():
-    ex = {"transitions": [{"state": "preparing", "at": at(0), "message": None},
-                          {"state": "running", "at": at(2.5), "message": None},
-                          {"state": "saving", "at": at(62.5), "message": "stopped by the user"},
-                          {"state": "stopped", "at": at(64), "message": None}]}
+    ex = {
+        "transitions": [
+            {"state": "preparing", "at": at(0), "message": None},
+            {"state": "running", "at": at(2.5), "message": None},
+            {"state": "saving", "at": at(62.5), "message": "stopped by the user"},
+            {"state": "stopped", "at": at(64), "message": None},
+        ]
+    }
     assert [(t["state"], t["seconds"]) for t in _timeline(ex)] == [
-        ("preparing", 2.5), ("running", 60.0), ("saving", 1.5), ("stopped", None)]
+        ("preparing", 2.5),
+        ("running", 60.0),
+        ("saving", 1.5),
+        ("stopped", None),
+    ]
 
 
 def test_the_current_state_lasts_until_now():

@@ -42,8 +42,17 @@ def test_link_chains_and_dotdot_are_refused(tmp_path, resolver):
     with paths.Tree(home) as tree:
         assert tree.is_dir("work")
         assert os.read(tree.open("work/result.txt"), 10) == b"mine"
-        for bad in ("u/secret", "u/snapshots", "L", "t/work", "etc/passwd", "etc", "../secret", "/etc/passwd",
-                    "work/../../secret"):
+        for bad in (
+            "u/secret",
+            "u/snapshots",
+            "L",
+            "t/work",
+            "etc/passwd",
+            "etc",
+            "../secret",
+            "/etc/passwd",
+            "work/../../secret",
+        ):
             with pytest.raises((paths.Escape, NotADirectoryError)):
                 os.close(tree.open(bad))
             assert not tree.is_dir(bad)
@@ -115,10 +124,18 @@ def test_check_tree_reads_links_without_following(tmp_path, resolver):
     assert "sub/fine" not in e.value.jupyterhub_message
 
 
-@pytest.mark.parametrize("rel,target,escapes", [
-    (b"a", b"b", False), (b"a", b"../b", True), (b"d/a", b"../b", False), (b"d/a", b"../../b", True),
-    (b"a", b"/etc", True), (b"d/a", b"./x/../../y", False), (b"d/a", b"x/../../../y", True),
-])
+@pytest.mark.parametrize(
+    "rel,target,escapes",
+    [
+        (b"a", b"b", False),
+        (b"a", b"../b", True),
+        (b"d/a", b"../b", False),
+        (b"d/a", b"../../b", True),
+        (b"a", b"/etc", True),
+        (b"d/a", b"./x/../../y", False),
+        (b"d/a", b"x/../../../y", True),
+    ],
+)
 def test_link_escapes(rel, target, escapes):
     assert paths.link_escapes(rel, target) is escapes
 

@@ -106,8 +106,18 @@ def test_choosing_a_type():
 
 
 def test_types_from_configuration():
-    t = ResourceType.from_config({"name": "a100", "cpu": 8, "memory": "64G", "gpus": 1, "max_runtime": 10800,
-                                  "home_size": "50G", "capacity": 4, "groups": ["ml"]})
+    t = ResourceType.from_config(
+        {
+            "name": "a100",
+            "cpu": 8,
+            "memory": "64G",
+            "gpus": 1,
+            "max_runtime": 10800,
+            "home_size": "50G",
+            "capacity": 4,
+            "groups": ["ml"],
+        }
+    )
     assert (t.memory, t.home_size, t.gpus, t.capacity, t.groups) == (64 << 30, 50 << 30, 1, 4, ("ml",))
     assert t.limited and t.summary() == "8 CPU, 64 GB memory, 1 × GPU, at most 3 h"
     with pytest.raises(ValueError, match="unknown setting"):

@@ -18,8 +18,12 @@ def policy(**kw) -> StorageQuota:
 
 
 def test_limit_default_groups_take_the_largest_user_wins():
-    p = policy(bytes="10G", files=1000, groups={"staff": {"bytes": "1T"}, "phd": {"bytes": "100G", "files": 5000}},
-               users={"bob": {"files": 0}})
+    p = policy(
+        bytes="10G",
+        files=1000,
+        groups={"staff": {"bytes": "1T"}, "phd": {"bytes": "100G", "files": 5000}},
+        users={"bob": {"files": 0}},
+    )
     assert p.limit_for("ann", set()) == Limit(10 << 30, 1000)
     assert p.limit_for("ann", {"phd"}) == Limit(100 << 30, 5000)
     # staff leaves files out: the default's 1000, but phd's 5000 is larger
@@ -100,7 +104,7 @@ def test_usage_of_a_lineage_counts_unchanged_files_once_and_is_remeasured_after_
     assert (usage.bytes, usage.files) == (101_000, 2)
     assert [i["label"] for i in usage.items] == ["the output of “ws” #1", "the output of “ws” #2"]
     assert usage.items[1]["unique_bytes"] == 1000  # #2 alone holds only what it added
-    assert quotas.current(db, store, "ann") .measured_at == usage.measured_at  # nothing changed: not walked
+    assert quotas.current(db, store, "ann").measured_at == usage.measured_at  # nothing changed: not walked
     outputs.delete_output(db, store, "ann", "ws", 1)
     again = quotas.current(db, store, "ann")
     assert (again.bytes, again.files) == (101_000, 2)  # #2 still holds the big file

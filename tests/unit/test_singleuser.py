@@ -34,8 +34,12 @@ class Client:
 
 
 def test_reports_count_kernel_and_terminal_websockets():
-    kernels = SimpleNamespace(list_kernels=lambda: [{"connections": 2, "execution_state": "busy"},
-                                                    {"connections": 0, "execution_state": "idle"}])
+    kernels = SimpleNamespace(
+        list_kernels=lambda: [
+            {"connections": 2, "execution_state": "busy"},
+            {"connections": 0, "execution_state": "idle"},
+        ]
+    )
     terminals = SimpleNamespace(terminals={"1": Term([Client()]), "2": Term([])})
     app = SimpleNamespace(settings={"kernel_manager": kernels, "terminal_manager": terminals})
     report = BrowserActivity().report(app)

@@ -23,8 +23,12 @@ from workspace.uploads import archive_kind
 def unpack(archive, kind, out, label, max_bytes=1 << 40, max_files=1 << 20):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-I", workspace.unpacker.__file__, kind, str(archive), str(max_bytes),
-                           str(max_files), label], cwd=out, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-I", workspace.unpacker.__file__, kind, str(archive), str(max_bytes), str(max_files), label],
+        cwd=out,
+        capture_output=True,
+        text=True,
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     if proc.returncode == 2:
         raise UserError(400, result["error"])

@@ -94,7 +94,9 @@ def test_gpus_through_nvml():
 
 def test_no_gpu_is_said_not_raised():
     assert gpu_usage(FakeNVML(fail="NVML Shared Library Not Found")) == {
-        "available": False, "reason": "no GPU: NVML Shared Library Not Found"}
+        "available": False,
+        "reason": "no GPU: NVML Shared Library Not Found",
+    }
     assert gpu_usage(FakeNVML(count=0))["reason"] == "no GPU on this machine"
     # the real library, on a machine with or without GPUs: a report, never an exception
     real = gpu_usage()

@@ -2,11 +2,11 @@
 
 from alembic import context
 
-from workspace.db import Base
 import workspace.courses  # noqa: F401  (the models register on Base.metadata)
 import workspace.datasets  # noqa: F401
 import workspace.executions  # noqa: F401
 import workspace.quotas  # noqa: F401
+from workspace.db import Base
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)

@@ -16,11 +16,9 @@ Errors are JSON: {"status": ..., "message": "<a sentence>"}.
 from __future__ import annotations
 
 import asyncio
-
 import json
 from functools import partial
 from pathlib import Path
-
 from urllib.parse import quote
 
 from jupyterhub.scopes import Scope, parse_scopes
@@ -33,7 +31,6 @@ from tornado.ioloop import IOLoop
 from ..db import iso
 from ..errors import UserError
 from ..executions import Execution, UsageSample, Workspace, execution_by_number, find_workspace
-
 
 # JupyterHub RBAC: read (never change) other users' workspaces, executions, usage, storage and
 # accounting. Defined in jupyterhub_config.py; instructors hold it filtered to their course's group
@@ -61,8 +58,11 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             if "Authorization" not in self.request.headers and self.request.method not in ("GET", "HEAD"):
                 if self.hub_auth.cookie_name in self.request.cookies:
                     # logged in, but a cross-site request cannot know the XSRF token
-                    raise web.HTTPError(403, "A request with the login cookie must send the “_xsrf” cookie's "
-                                             "value in the X-XSRFToken header; scripts use a token instead.")
+                    raise web.HTTPError(
+                        403,
+                        "A request with the login cookie must send the “_xsrf” cookie's "
+                        "value in the X-XSRFToken header; scripts use a token instead.",
+                    )
             raise web.HTTPError(403, "Log in to JupyterHub, or send a token in the Authorization header.")
         return user
 
@@ -94,10 +94,14 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     async def hub_fetch(self, token: str, method: str, path: str, body=None) -> tuple[int, dict | list | None]:
         """One call of the hub's REST API with `token`; (status, JSON body or None). A hub that does not
         answer is the caller's 502."""
-        req = HTTPRequest(self.settings["hub_api_url"].rstrip("/") + path, method=method,
-                          headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
-                          body=None if body is None else json.dumps(body), allow_nonstandard_methods=True,
-                          request_timeout=60)
+        req = HTTPRequest(
+            self.settings["hub_api_url"].rstrip("/") + path,
+            method=method,
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+            body=None if body is None else json.dumps(body),
+            allow_nonstandard_methods=True,
+            request_timeout=60,
+        )
         resp = await AsyncHTTPClient().fetch(req, raise_error=False)
         if resp.code == 599:
             raise web.HTTPError(502, "The hub does not answer; try again in a moment.")
@@ -122,8 +126,11 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             return wanted or user["name"]
         if self.request.method in ("GET", "HEAD") and await self.may_read(user, wanted):
             return wanted
-        raise web.HTTPError(403, "Only administrators may see other users' workspaces, and instructors "
-                                 "(read-only) those of their course's students.")
+        raise web.HTTPError(
+            403,
+            "Only administrators may see other users' workspaces, and instructors "
+            "(read-only) those of their course's students.",
+        )
 
     async def may_read(self, user: dict, other: str) -> bool:
         """Whether the caller's token holds READ_SCOPE for `other` (all users, that user, or a group of theirs).
@@ -161,7 +168,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
 
         found = {}
         for start in range(0, len(names), 32):  # a few at a time: a roster may have hundreds
-            chunk = names[start:start + 32]
+            chunk = names[start : start + 32]
             for name, reason in zip(chunk, await asyncio.gather(*(why(n) for n in chunk))):
                 if reason:
                     found[name] = reason
@@ -239,9 +246,7 @@ class UsageHandler(APIHandler):
                 ex = execution_by_number(s, ws, int(number)) if ws is not None else None
                 if ex is None:
                     raise web.HTTPError(404, f"Workspace “{name}” has no execution #{number}.")
-                rows = s.scalars(
-                    select(UsageSample).where(UsageSample.execution_id == ex.id).order_by(UsageSample.at)
-                )
+                rows = s.scalars(select(UsageSample).where(UsageSample.execution_id == ex.id).order_by(UsageSample.at))
                 return {"number": ex.number, "state": ex.state, "samples": [r.as_dict() for r in rows]}
 
         self.write_json(await self.blocking(load))

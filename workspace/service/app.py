@@ -25,13 +25,13 @@ from tornado import web
 from tornado.httpserver import HTTPServer
 
 from .. import lifecycle, uploads
+from ..datasets import DatasetRules
 from ..db import database
 from ..homes import store_for
-from ..settings import Settings
-from ..datasets import DatasetRules
 from ..profiles import ResourceType
 from ..quotas import StorageQuota
 from ..sandbox import Sandbox
+from ..settings import Settings
 from ..uploads import UploadPolicy
 from . import courses_api, datasets_api, pages, storage_api, uploads_api
 from .api import handlers
@@ -65,7 +65,9 @@ def make_app(settings: Settings) -> web.Application:
         sandbox=Sandbox(image=settings.image, deployment=settings.deployment),
         # the policy the hub applies, passed by jupyterhub_config.py
         storage_quota=StorageQuota.from_env(),
-        resource_types=[ResourceType.from_config(d) for d in json.loads(os.environ.get("WORKSPACE_RESOURCE_TYPES") or "[]")],
+        resource_types=[
+            ResourceType.from_config(d) for d in json.loads(os.environ.get("WORKSPACE_RESOURCE_TYPES") or "[]")
+        ],
         default_resource_type=os.environ.get("WORKSPACE_DEFAULT_RESOURCE_TYPE") or None,
         image=settings.image,
         images=settings.images,

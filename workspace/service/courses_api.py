@@ -46,8 +46,11 @@ class CourseActions:
                     break
             return {g["name"]: sorted(g.get("users") or []) for g in groups}
         if not granted:
-            raise web.HTTPError(403, "Courses are for instructors: ask an administrator to make you one "
-                                     "(WORKSPACE_COURSES); your own workspaces are on the Workspaces page.")
+            raise web.HTTPError(
+                403,
+                "Courses are for instructors: ask an administrator to make you one "
+                "(WORKSPACE_COURSES); your own workspaces are on the Workspaces page.",
+            )
         found = {}
         for name in sorted(granted.get("group", ())):
             found[name] = sorted((await self.service_hub(f"/groups/{quote(name, safe='')}") or {}).get("users") or [])
@@ -67,20 +70,33 @@ class CourseActions:
         if not self.may_manage(course):
             raise web.HTTPError(403, f"Only the instructors of “{course}” (and administrators) may set it up.")
         if not WORKSPACE_NAME.match(course):
-            raise UserError(400, f"“{course}” cannot be a course name: use lower-case letters, digits, “-”, “_” "
-                                 "or “.” (it is the JupyterHub group of its students).")
+            raise UserError(
+                400,
+                f"“{course}” cannot be a course name: use lower-case letters, digits, “-”, “_” "
+                "or “.” (it is the JupyterHub group of its students).",
+            )
         user = self.caller()
         setup = await self.blocking(
-            courses.check_setup, self.db, course, body, user["name"], bool(user.get("admin")),
-            self.settings["resource_types"], self.settings["default_resource_type"], self.settings["images"],
+            courses.check_setup,
+            self.db,
+            course,
+            body,
+            user["name"],
+            bool(user.get("admin")),
+            self.settings["resource_types"],
+            self.settings["default_resource_type"],
+            self.settings["images"],
         )
         # a roster names students only: enrolling an administrator or an instructor would give this
         # instructor read access to them (and plant a workspace restoring this instructor's starter)
         refused = await self.privileged(setup.students)
         if refused:
             shown = "; ".join(f"{n} ({why})" for n, why in sorted(refused.items())[:10])
-            raise UserError(403, f"A roster may name only students; these are not: {shown}. Remove them from the "
-                                 "roster and send it again (nothing was changed).")
+            raise UserError(
+                403,
+                f"A roster may name only students; these are not: {shown}. Remove them from the "
+                "roster and send it again (nothing was changed).",
+            )
         group = f"/groups/{quote(course, safe='')}"
         code, model = await self.service_hub_call("GET", group)
         if code == 404:
@@ -93,8 +109,9 @@ class CourseActions:
             if code == 201:
                 created = sorted(u["name"] for u in made or [])
             elif code == 400:
-                raise UserError(400, "The hub refused a name of the roster: "
-                                     f"{(made or {}).get('message', 'invalid username')}")
+                raise UserError(
+                    400, f"The hub refused a name of the roster: {(made or {}).get('message', 'invalid username')}"
+                )
             elif code != 409:  # 409: all exist already
                 raise web.HTTPError(502, f"The hub refused to create the roster's users ({code}).")
         before = set((model or {}).get("users") or [])
@@ -105,15 +122,25 @@ class CourseActions:
                 if code != 200:
                     raise web.HTTPError(502, f"The hub refused to change the members of “{course}” ({code}).")
         applied = await self.blocking(courses.apply_setup, self.db, setup)
-        message = (f"{course}: {len(setup.students)} student(s) ({len(created)} new user(s), {len(added)} added, "
-                   f"{len(removed)} removed from the group); workspace “{setup.workspace}” given to "
-                   f"{len(applied['workspaces_created'])} more.")
+        message = (
+            f"{course}: {len(setup.students)} student(s) ({len(created)} new user(s), {len(added)} added, "
+            f"{len(removed)} removed from the group); workspace “{setup.workspace}” given to "
+            f"{len(applied['workspaces_created'])} more."
+        )
         if applied["shared"]:
             message += f" Shared {', '.join(applied['shared'])} with the group."
         if setup.notes:
             message += " " + " ".join(setup.notes)
-        return {"course": course, "students": setup.students, "created_users": created, "added": added,
-                "removed": removed, **applied, "notes": setup.notes, "message": message}
+        return {
+            "course": course,
+            "students": setup.students,
+            "created_users": created,
+            "added": added,
+            "removed": removed,
+            **applied,
+            "notes": setup.notes,
+            "message": message,
+        }
 
 
 class CoursesHandler(CourseActions, APIHandler):

@@ -50,7 +50,6 @@ class DatasetHandler(APIHandler):
             raise UserError(403, f"Only {ds.owner} can change the dataset {ds.ref}.")
         return ds
 
-
     def make_version(self, dataset_id: int, make, origin: str, label: str, user: str) -> dict:
         """Build a version with `make(key, check)` and record it (blocking); errors are sentences."""
         key = f"d{uuid.uuid4().hex}"
@@ -71,8 +70,14 @@ class DatasetHandler(APIHandler):
             ds = s.get(Dataset, dataset_id)
             number = max((v.number for v in ds.versions), default=0) + 1
             version = DatasetVersion(
-                dataset=ds, number=number, key=key, bytes=measured["size"], files=measured["files"],
-                creator=user, origin=origin, origin_detail=label,
+                dataset=ds,
+                number=number,
+                key=key,
+                bytes=measured["size"],
+                files=measured["files"],
+                creator=user,
+                origin=origin,
+                origin_detail=label,
             )
             s.add(version)
             s.flush()
@@ -144,7 +149,7 @@ class VersionsHandler(DatasetHandler):
         if "from_execution" in data:
             src = data["from_execution"]
             if not isinstance(src, dict) or not isinstance(src.get("workspace"), str):
-                raise UserError(400, "from_execution needs {\"workspace\": NAME, \"number\": N, \"path\": DIR}.")
+                raise UserError(400, 'from_execution needs {"workspace": NAME, "number": N, "path": DIR}.')
             try:
                 number = int(src.get("number"))
             except (TypeError, ValueError):
@@ -198,7 +203,7 @@ class SharesHandler(DatasetHandler):
         data = self.body()
         kinds = [k for k in ("user", "group") if k in data]
         if len(kinds) != 1 or not isinstance(data[kinds[0]], str) or not data[kinds[0]]:
-            raise UserError(400, "Share with one user or one group: {\"user\": NAME} or {\"group\": NAME}.")
+            raise UserError(400, 'Share with one user or one group: {"user": NAME} or {"group": NAME}.')
         kind, principal = kinds[0], data[kinds[0]]
 
         def share():
@@ -239,4 +244,3 @@ def handlers(prefix: str) -> list:
         (rf"{ds}/shares/?", SharesHandler),
         (rf"{ds}/shares/(user|group)/([^/]+)/?", ShareHandler),
     ]
-

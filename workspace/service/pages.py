@@ -71,8 +71,11 @@ def _ran(ex: dict) -> str:
     if not ex.get("started"):
         return "–"
     start = dt.datetime.fromisoformat(ex["started"].rstrip("Z"))
-    end = dt.datetime.fromisoformat(ex["stopped"].rstrip("Z")) if ex.get("stopped") else \
-        dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    end = (
+        dt.datetime.fromisoformat(ex["stopped"].rstrip("Z"))
+        if ex.get("stopped")
+        else dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    )
     return _seconds((end - start).total_seconds())
 
 
@@ -106,7 +109,10 @@ class PageHandler(APIHandler):
         user = self.get_current_user()
         teaches = bool(user and (user.get("admin") or parse_scopes(user.get("scopes") or []).get(READ_SCOPE)))
         html = _env.get_template(template).render(
-            prefix=self.prefix, user=user, hub_prefix=self.settings["hub_prefix"], teaches=teaches,
+            prefix=self.prefix,
+            user=user,
+            hub_prefix=self.settings["hub_prefix"],
+            teaches=teaches,
             xsrf_token=self.xsrf_token.decode() if isinstance(self.xsrf_token, bytes) else self.xsrf_token,
             **context,
         )
@@ -130,37 +136,64 @@ class PageHandler(APIHandler):
 
         def load():
             executions = spawnform.execution_choices(self.db, user["name"], name) if name else []
-            chosen = next((e for e in executions if str(e["number"]) == str(selected)), None) or \
-                (executions[0] if executions else None)
-            return (executions, spawnform.readable_datasets(self.db, user["name"], groups, admin),
-                    spawnform.type_choices(self.db, types, groups, inventory) if types else [], chosen)
+            chosen = next((e for e in executions if str(e["number"]) == str(selected)), None) or (
+                executions[0] if executions else None
+            )
+            return (
+                executions,
+                spawnform.readable_datasets(self.db, user["name"], groups, admin),
+                spawnform.type_choices(self.db, types, groups, inventory) if types else [],
+                chosen,
+            )
 
         executions, readable, type_rows, chosen = await self.blocking(load)
         images = self.settings["images"]
         current_type = (chosen or {}).get("resource_type")
         if current_type in (None, "cleanup"):
             current_type = self.settings["default_resource_type"]
-        return Markup(spawnform.render(
-            executions, images, self.settings["image"], selected=selected, datasets=readable,
-            bound=(chosen or {}).get("datasets", []) if name else [], types=type_rows, current_type=current_type,
-            continue_choice=name is not None,
-        ))
+        return Markup(
+            spawnform.render(
+                executions,
+                images,
+                self.settings["image"],
+                selected=selected,
+                datasets=readable,
+                bound=(chosen or {}).get("datasets", []) if name else [],
+                types=type_rows,
+                current_type=current_type,
+                continue_choice=name is not None,
+            )
+        )
 
     async def storage_warning(self) -> str | None:
         """The user's storage warning (near or over quota), for the top of their pages."""
         user = self.get_current_user()
-        status = await self.blocking(quotas.status, self.db, self.settings["workspace_store"],
-                                     self.settings["storage_quota"], user["name"], set(user.get("groups") or []))
+        status = await self.blocking(
+            quotas.status,
+            self.db,
+            self.settings["workspace_store"],
+            self.settings["storage_quota"],
+            user["name"],
+            set(user.get("groups") or []),
+        )
         return status.warning()
 
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None, None))[1]
-        message = (exc.log_message if isinstance(exc, web.HTTPError) and exc.log_message else
-                   "Something went wrong on the server; the administrators can find the details in its log.")
-        self.finish(_env.get_template("error.html").render(
-            prefix=self.prefix, hub_prefix=self.settings["hub_prefix"], user=None,
-            status=status_code, message=message,
-        ))
+        message = (
+            exc.log_message
+            if isinstance(exc, web.HTTPError) and exc.log_message
+            else "Something went wrong on the server; the administrators can find the details in its log."
+        )
+        self.finish(
+            _env.get_template("error.html").render(
+                prefix=self.prefix,
+                hub_prefix=self.settings["hub_prefix"],
+                user=None,
+                status=status_code,
+                message=message,
+            )
+        )
 
 
 def _state_of(server: dict | None, latest: str | None) -> str:
@@ -188,12 +221,14 @@ class WorkspacesPage(PageHandler):
                 rows = []
                 for ws in s.scalars(select(Workspace).where(Workspace.owner == user).order_by(Workspace.name)):
                     latest = max(ws.executions, key=lambda e: e.number, default=None)
-                    rows.append({
-                        "name": ws.name,
-                        "state": _state_of(servers.get(ws.name), latest.state if latest else None),
-                        "latest": latest.as_dict() if latest else None,
-                        "executions": len(ws.executions),
-                    })
+                    rows.append(
+                        {
+                            "name": ws.name,
+                            "state": _state_of(servers.get(ws.name), latest.state if latest else None),
+                            "latest": latest.as_dict() if latest else None,
+                            "executions": len(ws.executions),
+                        }
+                    )
                 known = {r["name"] for r in rows}
                 for name, server in servers.items():  # started elsewhere, no record yet
                     if name not in known:
@@ -201,9 +236,15 @@ class WorkspacesPage(PageHandler):
                 return rows
 
         self.set_status(status)
-        self.render_page("workspaces.html", workspaces=await self.blocking(load), error=error, form=form,
-                         lab_prefix=origins.server_url(self.settings.get("subdomain_host"), user), spawn_form=await self.spawn_form(),
-                         storage_warning=await self.storage_warning())
+        self.render_page(
+            "workspaces.html",
+            workspaces=await self.blocking(load),
+            error=error,
+            form=form,
+            lab_prefix=origins.server_url(self.settings.get("subdomain_host"), user),
+            spawn_form=await self.spawn_form(),
+            storage_warning=await self.storage_warning(),
+        )
 
     @web.authenticated
     async def post(self):
@@ -212,11 +253,16 @@ class WorkspacesPage(PageHandler):
         if not WORKSPACE_NAME.match(name):
             return await self.get(
                 error=f"“{name}” cannot be a workspace name: use 1–63 lower-case letters, digits, “-”, “_” "
-                      "or “.”, starting with a letter or digit (like “thesis” or “cs101-lab2”).",
+                "or “.”, starting with a letter or digit (like “thesis” or “cs101-lab2”).",
                 status=400,
             )
-        await start(self, name, self.get_body_argument("continue_from", "latest"),
-                    self.get_body_argument("datasets", ""), on_error=self.get)
+        await start(
+            self,
+            name,
+            self.get_body_argument("continue_from", "latest"),
+            self.get_body_argument("datasets", ""),
+            on_error=self.get,
+        )
 
 
 def _form_choices(handler: PageHandler) -> dict:
@@ -228,8 +274,9 @@ def _form_choices(handler: PageHandler) -> dict:
     return options
 
 
-async def start(handler: PageHandler, name: str, continue_from: str, datasets: str, on_error,
-                resource_type: str | None = None) -> None:
+async def start(
+    handler: PageHandler, name: str, continue_from: str, datasets: str, on_error, resource_type: str | None = None
+) -> None:
     """Ask the hub to start `name` with the user's choices; follow to its progress page.
 
     `resource_type`: the type when the form chose none (continuing keeps the execution's type)."""
@@ -242,11 +289,14 @@ async def start(handler: PageHandler, name: str, continue_from: str, datasets: s
         options["resource_type"] = resource_type
     options.update(_form_choices(handler))
     code, body = await handler.hub_api(
-        "POST", f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}",
+        "POST",
+        f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}",
         {"user_options": options, "display_name": name},
     )
     if code in (201, 202):
-        return handler.redirect(f"{handler.settings['hub_prefix']}spawn-pending/{quote(user, safe='')}/{quote(name, safe='')}")
+        return handler.redirect(
+            f"{handler.settings['hub_prefix']}spawn-pending/{quote(user, safe='')}/{quote(name, safe='')}"
+        )
     message = (body or {}).get("message") or f"The hub refused to start “{name}” ({code})."
     if code == 400 and "already running" in message.lower():
         message = f"“{name}” is already running or starting."
@@ -274,18 +324,29 @@ class WorkspacePage(PageHandler):
 
         executions = await self.blocking(load)
         if executions is None and server is None:
-            raise web.HTTPError(404, f"{owner} has no workspace “{name}”." if readonly
-                                else f"You have no workspace “{name}”.")
+            raise web.HTTPError(
+                404, f"{owner} has no workspace “{name}”." if readonly else f"You have no workspace “{name}”."
+            )
         latest = executions[0] if executions else None
         # another's servers are not the caller's to read: the records say what runs
-        state = (latest["state"] if latest else "new") if readonly else \
-            _state_of(server, latest["state"] if latest else None)
+        state = (
+            (latest["state"] if latest else "new")
+            if readonly
+            else _state_of(server, latest["state"] if latest else None)
+        )
         self.set_status(status)
         self.render_page(
-            "workspace.html", name=name, owner=owner, readonly=readonly, executions=executions or [],
-            error=error, message=message, state=state,
+            "workspace.html",
+            name=name,
+            owner=owner,
+            readonly=readonly,
+            executions=executions or [],
+            error=error,
+            message=message,
+            state=state,
             lab_url=origins.server_url(self.settings.get("subdomain_host"), me, name) + "lab",
-            api=f"{self.prefix}api/workspaces/{quote(name, safe='')}", datasets_api=f"{self.prefix}api/datasets",
+            api=f"{self.prefix}api/workspaces/{quote(name, safe='')}",
+            datasets_api=f"{self.prefix}api/datasets",
             query=f"?user={quote(owner, safe='')}" if readonly else "",
             spawn_form=None if readonly else await self.spawn_form(name),
             storage_warning=None if readonly else await self.storage_warning(),
@@ -300,8 +361,11 @@ class WorkspacePage(PageHandler):
         if action == "stop":
             code, body = await self.hub_api("DELETE", f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}")
             if code not in (202, 204):
-                return await self.get(name, error=(body or {}).get("message") or f"The hub refused the stop ({code}).",
-                                      status=code if 400 <= code < 500 else 502)
+                return await self.get(
+                    name,
+                    error=(body or {}).get("message") or f"The hub refused the stop ({code}).",
+                    status=code if 400 <= code < 500 else 502,
+                )
             return self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}")
         if action == "start":
             choice = self.get_body_argument("continue_from", "latest")
@@ -309,18 +373,28 @@ class WorkspacePage(PageHandler):
             datasets = self.get_body_argument("datasets", None)
             if datasets is None:  # the same datasets as the execution continued from (their latest versions)
                 datasets = ", ".join(refs)
-            return await start(self, name, choice, datasets, on_error=lambda **kw: self.get(name, **kw),
-                               resource_type=rtype)
+            return await start(
+                self, name, choice, datasets, on_error=lambda **kw: self.get(name, **kw), resource_type=rtype
+            )
         if action == "delete-output":
             number = self.get_body_argument("number", "")
             try:
-                deleted = await self.blocking(outputs.delete_output, self.db, self.settings["workspace_store"],
-                                              user, name, int(number) if number.isdigit() else 0)
+                deleted = await self.blocking(
+                    outputs.delete_output,
+                    self.db,
+                    self.settings["workspace_store"],
+                    user,
+                    name,
+                    int(number) if number.isdigit() else 0,
+                )
             except UserError as e:
                 return await self.get(name, error=e.jupyterhub_message, status=e.status_code)
             quotas.measure_soon(self.db, self.settings["workspace_store"], user)
-            return await self.get(name, message=f"Deleted the output of #{deleted['number']} "
-                                                f"({_mb(deleted['bytes'])}, {deleted['files']:,} files).")
+            return await self.get(
+                name,
+                message=f"Deleted the output of #{deleted['number']} "
+                f"({_mb(deleted['bytes'])}, {deleted['files']:,} files).",
+            )
         raise web.HTTPError(400, "Say what to do: start, stop or delete-output.")
 
 
@@ -362,13 +436,20 @@ class StoragePage(PageHandler):
     @web.authenticated
     async def get(self, error: str | None = None, status: int = 200, message: str | None = None):
         user = self.get_current_user()
-        st = await self.blocking(quotas.status, self.db, self.settings["workspace_store"],
-                                 self.settings["storage_quota"], user["name"], set(user.get("groups") or []))
+        st = await self.blocking(
+            quotas.status,
+            self.db,
+            self.settings["workspace_store"],
+            self.settings["storage_quota"],
+            user["name"],
+            set(user.get("groups") or []),
+        )
         storage = st.as_dict()
         storage["items"] = sorted(storage["items"], key=lambda i: (i["bytes"], i["files"]), reverse=True)
         self.set_status(status)
-        self.render_page("storage.html", storage=storage, figures=st.figures(), error=error, message=message,
-                         storage_warning=None)
+        self.render_page(
+            "storage.html", storage=storage, figures=st.figures(), error=error, message=message, storage_warning=None
+        )
 
     @web.authenticated
     async def post(self):
@@ -378,19 +459,33 @@ class StoragePage(PageHandler):
         try:
             if action == "delete-output":
                 number = self.get_body_argument("number", "")
-                d = await self.blocking(outputs.delete_output, self.db, store, user,
-                                        self.get_body_argument("workspace", ""), int(number) if number.isdigit() else 0)
-                text = f"Deleted the output of “{d['workspace']}” #{d['number']} ({_mb(d['bytes'])}, {d['files']:,} files)."
+                d = await self.blocking(
+                    outputs.delete_output,
+                    self.db,
+                    store,
+                    user,
+                    self.get_body_argument("workspace", ""),
+                    int(number) if number.isdigit() else 0,
+                )
+                text = (
+                    f"Deleted the output of “{d['workspace']}” #{d['number']} "
+                    f"({_mb(d['bytes'])}, {d['files']:,} files)."
+                )
             elif action == "cleanup":
                 keep = self.get_body_argument("keep", "1")
-                result = await self.blocking(outputs.cleanup, self.db, store, user,
-                                             int(keep) if keep.isdigit() else -1)
+                result = await self.blocking(outputs.cleanup, self.db, store, user, int(keep) if keep.isdigit() else -1)
                 done = result["deleted"]
-                text = (f"Deleted {len(done)} old output(s) ({_mb(sum(d['bytes'] for d in done))})." if done
-                        else "There were no old outputs to delete.")
+                text = (
+                    f"Deleted {len(done)} old output(s) ({_mb(sum(d['bytes'] for d in done))})."
+                    if done
+                    else "There were no old outputs to delete."
+                )
                 if result["kept"]:
-                    text += " Kept: " + "; ".join(f"“{k['workspace']}” #{k['number']} ({k['reason']})"
-                                                  for k in result["kept"]) + "."
+                    text += (
+                        " Kept: "
+                        + "; ".join(f"“{k['workspace']}” #{k['number']} ({k['reason']})" for k in result["kept"])
+                        + "."
+                    )
             else:
                 raise UserError(400, "Say what to do: delete-output or cleanup.")
         except UserError as e:
@@ -405,25 +500,37 @@ class CoursePage(CourseActions, PageHandler):
     opens read-only), what runs now and their storage. Administrators see every group."""
 
     @web.authenticated
-    async def get(self, error: str | None = None, status: int = 200, message: str | None = None,
-                  form: dict | None = None):
+    async def get(
+        self, error: str | None = None, status: int = 200, message: str | None = None, form: dict | None = None
+    ):
         listing = await self.blocking(courses.overview, self.db, await self.taught_courses())
         for c in listing:
             c["manage"] = self.may_manage(c["name"])
         me = self.get_current_user()["name"]
         self.set_status(status)
-        self.render_page("course.html", courses=listing, error=error, message=message, form=form or {},
-                         choices=await self.blocking(courses.setup_choices, self.db, me),
-                         types=self.settings["resource_types"], images=self.settings["images"])
+        self.render_page(
+            "course.html",
+            courses=listing,
+            error=error,
+            message=message,
+            form=form or {},
+            choices=await self.blocking(courses.setup_choices, self.db, me),
+            types=self.settings["resource_types"],
+            images=self.settings["images"],
+        )
 
     @web.authenticated
     async def post(self):
         """Set a course up from the form: the roster's text and the template."""
         arg = self.get_body_argument
         course = arg("course", "").strip()
-        body = {"students": arg("roster", ""), "workspace": arg("workspace", "").strip() or None,
-                "resource_type": arg("resource_type", "") or None, "image": arg("image", "") or None,
-                "datasets": self.get_body_arguments("datasets")}
+        body = {
+            "students": arg("roster", ""),
+            "workspace": arg("workspace", "").strip() or None,
+            "resource_type": arg("resource_type", "") or None,
+            "image": arg("image", "") or None,
+            "datasets": self.get_body_arguments("datasets"),
+        }
         workspace, _, number = arg("starter", "").rpartition(":")
         if number.isdigit():
             body["starter"] = {"workspace": workspace, "number": int(number)}
@@ -431,8 +538,11 @@ class CoursePage(CourseActions, PageHandler):
         try:
             done = await self.set_up_course(course, body)
         except web.HTTPError as e:
-            return await self.get(error=getattr(e, "jupyterhub_message", None) or e.log_message,
-                                  status=e.status_code, form={"course": course, **body})
+            return await self.get(
+                error=getattr(e, "jupyterhub_message", None) or e.log_message,
+                status=e.status_code,
+                form={"course": course, **body},
+            )
         await self.get(message=done["message"])
 
 
@@ -453,27 +563,42 @@ class AdminPage(PageHandler):
         def load():
             with self.db.session() as s:
                 active = s.scalars(
-                    select(Execution).where(Execution.state.in_(UNFINISHED))
-                    .order_by(Execution.created, Execution.id)
+                    select(Execution).where(Execution.state.in_(UNFINISHED)).order_by(Execution.created, Execution.id)
                 ).all()
                 queue = profiles.queue_positions(s)
                 rows = []
                 for ex in active:
-                    sample = s.scalars(select(UsageSample).where(UsageSample.execution_id == ex.id)
-                                       .order_by(UsageSample.at.desc()).limit(1)).first()
-                    rows.append({"owner": ex.workspace.owner, "workspace": ex.workspace.name,
-                                 "execution": ex.as_dict(), "usage": sample.as_dict() if sample else None,
-                                 "queue": queue.get(ex.id)})
+                    sample = s.scalars(
+                        select(UsageSample)
+                        .where(UsageSample.execution_id == ex.id)
+                        .order_by(UsageSample.at.desc())
+                        .limit(1)
+                    ).first()
+                    rows.append(
+                        {
+                            "owner": ex.workspace.owner,
+                            "workspace": ex.workspace.name,
+                            "execution": ex.as_dict(),
+                            "usage": sample.as_dict() if sample else None,
+                            "queue": queue.get(ex.id),
+                        }
+                    )
                 storage = s.execute(
-                    select(Workspace.owner, func.count(Snapshot.id), func.coalesce(func.sum(Snapshot.bytes), 0),
-                           func.coalesce(func.sum(Snapshot.files), 0))
+                    select(
+                        Workspace.owner,
+                        func.count(Snapshot.id),
+                        func.coalesce(func.sum(Snapshot.bytes), 0),
+                        func.coalesce(func.sum(Snapshot.files), 0),
+                    )
                     .join(Execution, Execution.workspace_id == Workspace.id)
                     .join(Snapshot, Execution.snapshot_id == Snapshot.id)
                     .where(Snapshot.deleted.is_(None))
-                    .group_by(Workspace.owner).order_by(func.sum(Snapshot.bytes).desc())
+                    .group_by(Workspace.owner)
+                    .order_by(func.sum(Snapshot.bytes).desc())
                 ).all()
-                per_user = {o: {"owner": o, "outputs": n, "bytes": b, "files": f, "footprint": None}
-                            for o, n, b, f in storage}
+                per_user = {
+                    o: {"owner": o, "outputs": n, "bytes": b, "files": f, "footprint": None} for o, n, b, f in storage
+                }
                 # what the quota counts (outputs and dataset versions, shared data once), as last measured
                 for u in s.scalars(select(StorageUsage)):
                     row = per_user.setdefault(u.owner, {"owner": u.owner, "outputs": 0, "bytes": 0, "files": 0})
@@ -496,8 +621,10 @@ class AdminPage(PageHandler):
         if code not in (202, 204):
             if execution_id is not None:
                 await self.blocking(lifecycle.record_stop_reason, self.db, owner, name, None, None, execution_id)
-            return await self.get(error=(body or {}).get("message") or f"The hub refused to stop {owner}/{name} ({code}).",
-                                  status=code if 400 <= code < 500 else 502)
+            return await self.get(
+                error=(body or {}).get("message") or f"The hub refused to stop {owner}/{name} ({code}).",
+                status=code if 400 <= code < 500 else 502,
+            )
         self.redirect(f"{self.prefix}admin")
 
 
@@ -508,8 +635,9 @@ class RootPage(PageHandler):
         if "text/html" in self.request.headers.get("Accept", ""):
             return self.redirect(f"{self.prefix}workspaces")
         self.set_header("Content-Type", "application/json")
-        self.finish({"service": "workspace", "api": f"{self.prefix}api/workspaces",
-                     "pages": f"{self.prefix}workspaces"})
+        self.finish(
+            {"service": "workspace", "api": f"{self.prefix}api/workspaces", "pages": f"{self.prefix}workspaces"}
+        )
 
 
 def handlers(prefix: str) -> list:
@@ -523,4 +651,3 @@ def handlers(prefix: str) -> list:
         (rf"{prefix}admin/?", AdminPage),
         (rf"{prefix}static/(.*)", web.StaticFileHandler, {"path": str(Path(__file__).resolve().parent / "static")}),
     ]
-

@@ -78,8 +78,9 @@ class ResourceTypesHandler(APIHandler):
         types = self.settings["resource_types"]
         inventory = profiles.gpu_inventory(self.settings["gpu_inventory"])
         choices = await self.blocking(spawnform.type_choices, self.db, types, groups, inventory) if types else []
-        self.write_json({"default": self.settings["default_resource_type"] or (types[0].name if types else None),
-                         "types": choices})
+        self.write_json(
+            {"default": self.settings["default_resource_type"] or (types[0].name if types else None), "types": choices}
+        )
 
 
 def handlers(prefix: str) -> list:
@@ -90,4 +91,3 @@ def handlers(prefix: str) -> list:
         (rf"{prefix}api/accounting/?", AccountingHandler),
         (rf"{prefix}api/resource-types/?", ResourceTypesHandler),
     ]
-

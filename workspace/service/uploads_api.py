@@ -69,11 +69,21 @@ class UploadsHandler(UploadBase):
             reserved, count = self.reserved(user)
             limit = self.settings["upload_policy"].max_pending
             if count >= limit:
-                raise UserError(429, f"You have {count} unfinished uploads; finish or cancel one first (they are "
-                                     "listed on the Datasets page; abandoned ones go after a day).")
+                raise UserError(
+                    429,
+                    f"You have {count} unfinished uploads; finish or cancel one first (they are "
+                    "listed on the Datasets page; abandoned ones go after a day).",
+                )
             self.quota_status(user).refuse_beyond(f"Uploading {filename}", size, reserved)
-            meta = {"owner": owner, "name": name, "user": user, "filename": filename, "size": size,
-                    "sha256": digest, "unpack": unpack}
+            meta = {
+                "owner": owner,
+                "name": name,
+                "user": user,
+                "filename": filename,
+                "size": size,
+                "sha256": digest,
+                "unpack": unpack,
+            }
             return Upload.create(self.store.uploads_dir, meta)
 
         up = await self.blocking(create)
@@ -96,7 +106,8 @@ class UploadHandler(UploadBase):
             return
         if self.request.method != "PUT":
             self._refusal = web.HTTPError(
-                405, f"{self.request.method} is not an upload operation: use PUT, GET or DELETE.")
+                405, f"{self.request.method} is not an upload operation: use PUT, GET or DELETE."
+            )
             return
         try:
             self.request.connection.set_max_body_size(MAX_CHUNK)
@@ -171,8 +182,9 @@ class CompleteHandler(UploadBase):
             meta = up.meta()
             if up.offset != meta["size"]:
                 raise UserError(
-                    409, f"The upload has {up.offset:,} of {meta['size']:,} bytes; send the rest from byte "
-                         f"{up.offset:,} first."
+                    409,
+                    f"The upload has {up.offset:,} of {meta['size']:,} bytes; send the rest from byte "
+                    f"{up.offset:,} first.",
                 )
             expected = data.get("sha256") or meta.get("sha256")
             if expected:
@@ -180,8 +192,9 @@ class CompleteHandler(UploadBase):
                 if actual != expected.lower():
                     up.discard()
                     raise UserError(
-                        400, f"{meta['filename']} arrived damaged (its SHA-256 is {actual}, not {expected}); "
-                             "the upload was discarded, please upload it again.",
+                        400,
+                        f"{meta['filename']} arrived damaged (its SHA-256 is {actual}, not {expected}); "
+                        "the upload was discarded, please upload it again.",
                     )
             label = meta["filename"]
             # what the quota leaves now bounds the unpacked size and file count
@@ -197,10 +210,15 @@ class CompleteHandler(UploadBase):
                 version = self.make_version(
                     dataset_id,
                     lambda key, check: self.store.dataset_from_files(
-                        key, lambda target: place(up, target, meta["filename"], meta["unpack"], label,
-                                                  self.settings["sandbox"], room), check
+                        key,
+                        lambda target: place(
+                            up, target, meta["filename"], meta["unpack"], label, self.settings["sandbox"], room
+                        ),
+                        check,
                     ),
-                    "upload", label, user,
+                    "upload",
+                    label,
+                    user,
                 )
             finally:
                 up.discard()

@@ -17,7 +17,6 @@ into the image: nothing here may import the hub side of the project.
 from __future__ import annotations
 
 
-
 def _jupyter_server_extension_points():
     return [{"module": "workspace.singleuser"}]
 

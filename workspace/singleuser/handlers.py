@@ -65,8 +65,10 @@ class _ReportHandler(_Handler):
     def prepare(self):
         key = os.environ.get("WORKSPACE_REPORT_KEY", "")
         given = self.request.headers.get("Authorization", "")
-        if not key or not given.startswith(self.SCHEME) or not hmac.compare_digest(
-            given[len(self.SCHEME):].encode(), key.encode()
+        if (
+            not key
+            or not given.startswith(self.SCHEME)
+            or not hmac.compare_digest(given[len(self.SCHEME) :].encode(), key.encode())
         ):
             raise web.HTTPError(403, "This address is for the workspace culler.")
         return super().prepare()

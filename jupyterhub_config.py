@@ -126,7 +126,7 @@ if os.environ.get("WORKSPACE_AUTH") == "native":
     }
 
 # -- services --------------------------------------------------------------------
-# workspace: the REST API (and later the pages); started and proxied by the hub
+# workspace: the REST API and the pages; started and proxied by the hub
 # at /services/workspace/. workspace-admin: the operator's token, used by
 # `make down` and the tests.
 # workspace-culler: stops idle workspaces (workspace/culler.py; its policy is

@@ -625,7 +625,7 @@ def env_config(environ=os.environ) -> dict:
 def main(argv=None) -> None:
     from traitlets.config import Config
 
-    from .service.app import die_with_the_hub
+    from .process import die_with_the_hub
     from .settings import Settings
 
     die_with_the_hub()

@@ -1,1 +1,1 @@
-"""The workspace service: a JupyterHub service with the REST API (and later the pages)."""
+"""The workspace service: a JupyterHub service with the REST API and the pages."""

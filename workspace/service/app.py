@@ -28,6 +28,7 @@ from .. import lifecycle, uploads
 from ..datasets import DatasetRules
 from ..db import database
 from ..homes import store_for
+from ..process import die_with_the_hub
 from ..profiles import ResourceType
 from ..quotas import StorageQuota
 from ..sandbox import Sandbox
@@ -121,17 +122,6 @@ async def retry_saves(settings: Settings) -> None:
         except Exception:
             log.exception("retrying pending saves failed")
         await asyncio.sleep(RETRY_INTERVAL)
-
-
-def die_with_the_hub() -> None:
-    """Ask the kernel to end this process when the hub that started it dies (Linux)."""
-    try:
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 async def serve(settings: Settings) -> None:

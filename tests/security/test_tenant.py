@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from tests.integration.hub import ADMIN_PASSWORD, Hub
+from tests.integration.test_datasets import api
 
 TYPES = [
     {"name": "standard", "cpu": 1, "memory": "1G"},
@@ -44,17 +45,8 @@ def hub(start_hub) -> Hub:
     )
 
 
-def api(hub: Hub, method: str, path: str, token: str, **kwargs) -> requests.Response:
-    return requests.request(
-        method,
-        f"{hub.url}/services/workspace/api{path}",
-        headers={"Authorization": f"token {token}"},
-        timeout=120,
-        **kwargs,
-    )
-
-
 def upload(hub: Hub, token: str, ref: str, filename: str, data: bytes, **extra) -> requests.Response:
+    """The upload's completion, or its refusal when it is begun (which the tests expect too)."""
     r = api(hub, "POST", f"/datasets/{ref}/uploads", token, json={"filename": filename, "size": len(data), **extra})
     if r.status_code != 201:
         return r
@@ -62,6 +54,20 @@ def upload(hub: Hub, token: str, ref: str, filename: str, data: bytes, **extra) 
     r = api(hub, "PUT", f"/datasets/{ref}/uploads/{upload_id}?offset=0", token, data=data)
     assert r.status_code == 200, r.text
     return api(hub, "POST", f"/datasets/{ref}/uploads/{upload_id}/complete", token, json={})
+
+
+def plant_in_server(hub: Hub, user: str, ws: str, token: str, module: str, code: str, extra: str = "") -> None:
+    """What any student can do: a module imported by every Python of the workspace, the Jupyter server
+    included (a `.pth` file in their user site-packages, in their home), then a restart."""
+    site = hub.sh(user, ws, "python -c 'import site; print(site.getusersitepackages())'").strip()
+    hub.sh(
+        user,
+        ws,
+        f"mkdir -p {site} && cat > {site}/{module}.py <<'EOF'\n{code}\nEOF\n"
+        f"echo 'import {module}' > {site}/{module}.pth{extra}",
+    )
+    hub.stop_workspace(user, ws, token)
+    hub.start_workspace(user, ws, token)
 
 
 def host_tree(path) -> set:
@@ -315,16 +321,16 @@ open(os.path.expanduser("~/user-config-was-loaded"), "w").write("yes")
 def test_a_server_the_student_controls_records_no_hub_credential(hub: Hub):
     token = hub.user_token("eve")
     hub.start_workspace("eve", "spy", token)
-    site = hub.sh("eve", "spy", "python -c 'import site; print(site.getusersitepackages())'").strip()
-    hub.sh(
+    # the server now runs the student's code; their ~/.jupyter config is there too
+    plant_in_server(
+        hub,
         "eve",
         "spy",
-        f"mkdir -p {site} ~/.jupyter && cat > {site}/spy.py <<'EOF'\n{SPY}\nEOF\n"
-        f"echo 'import spy' > {site}/spy.pth && cat > ~/.jupyter/jupyter_server_config.py "
-        f"<<'EOF'\n{CONFIG_SPY}\nEOF\n",
+        token,
+        "spy",
+        SPY,
+        extra=f" && mkdir -p ~/.jupyter && cat > ~/.jupyter/jupyter_server_config.py <<'EOF'\n{CONFIG_SPY}\nEOF\n",
     )
-    hub.stop_workspace("eve", "spy", token)
-    hub.start_workspace("eve", "spy", token)  # the server now runs the student's code
     deadline = time.monotonic() + 30
     seen = ""
     while time.monotonic() < deadline and "workspace-report" not in seen:
@@ -368,15 +374,7 @@ tornado.web.RequestHandler.finish = finish
 def test_a_hostile_report_does_not_stop_culling_for_anyone_else(hub: Hub):
     token, other = hub.user_token("hal"), hub.user_token("olga")
     hub.start_workspace("hal", "bad", token)
-    site = hub.sh("hal", "bad", "python -c 'import site; print(site.getusersitepackages())'").strip()
-    hub.sh(
-        "hal",
-        "bad",
-        f"mkdir -p {site} && cat > {site}/hostile.py <<'EOF'\n{HOSTILE_REPORT}\nEOF\n"
-        f"echo 'import hostile' > {site}/hostile.pth",
-    )
-    hub.stop_workspace("hal", "bad", token)
-    hub.start_workspace("hal", "bad", token)
+    plant_in_server(hub, "hal", "bad", token, "hostile", HOSTILE_REPORT)
     hub.start_workspace("olga", "good", other)
     deadline, samples = time.monotonic() + 30, {}
     while time.monotonic() < deadline and not all(samples.get(u) for u in ("hal", "olga")):

@@ -266,10 +266,8 @@ def copy_tree(
         # The directories first (as found by the first walk); their metadata last, once everything
         # inside exists (creating entries changes a directory's mtime). Only directories are kept.
         os.mkdir(dst, 0o700)
-        made = set()
         for rel, _ in dirs:
             os.mkdir(_join(dst, rel), 0o700)
-            made.add(rel)
         for rel, st in early:  # the large files first, each a task of its own
             pending.add(pool.submit(copy_batch, [(rel, st)]))
         started_early = {rel for rel, _ in early}
@@ -277,9 +275,11 @@ def copy_tree(
             path = _join(dst, e.rel)
             mode = e.st.st_mode
             if stat.S_ISDIR(mode):
-                if e.rel not in made:  # new since the first walk
+                try:  # made above, unless it is new since the first walk
                     os.mkdir(path, 0o700)
                     dirs.append((e.rel, _meta(e.st)))
+                except FileExistsError:
+                    pass
             elif stat.S_ISLNK(mode):
                 os.symlink(tree.readlink(e.rel), path)
                 os.lchown(path, e.st.st_uid, e.st.st_gid)
@@ -298,11 +298,7 @@ def copy_tree(
                         continue
                     first_of_inode[key] = e.rel
                 if _parent_copy(parent, e):
-                    parent_dir, name = parent._parent(e.rel)
-                    try:
-                        os.link(name, path, src_dir_fd=parent_dir, follow_symlinks=False)
-                    finally:
-                        os.close(parent_dir)
+                    parent.link(e.rel, path)
                     total.shared_files += 1
                     continue
                 batch.append((e.rel, e.st))

@@ -343,27 +343,11 @@ class Culler(Application):
             return report
 
     async def notify(self, server: Server, verdict: Verdict, notice_id: str) -> None:
-        if server.url is None:
-            return
-        try:
-            if verdict.action == "warn":
-                await self._extension(
-                    server,
-                    "POST",
-                    "report/notices",
-                    body={
-                        "id": notice_id,
-                        "level": "warning",
-                        "message": verdict.message,
-                        "stop_at": dt.datetime.fromtimestamp(verdict.stop_at, dt.timezone.utc).isoformat(),
-                    },
-                )
-            else:
-                await self._extension(
-                    server, "DELETE", "report/notices", query={"id": notice_id, "message": verdict.message}
-                )
-        except Exception as e:
-            log.warning("%s: the notice did not reach the workspace: %s", server.label, e)
+        if verdict.action == "warn":
+            stop_at = dt.datetime.fromtimestamp(verdict.stop_at, dt.timezone.utc).isoformat()
+            await self._show_notice(server, notice_id, verdict.message, "", stop_at=stop_at)
+        else:
+            await self._show_notice(server, notice_id, None, verdict.message)
 
     # -- one cycle -------------------------------------------------------------------
 
@@ -413,7 +397,6 @@ class Culler(Application):
 
     def _judge(self, server: Server, report: dict | None, now: float) -> tuple[Verdict, UsageSample | None]:
         tracked = self.tracked.get(server.execution_id)
-        report = report or None  # cleaned by clean_report()
         if tracked is None:
             meter = None
             if server.container_id:
@@ -505,15 +488,15 @@ class Culler(Application):
             )
             tracked.files_notice = message
 
-    async def _show_notice(self, server: Server, notice_id: str, message: str | None, withdrawn: str) -> bool:
-        """Post (or, with None, withdraw) a notice in the workspace; False if it did not arrive."""
+    async def _show_notice(self, server: Server, notice_id: str, message: str | None, withdrawn: str, **extra) -> bool:
+        """Post `message` as a notice in the workspace (with `extra` fields), or with None withdraw it,
+        telling `withdrawn`; False if it did not arrive."""
         if server.url is None:
             return True
         try:
             if message:
-                await self._extension(
-                    server, "POST", "report/notices", body={"id": notice_id, "level": "warning", "message": message}
-                )
+                body = {"id": notice_id, "level": "warning", "message": message, **extra}
+                await self._extension(server, "POST", "report/notices", body=body)
             else:
                 await self._extension(server, "DELETE", "report/notices", query={"id": notice_id, "message": withdrawn})
         except Exception as e:

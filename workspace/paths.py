@@ -101,7 +101,6 @@ class Entry:
 
     rel: bytes
     st: os.stat_result
-    depth: int = 0
 
     @property
     def name(self) -> bytes:
@@ -217,6 +216,14 @@ class Tree:
         finally:
             os.close(parent)
 
+    def link(self, rel: str | bytes, new: bytes) -> None:
+        """Hard-link the file at `rel` (reached through no link, not itself followed) as the path `new`."""
+        parent, name = self._parent(rel)
+        try:
+            os.link(name, new, src_dir_fd=parent, follow_symlinks=False)
+        finally:
+            os.close(parent)
+
     def is_dir(self, rel: str | bytes) -> bool:
         """True if `rel` is a real directory beneath the root (reached through no link)."""
         try:
@@ -236,21 +243,17 @@ class Tree:
 
     # -- walking --------------------------------------------------------------------
 
-    def walk(self, rel: str | bytes = b"", *, post_dirs: bool = False, max_depth: int = 4096) -> Iterator[Entry]:
+    def walk(self, rel: str | bytes = b"", *, max_depth: int = 4096) -> Iterator[Entry]:
         """Every entry beneath `rel` (not `rel` itself), parents before children, streamed.
 
-        With `post_dirs`, each directory is yielded a second time after its
-        children, as an `Entry` whose `depth` is negative (-1 - depth): where
-        its metadata can be set once its contents exist. Directories are
-        entered through their descriptor with O_NOFOLLOW, so a directory
-        replaced by a link between the listing and the descent is an `Escape`.
+        Directories are entered through their descriptor with O_NOFOLLOW, so a
+        directory replaced by a link between the listing and the descent is an
+        `Escape`.
         """
-        start = split(rel)
-        root_fd = self.opendir(b"/".join(start))
-        prefix = b"/".join(start)
-        yield from self._walk_dir(root_fd, prefix, 0, post_dirs, max_depth)
+        prefix = b"/".join(split(rel))
+        yield from self._walk_dir(self.opendir(prefix), prefix, 0, max_depth)
 
-    def _walk_dir(self, fd: int, prefix: bytes, depth: int, post_dirs: bool, max_depth: int) -> Iterator[Entry]:
+    def _walk_dir(self, fd: int, prefix: bytes, depth: int, max_depth: int) -> Iterator[Entry]:
         if depth >= max_depth:
             os.close(fd)
             raise Escape(errno.ELOOP, f"the tree is deeper than {max_depth} levels", os.fsdecode(prefix))
@@ -263,8 +266,7 @@ class Tree:
                         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                     except FileNotFoundError:  # removed meanwhile (a running workspace)
                         continue
-                    entry = Entry(rel, st, depth + 1)
-                    yield entry
+                    yield Entry(rel, st)
                     if stat.S_ISDIR(st.st_mode):
                         try:
                             child = os.open(name, DIR_FLAGS, dir_fd=fd)
@@ -276,9 +278,7 @@ class Tree:
                                     errno.ELOOP, "a directory became a link during the walk", os.fsdecode(rel)
                                 ) from None
                             raise
-                        yield from self._walk_dir(child, rel, depth + 1, post_dirs, max_depth)
-                        if post_dirs:
-                            yield Entry(rel, st, -2 - depth)
+                        yield from self._walk_dir(child, rel, depth + 1, max_depth)
         finally:
             os.close(fd)
 
@@ -286,7 +286,7 @@ class Tree:
 def walk(root: str | bytes | os.PathLike, **kwargs) -> Iterator[Entry]:
     """Every entry beneath `root` (see `Tree.walk`), the root's own stat first with rel b""."""
     with Tree(root) as tree:
-        yield Entry(b"", os.fstat(tree.fd), 0)
+        yield Entry(b"", os.fstat(tree.fd))
         yield from tree.walk(**kwargs)
 
 

@@ -59,7 +59,13 @@ class Sandbox(LoggingConfigurable):
         )
 
     def _run(self, command: list[str], volumes: dict, workdir: str) -> tuple[int, str]:
-        client = docker.from_env()
+        client = docker.from_env()  # one per call: calls come from several threads
+        try:
+            return self._run_in(client, command, volumes, workdir)
+        finally:
+            client.close()
+
+    def _run_in(self, client, command: list[str], volumes: dict, workdir: str) -> tuple[int, str]:
         try:
             container = client.containers.create(
                 self.image,
@@ -104,4 +110,3 @@ class Sandbox(LoggingConfigurable):
                 container.remove(force=True)
             except docker.errors.DockerException as e:
                 self.log.warning("Could not remove sandbox %s: %s", container.id[:12], e)
-        # docker's client is closed with the process; one per call keeps threads independent

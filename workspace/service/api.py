@@ -146,25 +146,30 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             return False
         if other in granted.get("user", ()):
             return True
-        if not (granted.get("group") and set(granted["group"]) & await self.groups_of(other)):
+        if not granted.get("group"):
             return False
-        return other not in await self.privileged([other])
+        model = await self.service_hub(f"/users/{quote(other, safe='')}")  # its groups and its roles at once
+        if not set(granted["group"]) & set((model or {}).get("groups") or []):
+            return False
+        return self.why_privileged(other, model) is None
+
+    def why_privileged(self, name: str, model: dict | None) -> str | None:
+        """Why a user (the hub's model of them; None: not a user yet) is no student: an administrator, an
+        instructor, or a holder of a role beyond the default one. None for a student."""
+        if name in {i for spec in self.settings.get("courses", {}).values() for i in spec.get("instructors", [])}:
+            return "an instructor"
+        if not model:
+            return None  # not a user yet: the set-up creates a plain one
+        if model.get("admin"):
+            return "an administrator"
+        extra = sorted(set(model.get("roles") or ["user"]) - {"user"})
+        return f"holds the role {', '.join(extra)}" if extra else None
 
     async def privileged(self, names: list[str]) -> dict[str, str]:
-        """Of `names`, those who are administrators, instructors or hold any role beyond the default one,
-        with why (a roster may not name them, an instructor may not read them)."""
-        instructors = {i for spec in self.settings.get("courses", {}).values() for i in spec.get("instructors", [])}
+        """Of `names`, those who are no students, with why (a roster may not name them)."""
 
         async def why(name: str) -> str | None:
-            if name in instructors:
-                return "an instructor"
-            model = await self.service_hub(f"/users/{quote(name, safe='')}")
-            if not model:
-                return None  # not a user yet: the set-up creates a plain one
-            if model.get("admin"):
-                return "an administrator"
-            extra = sorted(set(model.get("roles") or ["user"]) - {"user"})
-            return f"holds the role {', '.join(extra)}" if extra else None
+            return self.why_privileged(name, await self.service_hub(f"/users/{quote(name, safe='')}"))
 
         found = {}
         for start in range(0, len(names), 32):  # a few at a time: a roster may have hundreds

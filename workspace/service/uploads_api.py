@@ -200,11 +200,9 @@ class CompleteHandler(UploadBase):
             # what the quota leaves now bounds the unpacked size and file count
             status = self.quota_status(meta["user"])
             reserved, _ = self.reserved(meta["user"], but=up.id)
-            if not meta["unpack"]:
-                status.refuse_beyond(f"The version from {label}", meta["size"], reserved)
+            # a plain file's size is known; an archive's expansion is bounded by `room` below
+            status.refuse_beyond(f"The version from {label}", 0 if meta["unpack"] else meta["size"], reserved)
             left, files_left = status.room(reserved)
-            if files_left == 0:
-                status.refuse_beyond(f"The version from {label}", 0)
             room = (left if left is not None else 1 << 62, files_left if files_left is not None else 1 << 31)
             try:
                 version = self.make_version(

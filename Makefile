@@ -19,19 +19,19 @@ venv: $(STAMP)
 
 ## make up: set everything up and run the hub on http://127.0.0.1:8000
 up: $(STAMP)
-	@$(PY) -m workspace.deploy up
+	@$(PY) -m workspace.setup.deploy up
 
 ## make down: stop the hub and its containers; all data is kept
 down: $(STAMP)
-	@$(PY) -m workspace.deploy down
+	@$(PY) -m workspace.setup.deploy down
 
 ## make images: build the single-user images whose definition changed
 images: $(STAMP)
-	@$(PY) -m workspace.deploy images
+	@$(PY) -m workspace.setup.deploy images
 
 ## make test: set up (engine, proxy, images) and run the whole suite
 test: $(STAMP) lint
-	@$(PY) -m workspace.deploy prepare
+	@$(PY) -m workspace.setup.deploy prepare
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## make lint: ruff's linter and formatter check (configured in pyproject.toml); `make format` fixes
@@ -45,7 +45,7 @@ format: $(STAMP)
 ## make bench: set up, run every benchmark, print each one's last line (its ratio against its baseline)
 BENCHMARKS := homes datasets culler
 bench: $(STAMP)
-	@$(PY) -m workspace.deploy prepare
+	@$(PY) -m workspace.setup.deploy prepare
 	@mkdir -p data/logs
 	@for b in $(BENCHMARKS); do \
 	  echo "[bench] benchmarks/$$b.py (log: data/logs/bench-$$b.log)"; \

@@ -19,8 +19,8 @@ faulthandler.enable()
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from workspace.engine import bridge_gateway  # noqa: E402
 from workspace.settings import Settings  # noqa: E402
+from workspace.setup.engine import bridge_gateway  # noqa: E402
 
 c = get_config()  # noqa: F821
 settings = Settings.from_env(base=HERE)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import JSON, DateTime, ForeignKey, String, select
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from . import datasets, profiles
+from . import datasets, resource_types
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
 from .executions import (
@@ -145,7 +145,7 @@ def check_setup(
     body: dict,
     caller: str,
     admin: bool,
-    types: list[profiles.ResourceType],
+    types: list[resource_types.ResourceType],
     default_type: str | None,
     images: list[str],
 ) -> Setup:
@@ -171,7 +171,7 @@ def check_setup(
     if rtype is not None:
         if not isinstance(rtype, str):
             raise UserError(400, "“resource_type” must be the name of a resource type.")
-        profiles.choose(types, rtype, default_type, {course})  # the type exists and the course may use it
+        resource_types.choose(types, rtype, default_type, {course})  # the type exists and the course may use it
     image = body.get("image") or None
     if image is not None and image not in images:
         raise UserError(400, f"“{image}” is not an image this hub offers; choose one of: {', '.join(images)}.")

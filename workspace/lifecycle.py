@@ -22,7 +22,7 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from . import courses, datasets, profiles
+from . import courses, datasets, queue
 from .copier import Transfer
 from .db import Database
 from .errors import UserError
@@ -177,14 +177,14 @@ def begin(
 
 
 def admit(db: Database, execution_id: int, rtype, inventory: list[str], node: str):
-    """Let a queued execution in if its type has room (profiles.admit); its Admission."""
+    """Let a queued execution in if its type has room (queue.admit); its Admission."""
     with db.session() as s:
         ex = s.get(Execution, execution_id)
-        if ex.state in profiles.HOLDING:
-            return profiles.Admission(True, 0, 0, list(ex.gpu_ids or []))
+        if ex.state in queue.HOLDING:
+            return queue.Admission(True, 0, 0, list(ex.gpu_ids or []))
         if ex.state != "queued":  # ended while it waited (taken for gone: no heartbeat in time)
             raise UserError(503, ex.stop_detail or "This start left the queue; start the workspace again.")
-        admission = profiles.admit(s, ex, rtype, inventory, node)
+        admission = queue.admit(s, ex, rtype, inventory, node)
         if admission.admitted:
             gpus = f" with GPU(s) {', '.join(admission.gpu_ids)}" if admission.gpu_ids else ""
             ex.to(s, "preparing", f"Admitted as “{rtype.name}”{gpus}")
@@ -192,9 +192,9 @@ def admit(db: Database, execution_id: int, rtype, inventory: list[str], node: st
 
 
 def expire_stale_queue(db: Database) -> int:
-    """End queued executions whose waiting start is gone (see profiles.expire_stale); how many."""
+    """End queued executions whose waiting start is gone (see queue.expire_stale); how many."""
     with db.session() as s:
-        return len(profiles.expire_stale(s))
+        return len(queue.expire_stale(s))
 
 
 def one_queued_per_user(db: Database, owner: str, name: str, rtype) -> None:
@@ -226,7 +226,7 @@ def within_per_user_limit(db: Database, owner: str, name: str, rtype) -> None:
                     Workspace.owner == owner,
                     Workspace.name != name,
                     Execution.resource_type == rtype.name,
-                    Execution.state.in_(("queued", *profiles.HOLDING)),
+                    Execution.state.in_(("queued", *queue.HOLDING)),
                 )
             )
         ]

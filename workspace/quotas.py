@@ -39,7 +39,7 @@ from .datasets import Dataset, DatasetVersion
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
 from .executions import Execution, Snapshot, Workspace
-from .profiles import ResourceType, parse_bytes
+from .resource_types import ResourceType, parse_bytes
 
 
 class StorageUsage(Base):

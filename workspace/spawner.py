@@ -22,7 +22,7 @@ from dockerspawner import DockerSpawner
 from traitlets import Bool, Dict, Float, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from . import courses, datasets, lifecycle, networks, profiles, quotas, spawnform
+from . import courses, datasets, lifecycle, networks, queue, quotas, resource_types, spawnform
 from .copier import Transfer
 from .db import database
 from .errors import UserError
@@ -172,7 +172,7 @@ class WorkspaceMixin(LoggingConfigurable):
         types = self.parsed_resource_types()
         choices = (
             await self.run_blocking(
-                spawnform.type_choices, self.db, types, groups, profiles.gpu_inventory(self.gpu_inventory)
+                spawnform.type_choices, self.db, types, groups, queue.gpu_inventory(self.gpu_inventory)
             )
             if types
             else []
@@ -378,10 +378,10 @@ class WorkspaceMixin(LoggingConfigurable):
                 "person may run at once; stop one of them first.",
             )
 
-    def limits(self, rtype: profiles.ResourceType | None) -> dict:
+    def limits(self, rtype: resource_types.ResourceType | None) -> dict:
         """cpu (cores), memory (bytes), pids and home_files of a start: its type's, else `default_limits`
         (None: no limit)."""
-        default = profiles.ResourceType.from_config({"name": "default", **self.default_limits})
+        default = resource_types.ResourceType.from_config({"name": "default", **self.default_limits})
         out = {}
         for field in ("cpu", "memory", "pids", "home_files"):
             value = getattr(rtype, field) if rtype is not None else None
@@ -390,10 +390,10 @@ class WorkspaceMixin(LoggingConfigurable):
             out[field] = value or None  # 0: no limit
         return out
 
-    def parsed_resource_types(self) -> list[profiles.ResourceType]:
-        return [profiles.ResourceType.from_config(d) for d in self.resource_types]
+    def parsed_resource_types(self) -> list[resource_types.ResourceType]:
+        return [resource_types.ResourceType.from_config(d) for d in self.resource_types]
 
-    def chosen_resource_type(self) -> profiles.ResourceType | None:
+    def chosen_resource_type(self) -> resource_types.ResourceType | None:
         """The resource type of this start (user_options["resource_type"]), or the user's 400/403."""
         if self.cleanup_mode:
             return self.storage_quota.cleanup_resource_type()
@@ -401,7 +401,7 @@ class WorkspaceMixin(LoggingConfigurable):
         if wanted is not None and not isinstance(wanted, str):
             raise UserError(400, "“resource_type” must be the name of a resource type.")
         groups = {g.name for g in self.user.groups}
-        return profiles.choose(self.parsed_resource_types(), wanted, self.default_resource_type, groups)
+        return resource_types.choose(self.parsed_resource_types(), wanted, self.default_resource_type, groups)
 
     async def dataset_mounts(self) -> list[dict]:
         """Resolve `user_options["datasets"]` to the versions to mount (400/403 on bad input)."""
@@ -498,9 +498,9 @@ class WorkspaceMixin(LoggingConfigurable):
         )
         return result
 
-    async def _wait_in_queue(self, plan, rtype: profiles.ResourceType) -> None:
+    async def _wait_in_queue(self, plan, rtype: resource_types.ResourceType) -> None:
         """Wait (state `queued`) until admitted; report the position when it changes."""
-        inventory = profiles.gpu_inventory(self.gpu_inventory)
+        inventory = queue.gpu_inventory(self.gpu_inventory)
         if rtype.gpus > len(inventory):
             await self.run_blocking(
                 lifecycle.discard,
@@ -520,7 +520,7 @@ class WorkspaceMixin(LoggingConfigurable):
         deadline = time.monotonic() + self.queue_timeout
         while True:
             admission = await self.run_blocking(
-                lifecycle.admit, self.db, plan.execution_id, rtype, inventory, profiles.node_name()
+                lifecycle.admit, self.db, plan.execution_id, rtype, inventory, queue.node_name()
             )
             if admission.admitted:
                 self._gpu_ids = admission.gpu_ids

@@ -13,9 +13,10 @@ from html import escape
 
 from sqlalchemy import select
 
+from . import queue
 from .datasets import Dataset
 from .db import Database
-from .executions import find_workspace
+from .executions import Execution, find_workspace
 
 
 def execution_choices(db: Database, owner: str, name: str) -> list[dict]:
@@ -150,19 +151,14 @@ def options_from_form(formdata: dict) -> dict:
 
 def type_choices(db: Database, types, groups, inventory: list[str]) -> list[dict]:
     """The resource types the user may choose, with what is free now (blocking)."""
-    from . import profiles
-    from .executions import Execution
-
     out = []
     with db.session() as s:
-        free = len(profiles.free_gpus(s, inventory, profiles.node_name())) if inventory else 0
+        free = len(queue.free_gpus(s, inventory, queue.node_name())) if inventory else 0
         for t in types:
             if not t.allowed(groups):
                 continue
             active = (
-                s.query(Execution)
-                .filter(Execution.resource_type == t.name, Execution.state.in_(profiles.HOLDING))
-                .count()
+                s.query(Execution).filter(Execution.resource_type == t.name, Execution.state.in_(queue.HOLDING)).count()
             )
             queued = s.query(Execution).filter(Execution.resource_type == t.name, Execution.state == "queued").count()
             parts = []

@@ -15,9 +15,9 @@ import subprocess
 import docker
 import pytest
 
-from workspace import engine
 from workspace.homes import mount_loop_btrfs
 from workspace.settings import Settings
+from workspace.setup import engine
 
 from .hub import Hub
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import requests
 
-from workspace import deploy, engine
 from workspace.settings import Settings
+from workspace.setup import deploy, engine
 
 ROOT = Path(__file__).resolve().parents[2]
 USER_PASSWORD = "student-pass-1234"

@@ -6,8 +6,8 @@ from pathlib import Path
 import jupyterhub
 import pytest
 
-from workspace.images import ImageBuilder, ImageDefinition, definitions
-from workspace.steps import SetupError
+from workspace.setup.images import ImageBuilder, ImageDefinition, definitions
+from workspace.setup.steps import SetupError
 
 ROOT = Path(__file__).resolve().parents[2]
 

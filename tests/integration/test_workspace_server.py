@@ -184,9 +184,9 @@ def test_wrong_password_gets_no_token(hub: Hub):
 @pytest.mark.skipif(os.geteuid() != 0, reason="binds ports on the Docker bridge like `make up`")
 def test_up_refuses_a_port_in_use(hub: Hub, tmp_path):
     """`make up` against a port that is taken stops with one sentence."""
-    from workspace import deploy
     from workspace.settings import Settings
-    from workspace.steps import SetupError
+    from workspace.setup import deploy
+    from workspace.setup.steps import SetupError
 
     settings = Settings.from_env({"WORKSPACE_DATA_DIR": str(tmp_path), "WORKSPACE_PORT": hub.env["WORKSPACE_PORT"]})
     (tmp_path / "logs").mkdir()

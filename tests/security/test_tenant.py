@@ -233,8 +233,8 @@ def test_archives_are_unpacked_without_privileges_and_never_write_outside(hub: H
 
 def test_the_sandbox_holds_even_a_fooled_unpacker(hub: Hub, tmp_path):
     """Were the unpacker fooled, it could do no more than this script tries: all of it fails."""
-    from workspace.engine import bridge_gateway
     from workspace.sandbox import Sandbox
+    from workspace.setup.engine import bridge_gateway
 
     archive, target = tmp_path / "archive", tmp_path / "out"
     archive.write_bytes(b"original")

@@ -8,7 +8,7 @@ from workspace.datasets import Dataset, DatasetVersion
 from workspace.db import Database
 from workspace.errors import UserError
 from workspace.executions import Snapshot, Workspace, get_or_create_workspace, new_execution
-from workspace.profiles import ResourceType
+from workspace.resource_types import ResourceType
 
 TYPES = [
     ResourceType.from_config({"name": "small", "cpu": 1}),

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import jupyterhub
 
-from workspace.images import ImageDefinition, default_mirror, definitions
+from workspace.setup.images import ImageDefinition, default_mirror, definitions
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 import pytest
 
-from workspace.steps import SetupError, run_logged, step
+from workspace.setup.steps import SetupError, run_logged, step
 
 
 def test_a_failed_command_is_one_sentence_with_the_log(tmp_path):

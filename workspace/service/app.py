@@ -29,8 +29,8 @@ from ..datasets import DatasetRules
 from ..db import database
 from ..homes import store_for
 from ..process import die_with_the_hub
-from ..profiles import ResourceType
 from ..quotas import StorageQuota
+from ..resource_types import ResourceType
 from ..sandbox import Sandbox
 from ..settings import Settings
 from ..uploads import UploadPolicy

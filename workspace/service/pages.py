@@ -32,7 +32,7 @@ from markupsafe import Markup
 from sqlalchemy import func, select
 from tornado import web
 
-from .. import courses, datasets, lifecycle, origins, outputs, profiles, quotas, spawnform
+from .. import courses, datasets, lifecycle, origins, outputs, queue, quotas, spawnform
 from ..db import iso
 from ..errors import UserError
 from ..executions import FINAL, UNFINISHED, WORKSPACE_NAME, Execution, Snapshot, UsageSample, Workspace, find_workspace
@@ -132,7 +132,7 @@ class PageHandler(APIHandler):
         user = self.get_current_user()
         groups, admin = set(user.get("groups") or []), bool(user.get("admin"))
         types = self.settings["resource_types"]
-        inventory = profiles.gpu_inventory(self.settings["gpu_inventory"]) if types else []
+        inventory = queue.gpu_inventory(self.settings["gpu_inventory"]) if types else []
 
         def load():
             executions = spawnform.execution_choices(self.db, user["name"], name) if name else []
@@ -565,7 +565,7 @@ class AdminPage(PageHandler):
                 active = s.scalars(
                     select(Execution).where(Execution.state.in_(UNFINISHED)).order_by(Execution.created, Execution.id)
                 ).all()
-                queue = profiles.queue_positions(s)
+                positions = queue.queue_positions(s)
                 rows = []
                 for ex in active:
                     sample = s.scalars(
@@ -580,7 +580,7 @@ class AdminPage(PageHandler):
                             "workspace": ex.workspace.name,
                             "execution": ex.as_dict(),
                             "usage": sample.as_dict() if sample else None,
-                            "queue": queue.get(ex.id),
+                            "queue": positions.get(ex.id),
                         }
                     )
                 storage = s.execute(

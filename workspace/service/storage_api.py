@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from tornado import web
 
-from .. import accounting, outputs, profiles, quotas, spawnform
+from .. import accounting, outputs, queue, quotas, spawnform
 from .api import APIHandler
 
 
@@ -76,7 +76,7 @@ class ResourceTypesHandler(APIHandler):
     async def get(self):
         _, groups, _ = self.who()
         types = self.settings["resource_types"]
-        inventory = profiles.gpu_inventory(self.settings["gpu_inventory"])
+        inventory = queue.gpu_inventory(self.settings["gpu_inventory"])
         choices = await self.blocking(spawnform.type_choices, self.db, types, groups, inventory) if types else []
         self.write_json(
             {"default": self.settings["default_resource_type"] or (types[0].name if types else None), "types": choices}

@@ -53,7 +53,7 @@ PREFIX = "images"
 # Dockerfile instructions that `docker import --change` accepts.
 IMPORT_INSTRUCTIONS = {"CMD", "ENTRYPOINT", "ENV", "EXPOSE", "LABEL", "USER", "VOLUME", "WORKDIR"}
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 # What of the project goes into every image: the single-user extension and
 # the usage readers it shares with the host (nothing else of the hub side).
 # (source under the project, destination in the image)

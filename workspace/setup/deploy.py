@@ -1,12 +1,12 @@
 """Setup commands behind the Makefile: `up`, `down`, `images`, `prepare`.
 
-    python -m workspace.deploy up        engine, proxy, images, data; start the hub
-    python -m workspace.deploy down      stop the servers, the hub and its containers; keep data
-    python -m workspace.deploy images    build the images whose definition changed
-    python -m workspace.deploy prepare   engine, proxy, images and test tools (Chromium), without the hub
+    python -m workspace.setup.deploy up        engine, proxy, images, data; start the hub
+    python -m workspace.setup.deploy down      stop the servers, the hub and its containers; keep data
+    python -m workspace.setup.deploy images    build the images whose definition changed
+    python -m workspace.setup.deploy prepare   engine, proxy, images and test tools (Chromium), without the hub
 
 Each step prints a line with its duration; a failure ends with one sentence
-and the log to read (see workspace/steps.py).
+and the log to read (see workspace/setup/steps.py).
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from . import engine, homes, images, networks
-from .settings import Settings
+from .. import homes, networks
+from ..settings import Settings
+from . import engine, images
 from .steps import SetupError, apt_install, fail, run_logged, say, step
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHP_VERSION = "^4.6"
 PREFIX = "up"
 

@@ -4,11 +4,12 @@ import datetime as dt
 
 import pytest
 
-from workspace import profiles
+from workspace import queue
 from workspace.db import Database, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, get_or_create_workspace, new_execution
-from workspace.profiles import ResourceType, admit, choose, free_gpus
+from workspace.queue import admit, free_gpus
+from workspace.resource_types import ResourceType, choose
 
 GPU2 = ResourceType(name="gpu2", gpus=2, gpu_model="A100")
 ONE = ResourceType(name="one", capacity=1)
@@ -27,7 +28,7 @@ def queued(db, owner: str, rtype: ResourceType) -> int:
         return ex.id
 
 
-def try_admit(db, execution_id: int, rtype: ResourceType) -> profiles.Admission:
+def try_admit(db, execution_id: int, rtype: ResourceType) -> queue.Admission:
     with db.session() as s:
         ex = s.get(Execution, execution_id)
         a = admit(s, ex, rtype, INVENTORY, "node1")

@@ -1,0 +1,7 @@
+"""The setup tooling behind the Makefile (`make up`, `make down`, `make images`, `make test`).
+
+deploy: the commands; engine: a Docker engine that answers; images: single-user
+images built without a registry; steps: the numbered, logged steps they print.
+Nothing at run time imports this package except `engine.bridge_gateway` (the
+hub's address on the Docker bridge, read by jupyterhub_config.py).
+"""

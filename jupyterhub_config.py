@@ -1,13 +1,13 @@
 # JupyterHub configuration of a workspace deployment.
 #
-# Values come from the environment and the data directory (see
-# workspace/settings.py for every WORKSPACE_* variable). The options of the
-# workspace spawner are traitlets with help strings: list them with
-#   .venv/bin/python -c "from workspace.spawner import DockerWorkspaceSpawner as S; print(S.class_get_help())"
-# Put site-specific changes in $WORKSPACE_DATA_DIR/jupyterhub_config.d/*.py,
-# which are loaded last (e.g. a production authenticator, see README).
+# One configuration path (workspace/config.py): the WORKSPACE_* shorthands
+# become config first, this file adds the deployment's settings (ports, paths,
+# secrets: workspace/settings.py), and the site's
+# $WORKSPACE_DATA_DIR/jupyterhub_config.d/*.py come last and win (e.g. a
+# production authenticator, see README). The workspace service and the culler
+# load this same file, so every option reaches every process that applies it.
+# The reference of every option: docs/configuration.md (`python -m workspace.config`).
 import faulthandler
-import json
 import os
 import sys
 from pathlib import Path
@@ -19,10 +19,12 @@ faulthandler.enable()
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from workspace.config import from_environment  # noqa: E402
 from workspace.settings import Settings  # noqa: E402
 from workspace.setup.engine import bridge_gateway  # noqa: E402
 
 c = get_config()  # noqa: F821
+c.merge(from_environment())
 settings = Settings.from_env(base=HERE)
 data = settings.data_dir
 
@@ -64,8 +66,9 @@ if settings.subdomain_host:
 c.JupyterHub.allow_named_servers = True
 # How many workspaces one user may have, and run at once (a student cannot
 # start a hundred); resource types may limit further (GPUs per user).
-c.JupyterHub.named_server_limit_per_user = int(os.environ.get("WORKSPACE_MAX_WORKSPACES") or 50)
-c.DockerWorkspaceSpawner.max_running_per_user = int(os.environ.get("WORKSPACE_MAX_RUNNING") or 3)
+# (WORKSPACE_MAX_WORKSPACES, WORKSPACE_MAX_RUNNING; DockerWorkspaceSpawner.max_running_per_user is 3)
+if "named_server_limit_per_user" not in c.JupyterHub:
+    c.JupyterHub.named_server_limit_per_user = 50
 # Login lands on the hub's home page, where a student picks or creates a
 # workspace: no server is spawned behind their back.
 c.JupyterHub.redirect_to_server = False
@@ -83,23 +86,9 @@ c.DockerWorkspaceSpawner.store_root = str(settings.store_dir)
 c.DockerWorkspaceSpawner.deployment = settings.deployment
 c.DockerWorkspaceSpawner.network_name = "bridge"
 c.DockerWorkspaceSpawner.start_timeout = 180
-# Resource types (see the help of WorkspaceMixin.resource_types), e.g. in
-# data/jupyterhub_config.d/types.py, or as JSON in WORKSPACE_RESOURCE_TYPES.
-if os.environ.get("WORKSPACE_RESOURCE_TYPES"):
-    c.DockerWorkspaceSpawner.resource_types = json.loads(os.environ["WORKSPACE_RESOURCE_TYPES"])
-if os.environ.get("WORKSPACE_DEFAULT_RESOURCE_TYPE"):
-    c.DockerWorkspaceSpawner.default_resource_type = os.environ["WORKSPACE_DEFAULT_RESOURCE_TYPE"]
-if os.environ.get("WORKSPACE_GPU_INVENTORY"):
-    c.DockerWorkspaceSpawner.gpu_inventory = os.environ["WORKSPACE_GPU_INVENTORY"].split(",")
-if os.environ.get("WORKSPACE_GPU_DEVICE_MODE"):
-    c.DockerWorkspaceSpawner.gpu_device_mode = os.environ["WORKSPACE_GPU_DEVICE_MODE"]
+# Resource types (DockerWorkspaceSpawner.resource_types), storage quotas
+# (StorageQuota) and the rest: WORKSPACE_* shorthands or data/jupyterhub_config.d/*.py.
 c.DockerWorkspaceSpawner.http_timeout = 120
-# Storage quotas per user (see the help of workspace.quotas.StorageQuota), with
-# group and user overrides in data/jupyterhub_config.d/*.py.
-if os.environ.get("WORKSPACE_QUOTA_BYTES") is not None:
-    c.StorageQuota.bytes = os.environ["WORKSPACE_QUOTA_BYTES"]
-if os.environ.get("WORKSPACE_QUOTA_FILES"):
-    c.StorageQuota.files = int(os.environ["WORKSPACE_QUOTA_FILES"])
 
 # -- login: one shared password for users, one for the admin ------------------
 # Any user name logs in with the user password, so a class can try it at once.
@@ -117,9 +106,6 @@ if os.environ.get("WORKSPACE_AUTH") == "native":
 
     c.JupyterHub.authenticator_class = "workspace.auth.InstitutionAuthenticator"
     c.JupyterHub.template_paths = [str(Path(nativeauthenticator.__file__).parent / "templates")]
-    c.InstitutionAuthenticator.email_domains = [
-        d.strip() for d in os.environ.get("WORKSPACE_EMAIL_DOMAINS", "").split(",") if d.strip()
-    ]
     c.InstitutionAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN_PASSWORD"] or ""
     c.JupyterHub.template_vars = {
         "announcement_login": 'New here? <a href="signup">Sign up</a> with your institution\'s e-mail address.'
@@ -130,16 +116,21 @@ if os.environ.get("WORKSPACE_AUTH") == "native":
 # at /services/workspace/. workspace-admin: the operator's token, used by
 # `make down` and the tests.
 # workspace-culler: stops idle workspaces (workspace/culler.py; its policy is
-# set with WORKSPACE_CULL_* or data/culler_config.py).
+# IdlePolicy: WORKSPACE_CULL_*, this file's site files, or data/culler_config.py).
+# Both load this file (--hub-config), so they apply the options the hub does;
+# the environment carries only what this file itself reads.
 service_env = {k: v for k, v in os.environ.items() if k.startswith("WORKSPACE_")} | {
     "WORKSPACE_DATA_DIR": str(data),
     "PYTHONPATH": str(HERE),
 }
+hub_config = f"--hub-config={Path(__file__).resolve()}"
+if "config_file" not in c.Culler:
+    c.Culler.config_file = str(data / "culler_config.py")
 c.JupyterHub.services = [
     {
         "name": "workspace",
         "url": f"http://127.0.0.1:{settings.service_port}",
-        "command": [sys.executable, "-m", "workspace.service"],
+        "command": [sys.executable, "-m", "workspace.service", hub_config],
         "cwd": str(HERE),
         "environment": service_env,
         "oauth_no_confirm": True,
@@ -151,7 +142,7 @@ c.JupyterHub.services = [
     },
     {
         "name": "workspace-culler",
-        "command": [sys.executable, "-m", "workspace.culler"],
+        "command": [sys.executable, "-m", "workspace.culler", hub_config],
         "cwd": str(HERE),
         "environment": service_env,
     },
@@ -226,11 +217,15 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
         }
     )
 
-# Instructors: WORKSPACE_COURSES='{"cs101": {"instructors": ["prof"]}}' gives each instructor
-# read-only access to the workspaces of the members of the JupyterHub group of the course, the
-# group's member list, and the right to set the course up (its roster and template, courses.py).
-# (A site can write such roles itself in jupyterhub_config.d.)
-for course, spec in json.loads(os.environ.get("WORKSPACE_COURSES") or "{}").items():
+# -- site overrides -------------------------------------------------------------
+for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):
+    load_subconfig(str(extra))  # noqa: F821
+
+# Instructors: c.WorkspaceService.courses (or WORKSPACE_COURSES='{"cs101": {"instructors": ["prof"]}}')
+# gives each instructor read-only access to the workspaces of the members of the JupyterHub group of
+# the course, the group's member list, and the right to set the course up (its roster and template,
+# courses.py). After the site's files, so that a course set there gets its roles too.
+for course, spec in c.WorkspaceService.get("courses", {}).items():
     c.JupyterHub.load_roles.append(
         {
             "name": f"instructor-{course}",
@@ -245,21 +240,3 @@ for course, spec in json.loads(os.environ.get("WORKSPACE_COURSES") or "{}").item
             "users": list(spec.get("instructors", [])),
         }
     )
-
-# -- site overrides -------------------------------------------------------------
-for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):
-    load_subconfig(str(extra))  # noqa: F821
-
-# The services do not read this file: they get the effective policy (after the
-# site overrides) in their environment, so the pages and the API show the same
-# resource types and quotas the spawner applies.
-service_env["WORKSPACE_STORAGE_QUOTA"] = json.dumps(dict(c.StorageQuota))
-if "resource_types" in c.DockerWorkspaceSpawner:
-    service_env["WORKSPACE_RESOURCE_TYPES"] = json.dumps(c.DockerWorkspaceSpawner.resource_types)
-for name, key in (
-    ("default_resource_type", "WORKSPACE_DEFAULT_RESOURCE_TYPE"),
-    ("gpu_inventory", "WORKSPACE_GPU_INVENTORY"),
-):
-    if name in c.DockerWorkspaceSpawner:
-        value = c.DockerWorkspaceSpawner[name]
-        service_env[key] = ",".join(value) if isinstance(value, list) else str(value)

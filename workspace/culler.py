@@ -42,6 +42,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +53,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode, default
 from traitlets.config import Application
 
-from . import lifecycle, origins, paths
+from . import config, lifecycle, origins, paths
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .idle import IdlePolicy, Observation, Verdict, Watch
@@ -170,8 +171,10 @@ class Culler(Application):
     request_timeout = Float(10, config=True, help="Seconds to wait for a workspace or the hub to answer.")
     hub_api_url = Unicode(config=True, help="The hub's REST API (JupyterHub sets JUPYTERHUB_API_URL).")
     api_token = Unicode(config=True, help="The culler's token (JupyterHub sets JUPYTERHUB_API_TOKEN).")
-    db_url = Unicode(config=True, help="The workspace database (WORKSPACE_DB_URL).")
-    store_dir = Unicode(config=True, help="The home store (WORKSPACE_STORE_DIR), where live homes are measured.")
+    db_url = Unicode(config=True, help="The workspace database (default: the spawner's db_url).")
+    store_dir = Unicode(
+        config=True, help="The home store, where live homes are measured (default: the spawner's store_root)."
+    )
     home_warn_fraction = Float(
         0.9, config=True, help="Warn a workspace when its home passes this fraction of its limit."
     )
@@ -185,10 +188,18 @@ class Culler(Application):
     cgroup_root = Unicode("/sys/fs/cgroup", config=True, help="Where the host's cgroup filesystem is mounted.")
     config_file = Unicode(
         config=True,
-        help="""A traitlets config file for the culler, e.g. IdlePolicy.overrides
-        per resource type, group or user (WORKSPACE_CULLER_CONFIG, default
+        help="""A traitlets config file of the culler's own, loaded after the hub's,
+        e.g. IdlePolicy.overrides per resource type, group or user (default
         <data dir>/culler_config.py; it need not exist).""",
     )
+    hub_config = Unicode(
+        "",
+        config=True,
+        help="""The hub's configuration file (jupyterhub_config.py), which the hub
+        passes in the culler's command line: the policy and the workspace
+        database come from the same options the hub applies.""",
+    )
+    aliases = {"hub-config": "Culler.hub_config"}
 
     @default("hub_api_url")
     def _default_hub_api_url(self):
@@ -199,7 +210,14 @@ class Culler(Application):
         return os.environ.get("JUPYTERHUB_API_TOKEN", "")
 
     def initialize(self, argv=None):
-        super().initialize(argv)
+        # configured as the hub is (workspace/config.py), then by its own file, if there is one
+        config.load(self, argv)
+        if self.config_file and Path(self.config_file).is_file():
+            self.load_config_file(self.config_file)
+        if not (self.db_url and self.store_dir):
+            spawner = config.SpawnerOptions(self.config)
+            self.db_url = self.db_url or spawner.db_url
+            self.store_dir = self.store_dir or spawner.store_root
         self.policy = IdlePolicy(parent=self)
         self.tracked: dict[int, Tracked] = {}
         self._http = None
@@ -582,45 +600,13 @@ class Culler(Application):
         log.info("culler stopping")
 
 
-def env_config(environ=os.environ) -> dict:
-    """The culler's settings from WORKSPACE_CULL_* (seconds, percent), as traitlets config."""
-    names = {
-        "WORKSPACE_CULL_BROWSER_TIMEOUT": ("IdlePolicy", "browser_timeout"),
-        "WORKSPACE_CULL_CPU_THRESHOLD": ("IdlePolicy", "cpu_threshold"),
-        "WORKSPACE_CULL_CPU_WINDOW": ("IdlePolicy", "cpu_window"),
-        "WORKSPACE_CULL_GPU_THRESHOLD": ("IdlePolicy", "gpu_threshold"),
-        "WORKSPACE_CULL_MAX_RUNTIME": ("IdlePolicy", "max_runtime"),
-        "WORKSPACE_CULL_WARN_BEFORE": ("IdlePolicy", "warn_before"),
-        "WORKSPACE_CULL_INTERVAL": ("Culler", "interval"),
-        "WORKSPACE_USAGE_SAMPLE_INTERVAL": ("Culler", "sample_interval"),
-        "WORKSPACE_HOME_FILES_INTERVAL": ("Culler", "files_interval"),
-    }
-    config: dict = {}
-    for var, (cls, trait) in names.items():
-        if environ.get(var):
-            try:
-                config.setdefault(cls, {})[trait] = float(environ[var])
-            except ValueError:
-                raise SystemExit(f"{var} must be a number of seconds (or percent), not {environ[var]!r}")
-    return config
-
-
 def main(argv=None) -> None:
-    from traitlets.config import Config
-
     from .process import die_with_the_hub
-    from .settings import Settings
 
     die_with_the_hub()
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
-    settings = Settings.from_env()
-    app = Culler(config=Config(env_config()))
-    app.db_url = settings.db_url
-    app.store_dir = str(settings.store_dir)
-    app.config_file = os.environ.get("WORKSPACE_CULLER_CONFIG") or str(settings.path("culler_config.py"))
-    if Path(app.config_file).is_file():
-        app.load_config_file(app.config_file)
-    app.initialize(argv or [])
+    app = Culler()
+    app.initialize(sys.argv[1:] if argv is None else argv)
     asyncio.run(app.run())
 
 

@@ -23,7 +23,6 @@ user's newest save or deletion is stale and taken again.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import stat
 import threading
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 from traitlets import Dict, Float, Int, Unicode
-from traitlets.config import Config, LoggingConfigurable
+from traitlets.config import LoggingConfigurable
 
 from . import paths
 from .datasets import Dataset, DatasetVersion
@@ -146,15 +145,6 @@ class StorageQuota(LoggingConfigurable):
     @property
     def slack(self) -> int:
         return parse_bytes(self.cleanup_slack) or 0
-
-    def to_env(self) -> str:
-        """The settings as JSON, for the processes that do not read jupyterhub_config.py (the service)."""
-        return json.dumps({name: getattr(self, name) for name in self.trait_names(config=True)})
-
-    @classmethod
-    def from_env(cls, environ=os.environ) -> "StorageQuota":
-        values = json.loads(environ.get("WORKSPACE_STORAGE_QUOTA") or "{}")
-        return cls(config=Config({"StorageQuota": values}))
 
 
 def _fold(fn, values):

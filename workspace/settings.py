@@ -1,7 +1,9 @@
 """Settings of one deployment, read from the environment and the data directory.
 
 Shared by `jupyterhub_config.py` and the setup commands so that both agree on
-ports, paths and secrets. Every variable is optional:
+ports, paths and secrets. Every variable is optional. (The WORKSPACE_*
+shorthands of options, such as WORKSPACE_RESOURCE_TYPES or WORKSPACE_CULL_*,
+are in workspace/config.py and docs/configuration.md.)
 
 - `WORKSPACE_DATA_DIR`        all state: database, homes, logs, secrets (default `./data`)
 - `WORKSPACE_PORT`            public port of the proxy on 127.0.0.1 (default 8000)
@@ -19,28 +21,12 @@ ports, paths and secrets. Every variable is optional:
 - `WORKSPACE_STORE_SIZE`      size of that sparse btrfs image (default 200G; takes only what is used)
 - `WORKSPACE_SERVICE_PORT`    port of the workspace service (REST API) on 127.0.0.1 (default 8082)
 - `WORKSPACE_DB_URL`          the workspace database (default SQLite `<data dir>/workspace.sqlite`)
-- `WORKSPACE_RESOURCE_TYPES`  resource types as JSON (see WorkspaceMixin.resource_types)
-- `WORKSPACE_DEFAULT_RESOURCE_TYPE` the type a start without a choice gets (default: the first)
-- `WORKSPACE_QUOTA_BYTES`     each user's storage quota, like 50G; empty for none (default 50G)
-- `WORKSPACE_QUOTA_FILES`     each user's file quota (default 1000000; 0 for none)
 - `WORKSPACE_AUTH`            `native`: self sign-up with an institution e-mail and admin approval
                               (workspace/auth.py); unset: one shared password (for trying only)
-- `WORKSPACE_EMAIL_DOMAINS`   e-mail domains that may sign up with WORKSPACE_AUTH=native, comma-separated
 - `WORKSPACE_SUBDOMAIN_HOST`  users' servers on their own subdomains of this origin, like
                               `http://localhost:8000` (make up's default; `WORKSPACE_SUBDOMAIN_HOST=`
                               for one origin); a campus: `https://jupyter.uni.example.edu` with
                               wildcard DNS and TLS (SECURITY.md)
-- `WORKSPACE_MAX_WORKSPACES`  workspaces one user may have (default 50)
-- `WORKSPACE_MAX_RUNNING`     workspaces one user may run at once (default 3; 0 for no limit)
-- `WORKSPACE_UPLOAD_EXPIRE_AFTER` seconds after which an unfinished upload is removed (default 86400)
-- `WORKSPACE_UPLOAD_MAX_PENDING`  unfinished uploads one user may have (default 4)
-- `WORKSPACE_GPU_INVENTORY`   GPU device IDs of this node, comma-separated (default: NVML's)
-- `WORKSPACE_GPU_DEVICE_MODE` `device_requests` (default) or `env` (NVIDIA_VISIBLE_DEVICES only)
-- `WORKSPACE_COURSES`         instructors per course (a JupyterHub group) as JSON, like
-                              `{"cs101": {"instructors": ["prof"]}}`: they set the course up from its roster
-                              and read (never change) its students' workspaces
-- `WORKSPACE_CULL_*`, `WORKSPACE_USAGE_SAMPLE_INTERVAL`, `WORKSPACE_HOME_FILES_INTERVAL`, `WORKSPACE_CULLER_CONFIG`
-                              the idle culler's policy (read by workspace/culler.py; see README)
 
 Passwords and the admin API token that are not set are generated once and
 kept in `<data dir>/secrets.env` (mode 600).

@@ -90,10 +90,12 @@ class WorkspaceMixin(LoggingConfigurable):
         help="""The resource types users choose from (`user_options["resource_type"]`).
         Each is a dict: `name`, `description`, `cpu` (cores), `memory` ("8G"),
         `gpus` (count), `gpu_model`, `home_size` ("20G"), `max_runtime`
-        (seconds), `groups` (who may use it; empty: everyone) and `capacity`
-        (how many may run at once on a node). A start of a full type waits in
-        a queue, first come first served, and its progress shows the position.
-        Empty (the default): no types, no limits.""",
+        (seconds), `groups` (who may use it; empty: everyone), `capacity`
+        (how many may run at once on a node), `per_user` (how many one user
+        may hold at once; GPU types default to 1), `pids` and `home_files`
+        (over `default_limits`). A start of a full type waits in a queue,
+        first come first served, and its progress shows the position.
+        Empty (the default): no types, only `default_limits`.""",
     )
     default_resource_type = Unicode(
         None,

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from fakehub import FakeHub  # noqa: E402
 
-from workspace.culler import env_config  # noqa: E402
+from workspace.config import from_environment  # noqa: E402
 from workspace.executions import Execution, UsageSample  # noqa: E402
 
 
@@ -86,12 +86,12 @@ def test_a_refused_stop_leaves_no_stop_reason(setup, monkeypatch):
 
 
 def test_environment_settings_and_bad_values():
-    assert env_config({"WORKSPACE_CULL_BROWSER_TIMEOUT": "60", "WORKSPACE_CULL_INTERVAL": "5"}) == {
+    assert from_environment({"WORKSPACE_CULL_BROWSER_TIMEOUT": "60", "WORKSPACE_CULL_INTERVAL": "5"}) == {
         "IdlePolicy": {"browser_timeout": 60.0},
         "Culler": {"interval": 5.0},
     }
     with pytest.raises(SystemExit, match="WORKSPACE_CULL_CPU_WINDOW must be a number"):
-        env_config({"WORKSPACE_CULL_CPU_WINDOW": "30min"})
+        from_environment({"WORKSPACE_CULL_CPU_WINDOW": "30min"})
 
 
 def test_no_hub_token_reaches_a_workspace_and_a_hostile_report_affects_only_its_own(setup):

@@ -37,13 +37,6 @@ def test_bad_override_names_the_setting():
         policy(groups={"g": {"size": "1G"}}).limit_for("x", {"g"})
 
 
-def test_policy_travels_through_the_environment():
-    p = policy(bytes="5G", users={"ann": {"bytes": "7G"}})
-    q = StorageQuota.from_env({"WORKSPACE_STORAGE_QUOTA": p.to_env()})
-    assert q.limit_for("ann", set()) == Limit(7 << 30, 1_000_000)
-    assert q.cleanup_resource_type().name == "cleanup" and q.cleanup_resource_type().gpus == 0
-
-
 def write(path, name, data: bytes):
     path.mkdir(parents=True, exist_ok=True)
     (path / name).write_bytes(data)

@@ -1,112 +1,127 @@
 """The workspace service process, started and proxied by JupyterHub.
 
-    python -m workspace.service
+    python -m workspace.service --hub-config=/path/to/jupyterhub_config.py
 
-It serves the REST API (workspace/service/api.py) and runs the background
-job that finishes saves which failed (a full disk) or were interrupted (a
-crash): such homes are never left behind.
+It serves the REST API (workspace/service/api.py) and the pages, and runs the
+background job that finishes saves which failed (a full disk) or were
+interrupted (a crash): such homes are never left behind.
 
-Configuration comes from the environment: JupyterHub sets JUPYTERHUB_*, and
-the WORKSPACE_* variables are those of workspace/settings.py.
+It is a traitlets Application configured as the hub is (workspace/config.py):
+the WORKSPACE_* variables, then the hub's own jupyterhub_config.py, so the
+pages and the API apply the resource types, quotas and rules the hub does.
+JupyterHub itself sets the JUPYTERHUB_* variables (the service's URL, prefix
+and token).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
+import sys
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
+from traitlets import Dict, Float, Unicode
+from traitlets.config import Application
 
-from .. import lifecycle, uploads
+from .. import config, lifecycle, uploads
 from ..datasets import DatasetRules
 from ..db import database
 from ..homes import store_for
 from ..process import die_with_the_hub
 from ..quotas import StorageQuota
-from ..resource_types import ResourceType
 from ..sandbox import Sandbox
-from ..settings import Settings
 from ..uploads import UploadPolicy
 from . import courses_api, datasets_api, pages, storage_api, uploads_api
 from .api import handlers
 
 log = logging.getLogger("workspace.service")
 
-# Saves that failed are retried this often (seconds).
-RETRY_INTERVAL = float(os.environ.get("WORKSPACE_SAVE_RETRY_INTERVAL", "60"))
 
+class WorkspaceService(Application):
+    name = "workspace-service"
+    description = "The workspace service: the REST API and the pages of workspaces, datasets, storage and courses."
+    classes = [StorageQuota, DatasetRules, UploadPolicy]
+    aliases = {"hub-config": "WorkspaceService.hub_config"}
 
-def make_app(settings: Settings) -> web.Application:
-    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/workspace/")
-    db = database(settings.db_url)
-    return web.Application(
-        [
-            (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
-            *pages.handlers(prefix),
-            *handlers(prefix),
-            *datasets_api.handlers(prefix),
-            *uploads_api.handlers(prefix),
-            *storage_api.handlers(prefix),
-            *courses_api.handlers(prefix),
-        ],
-        prefix=prefix,
-        hub_prefix=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/",
-        hub_api_url=os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
-        workspace_db=db,
-        workspace_store=store_for(settings.store_dir, clean=False),
-        dataset_rules=dataset_rules(),
-        upload_policy=upload_policy(),
-        sandbox=Sandbox(image=settings.image, deployment=settings.deployment),
-        # the policy the hub applies, passed by jupyterhub_config.py
-        storage_quota=StorageQuota.from_env(),
-        resource_types=[
-            ResourceType.from_config(d) for d in json.loads(os.environ.get("WORKSPACE_RESOURCE_TYPES") or "[]")
-        ],
-        default_resource_type=os.environ.get("WORKSPACE_DEFAULT_RESOURCE_TYPE") or None,
-        image=settings.image,
-        images=settings.images,
-        # users' servers on their own subdomains (workspace/origins.py); None: on the hub's origin
-        subdomain_host=os.environ.get("WORKSPACE_SUBDOMAIN_HOST") or None,
-        courses=json.loads(os.environ.get("WORKSPACE_COURSES") or "{}"),
-        gpu_inventory=[g for g in os.environ.get("WORKSPACE_GPU_INVENTORY", "").split(",") if g],
-        cookie_secret=os.urandom(32),
+    hub_config = Unicode(
+        "",
+        config=True,
+        help="""The hub's configuration file (jupyterhub_config.py), which the hub
+        passes in the service's command line: its options (resource types,
+        quotas, dataset rules, courses) are the ones the service applies.""",
+    )
+    courses = Dict(
+        config=True,
+        help="""Instructors per course (a JupyterHub group), like
+        {"cs101": {"instructors": ["prof"]}}: they set the course up from its
+        roster and read (never change) its students' workspaces.
+        jupyterhub_config.py gives them the matching roles.""",
+    )
+    retry_interval = Float(
+        60,
+        config=True,
+        help="""Seconds between two attempts to finish the saves that failed (a
+        full disk) or were interrupted (a crash), and to expire abandoned
+        uploads and queued starts whose hub is gone.""",
     )
 
+    def initialize(self, argv=None):
+        config.load(self, argv)
+        self.spawner = config.SpawnerOptions(self.config)
+        self.storage_quota = StorageQuota(parent=self)
+        self.dataset_rules = DatasetRules(parent=self)
+        self.upload_policy = UploadPolicy(parent=self)
 
-def dataset_rules() -> DatasetRules:
-    """The dataset rules, with the thresholds an admin set in the environment."""
-    env = os.environ
-    rules = DatasetRules()
-    if "WORKSPACE_DATASET_SMALL_FILES_RULE" in env:
-        rules.small_files_rule = env["WORKSPACE_DATASET_SMALL_FILES_RULE"].lower() not in ("0", "false", "off", "no")
-    if "WORKSPACE_DATASET_SMALL_FILES_MIN_TOTAL" in env:
-        rules.small_files_min_total = int(env["WORKSPACE_DATASET_SMALL_FILES_MIN_TOTAL"])
-    if "WORKSPACE_DATASET_SMALL_FILES_MIN_AVERAGE" in env:
-        rules.small_files_min_average = int(env["WORKSPACE_DATASET_SMALL_FILES_MIN_AVERAGE"])
-    return rules
+    @property
+    def images(self) -> list[str]:
+        allowed = self.spawner.allowed_images
+        return list(allowed) if isinstance(allowed, (list, dict)) and allowed else [self.spawner.image]
+
+    def make_app(self) -> web.Application:
+        prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/workspace/")
+        spawner = self.spawner
+        return web.Application(
+            [
+                (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
+                *pages.handlers(prefix),
+                *handlers(prefix),
+                *datasets_api.handlers(prefix),
+                *uploads_api.handlers(prefix),
+                *storage_api.handlers(prefix),
+                *courses_api.handlers(prefix),
+            ],
+            prefix=prefix,
+            hub_prefix=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/",
+            hub_api_url=os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
+            workspace_db=database(spawner.db_url),
+            workspace_store=store_for(spawner.store_root, clean=False),
+            dataset_rules=self.dataset_rules,
+            upload_policy=self.upload_policy,
+            sandbox=Sandbox(image=spawner.image, deployment=spawner.deployment),
+            storage_quota=self.storage_quota,
+            resource_types=spawner.parsed_resource_types(),
+            default_resource_type=spawner.default_resource_type,
+            image=spawner.image,
+            images=self.images,
+            # users' servers on their own subdomains (workspace/origins.py); None: on the hub's origin
+            subdomain_host=self.config.JupyterHub.get("subdomain_host") or None,
+            courses=self.courses,
+            gpu_inventory=list(spawner.gpu_inventory),
+            cookie_secret=os.urandom(32),
+        )
 
 
-def upload_policy() -> UploadPolicy:
-    env, policy = os.environ, UploadPolicy()
-    if env.get("WORKSPACE_UPLOAD_EXPIRE_AFTER"):
-        policy.expire_after = float(env["WORKSPACE_UPLOAD_EXPIRE_AFTER"])
-    if env.get("WORKSPACE_UPLOAD_MAX_PENDING"):
-        policy.max_pending = int(env["WORKSPACE_UPLOAD_MAX_PENDING"])
-    return policy
-
-
-async def retry_saves(settings: Settings) -> None:
+async def retry_saves(service: WorkspaceService) -> None:
     """Forever: finish the saves that failed or were interrupted; end queued starts whose hub is gone."""
-    db = database(settings.db_url)
-    store = store_for(settings.store_dir, clean=False)
-    expire_after = upload_policy().expire_after
+    db = database(service.spawner.db_url)
+    store = store_for(service.spawner.store_root, clean=False)
+    expire_after = service.upload_policy.expire_after
     loop = asyncio.get_running_loop()
     while True:
         try:
@@ -121,11 +136,11 @@ async def retry_saves(settings: Settings) -> None:
                 log.info("removed %d abandoned upload(s)", gone)
         except Exception:
             log.exception("retrying pending saves failed")
-        await asyncio.sleep(RETRY_INTERVAL)
+        await asyncio.sleep(service.retry_interval)
 
 
-async def serve(settings: Settings) -> None:
-    app = make_app(settings)
+async def serve(service: WorkspaceService) -> None:
+    app = service.make_app()
     url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:8082"))
     server = HTTPServer(app, xheaders=True)
     server.listen(url.port, url.hostname)
@@ -136,18 +151,20 @@ async def serve(settings: Settings) -> None:
     # inherits SIGINT ignored, and JupyterHub stops services with SIGINT first.
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    retry = asyncio.ensure_future(retry_saves(settings))
+    retry = asyncio.ensure_future(retry_saves(service))
     await stop.wait()
     log.info("workspace service stopping")
     retry.cancel()
     server.stop()
 
 
-def main() -> None:
+def main(argv=None) -> None:
     # A hub that crashed and restarts starts a new service on the same port.
     die_with_the_hub()
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
-    asyncio.run(serve(Settings.from_env()))
+    service = WorkspaceService()
+    service.initialize(sys.argv[1:] if argv is None else argv)
+    asyncio.run(serve(service))
 
 
 if __name__ == "__main__":

@@ -22,16 +22,13 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from . import courses, datasets, queue
+from . import courses
 from .copier import Transfer
 from .db import Database
-from .errors import UserError
 from .executions import (
     Execution,
     Snapshot,
-    Workspace,
     claim,
-    execution_by_number,
     find_workspace,
     get_or_create_workspace,
     new_execution,
@@ -79,49 +76,6 @@ class StartPlan:
                 f"its nearest earlier execution with output"
             )
         return f"Execution #{self.number} continues from #{self.parent}"
-
-
-def check_continuation(db: Database, owner: str, name: str, choice) -> None:
-    """Raise the user's 400 now if `choice` names no execution of this workspace."""
-    if isinstance(choice, int):
-        with db.session() as s:
-            ws = find_workspace(s, owner, name)
-            if ws is None or execution_by_number(s, ws, choice) is None:
-                # plan_continuation words the error with the numbers that exist
-                plan_continuation(s, ws or get_or_create_workspace(s, owner, name), choice)
-
-
-def files_to_restore(db: Database, owner: str, name: str, choice) -> int | None:
-    """How many files the home a start would restore holds (as measured after its save; None: unknown)."""
-    with db.session() as s:
-        ws = find_workspace(s, owner, name)
-        if ws is None:
-            return None
-        _, source = plan_continuation(s, ws, choice)
-        return source.snapshot.files if source is not None and source.snapshot is not None else None
-
-
-def check_home_files(db: Database, owner: str, name: str, choice, limit: int | None) -> None:
-    """A home saved with more files than its limit starts only in cleanup mode (the user's 403).
-
-    Neither store can stop a running home from making files, so the limit is
-    watched while it runs (the culler warns) and enforced here, at the next
-    start; nothing saved is ever cut.
-    """
-    files = files_to_restore(db, owner, name, choice) if limit else None
-    if files is not None and files > limit:
-        raise UserError(
-            403,
-            f"The home of “{name}” holds {files:,} files, more than the {limit:,} a home may "
-            "have. Start it in cleanup mode to delete files, or pack small files into a few "
-            "archives (tar, zip, HDF5).",
-        )
-
-
-def resolve_datasets(db: Database, refs, user: str, groups: set[str], admin: bool) -> list[dict]:
-    """The dataset mount plan for a start, or the user's 400/403 (blocking)."""
-    with db.session() as s:
-        return datasets.resolve(s, refs, user, groups, admin)
 
 
 def begin(
@@ -173,68 +127,6 @@ def begin(
                 if starter is not None
                 else None
             ),
-        )
-
-
-def admit(db: Database, execution_id: int, rtype, inventory: list[str], node: str):
-    """Let a queued execution in if its type has room (queue.admit); its Admission."""
-    with db.session() as s:
-        ex = s.get(Execution, execution_id)
-        if ex.state in queue.HOLDING:
-            return queue.Admission(True, 0, 0, list(ex.gpu_ids or []))
-        if ex.state != "queued":  # ended while it waited (taken for gone: no heartbeat in time)
-            raise UserError(503, ex.stop_detail or "This start left the queue; start the workspace again.")
-        admission = queue.admit(s, ex, rtype, inventory, node)
-        if admission.admitted:
-            gpus = f" with GPU(s) {', '.join(admission.gpu_ids)}" if admission.gpu_ids else ""
-            ex.to(s, "preparing", f"Admitted as “{rtype.name}”{gpus}")
-        return admission
-
-
-def expire_stale_queue(db: Database) -> int:
-    """End queued executions whose waiting start is gone (see queue.expire_stale); how many."""
-    with db.session() as s:
-        return len(queue.expire_stale(s))
-
-
-def one_queued_per_user(db: Database, owner: str, name: str, rtype) -> None:
-    """A user waits at most once per resource type: a second queued start is the user's 409."""
-    with db.session() as s:
-        for ex in s.scalars(
-            select(Execution).where(Execution.state == "queued", Execution.resource_type == rtype.name)
-        ):
-            if ex.workspace.owner == owner and ex.workspace.name != name:
-                raise UserError(
-                    409,
-                    f"You already wait for a “{rtype.name}” with workspace “{ex.workspace.name}”; "
-                    "stop that one, or wait until it starts.",
-                )
-
-
-def within_per_user_limit(db: Database, owner: str, name: str, rtype) -> None:
-    """A user holds (or waits for) at most `rtype.per_user` starts of a type at once: one student cannot
-    take every GPU of a type. The user's 403 beyond it."""
-    if not rtype.per_user:
-        return
-    with db.session() as s:
-        held = [
-            ex.workspace.name
-            for ex in s.scalars(
-                select(Execution)
-                .join(Workspace, Execution.workspace_id == Workspace.id)
-                .where(
-                    Workspace.owner == owner,
-                    Workspace.name != name,
-                    Execution.resource_type == rtype.name,
-                    Execution.state.in_(("queued", *queue.HOLDING)),
-                )
-            )
-        ]
-    if len(held) >= rtype.per_user:
-        raise UserError(
-            403,
-            f"You already run {len(held)} “{rtype.name}” workspace(s) ({', '.join(sorted(held))}), "
-            f"the most one person may at once; stop one first, or choose another type.",
         )
 
 

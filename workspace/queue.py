@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
-from .db import utcnow
+from .db import Database, utcnow
+from .errors import UserError
 from .executions import Execution
 from .resource_types import ResourceType
 
@@ -179,3 +180,29 @@ def gpu_inventory(static: list[str] | None, nvml=None) -> list[str]:
         return [str(i) for i in range(nvml.nvmlDeviceGetCount())]
     finally:
         nvml.nvmlShutdown()
+
+
+# -- the same, each in a transaction of its own (blocking; the spawner runs them in threads) --
+
+
+def admit_execution(
+    db: Database, execution_id: int, rtype: ResourceType, inventory: list[str], node: str
+) -> "Admission":
+    """Let a queued execution in if its type has room (`admit`, in one transaction); its Admission."""
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        if ex.state in HOLDING:
+            return Admission(True, 0, 0, list(ex.gpu_ids or []))
+        if ex.state != "queued":  # ended while it waited (taken for gone: no heartbeat in time)
+            raise UserError(503, ex.stop_detail or "This start left the queue; start the workspace again.")
+        admission = admit(s, ex, rtype, inventory, node)
+        if admission.admitted:
+            gpus = f" with GPU(s) {', '.join(admission.gpu_ids)}" if admission.gpu_ids else ""
+            ex.to(s, "preparing", f"Admitted as “{rtype.name}”{gpus}")
+        return admission
+
+
+def expire_stale_queue(db: Database) -> int:
+    """End queued executions whose waiting start is gone (see expire_stale); how many."""
+    with db.session() as s:
+        return len(expire_stale(s))

@@ -19,15 +19,16 @@ from pathlib import Path
 
 import docker
 from dockerspawner import DockerSpawner
-from traitlets import Bool, Dict, Float, Int, List, Unicode, default
+from traitlets import Bool, Dict, Float, Instance, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from . import courses, datasets, lifecycle, networks, queue, quotas, resource_types, spawnform
+from . import courses, datasets, lifecycle, networks, queue, quotas, resource_types, spawnform, start_request
 from .copier import Transfer
 from .db import database
 from .errors import UserError
 from .executions import parse_continue_from
 from .homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
+from .start_request import StartRequest, StartState
 
 
 class WorkspaceMixin(LoggingConfigurable):
@@ -145,6 +146,14 @@ class WorkspaceMixin(LoggingConfigurable):
     execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
     live_key = Unicode("", help="Store key of the current execution's live home.")
 
+    # the current start: its checked options (set in the spawn request) and what it set up
+    start_request = Instance(StartRequest, allow_none=True, help="This start's checked options (check_start).")
+    current = Instance(StartState, help="What the current start has set up (reset by every start).")
+
+    @default("current")
+    def _default_current(self):
+        return StartState()
+
     @default("notebook_dir")
     def _default_notebook_dir(self):
         return self.home_mount
@@ -193,31 +202,23 @@ class WorkspaceMixin(LoggingConfigurable):
         """Images the user may choose from (engine-specific)."""
         return [self.image]
 
-    @property
-    def storage_quota(self) -> quotas.StorageQuota:
-        """The storage quota policy (configured as `c.StorageQuota`)."""
-        if getattr(self, "_storage_quota", None) is None:
-            self._storage_quota = quotas.StorageQuota(parent=self)
-        return self._storage_quota
+    storage_quota = Instance(quotas.StorageQuota, help="The storage quota policy (configured as `c.StorageQuota`).")
 
-    @property
-    def cleanup_mode(self) -> bool:
-        """Whether this start is in cleanup mode (`user_options["cleanup"]`)."""
-        value = self.user_options.get("cleanup", False)
-        if value in (True, False, None, "", "on", "true", "false", "off"):
-            return value in (True, "on", "true")
-        raise UserError(400, "“cleanup” must be true or false.")
+    @default("storage_quota")
+    def _default_storage_quota(self):
+        return quotas.StorageQuota(parent=self)
 
     def storage_page_url(self) -> str:
         base = self.hub.base_url[: -len("hub/")] if self.hub.base_url.endswith("hub/") else "/"
         return f"{base}services/workspace/storage"
 
-    async def check_storage(self) -> str | None:
-        """The user's storage against their quota: over it, a start is refused; a warning or None."""
+    async def check_storage(self, cleanup: bool) -> str | None:
+        """The user's storage against their quota: over it, a start is refused (but in cleanup mode);
+        a warning or None."""
         groups = {g.name for g in self.user.groups}
         policy, user = self.storage_quota, self.user.name
         status = await self.run_blocking(lambda: quotas.status(self.db, self.home_store, policy, user, groups))
-        if status.over and not self.cleanup_mode:
+        if status.over and not cleanup:
             raise status.refusal(self.storage_page_url())
         return status.warning()
 
@@ -285,17 +286,17 @@ class WorkspaceMixin(LoggingConfigurable):
             "CONDA_PKGS_DIRS": f"{home}/.conda/pkgs",
             "TORCH_HOME": f"{home}/.cache/torch",
             "WORKSPACE_NAME": self.name or "",
-            "WORKSPACE_EXECUTION": str(getattr(self, "_execution_number", "") or ""),
+            "WORKSPACE_EXECUTION": str(self.current.number or ""),
             # the home's size limit in bytes (empty: none), for the workspace's own display
-            "WORKSPACE_HOME_LIMIT": str(getattr(getattr(self, "_home_limit", None), "bytes", None) or ""),
+            "WORKSPACE_HOME_LIMIT": str(getattr(self.current.home_limit, "bytes", None) or ""),
             # what the culler shows the workspace extension instead of a hub token
-            "WORKSPACE_REPORT_KEY": getattr(self, "_report_key", None) or "",
+            "WORKSPACE_REPORT_KEY": self.current.report_key,
         }
 
     def get_env(self):
         env = super().get_env()
         env.update(self.workspace_env())
-        gpus = getattr(self, "_gpu_ids", None)
+        gpus = self.current.gpu_ids
         if gpus is not None and self.parsed_resource_types():
             # also with device_requests: CUDA programs see exactly these, by the same IDs
             env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
@@ -341,32 +342,48 @@ class WorkspaceMixin(LoggingConfigurable):
             # "continue from #3" must not stick (the default is the latest), and
             # a rejected value must not be kept.
             self.orm_spawner.user_options = {k: v for k, v in stored.items() if k != "continue_from"}
-        # a course's workspace: the course's resource type, image and datasets unless this start chose
-        defaults = await self.run_blocking(courses.start_defaults, self.db, self.user.name, self.name)
-        if defaults:
-            self.user_options = {**defaults, **(self.user_options or {})}
-        choice = parse_continue_from(self.user_options.get("continue_from"))
-        await self.run_blocking(lifecycle.check_continuation, self.db, self.user.name, self.name, choice)
-        await self.dataset_mounts()
-        rtype = self.chosen_resource_type()
-        if not self.cleanup_mode:
-            await self.run_blocking(
-                lifecycle.check_home_files, self.db, self.user.name, self.name, choice, self.limits(rtype)["home_files"]
-            )
-        self.check_running_limit()
-        if rtype is not None:
-            await self.run_blocking(lifecycle.within_per_user_limit, self.db, self.user.name, self.name, rtype)
-        self._storage_warning = await self.check_storage()
+        self.start_request = None
+        self.start_request = await self.check_start()
         if not hasattr(self, "_base_start_timeout"):
             self._base_start_timeout = self.start_timeout
         self.start_timeout = self._base_start_timeout
-        if rtype is not None and rtype.limited:
-            await self.run_blocking(lifecycle.one_queued_per_user, self.db, self.user.name, self.name, rtype)
+        if self.start_request.queued:
             # JupyterHub bounds start() by start_timeout; a wait in the queue must not count
             self.start_timeout = self._base_start_timeout + self.queue_timeout
         result = super().run_pre_spawn_hook()
         if inspect.isawaitable(result):
             await result
+
+    async def check_start(self) -> StartRequest:
+        """This start's options, checked once (the user's 400/403/409 on bad input; nothing recorded)."""
+        owner, name, db = self.user.name, self.name, self.db
+        groups = {g.name for g in self.user.groups}
+        # a course's workspace: the course's resource type, image and datasets unless this start chose
+        defaults = await self.run_blocking(courses.start_defaults, db, owner, name)
+        if defaults:
+            self.user_options = {**defaults, **(self.user_options or {})}
+        options = self.user_options or {}
+        choice = parse_continue_from(options.get("continue_from"))
+        cleanup = start_request.parse_cleanup(options.get("cleanup", False))
+        await self.run_blocking(start_request.check_continuation, db, owner, name, choice)
+        refs = datasets.parse_refs(options.get("datasets"))
+        mounts = (
+            await self.run_blocking(start_request.resolve_datasets, db, refs, owner, groups, bool(self.user.admin))
+            if refs
+            else []
+        )
+        rtype = self.chosen_resource_type(cleanup, options.get("resource_type"), groups)
+        limits = self.limits(rtype)
+        if not cleanup:
+            await self.run_blocking(start_request.check_home_files, db, owner, name, choice, limits["home_files"])
+        self.check_running_limit()
+        if rtype is not None:
+            await self.run_blocking(start_request.within_per_user_limit, db, owner, name, rtype)
+        warning = await self.check_storage(cleanup)
+        request = StartRequest(choice, rtype, cleanup, tuple(mounts), limits, warning)
+        if request.queued:
+            await self.run_blocking(start_request.one_queued_per_user, db, owner, name, rtype)
+        return request
 
     def check_running_limit(self) -> None:
         """At most `max_running_per_user` workspaces at once (the user's 403 beyond)."""
@@ -395,57 +412,42 @@ class WorkspaceMixin(LoggingConfigurable):
     def parsed_resource_types(self) -> list[resource_types.ResourceType]:
         return [resource_types.ResourceType.from_config(d) for d in self.resource_types]
 
-    def chosen_resource_type(self) -> resource_types.ResourceType | None:
-        """The resource type of this start (user_options["resource_type"]), or the user's 400/403."""
-        if self.cleanup_mode:
+    def chosen_resource_type(self, cleanup: bool, wanted, groups) -> resource_types.ResourceType | None:
+        """The resource type of a start (`user_options["resource_type"]`), or the user's 400/403."""
+        if cleanup:
             return self.storage_quota.cleanup_resource_type()
-        wanted = self.user_options.get("resource_type")
-        if wanted is not None and not isinstance(wanted, str):
-            raise UserError(400, "“resource_type” must be the name of a resource type.")
-        groups = {g.name for g in self.user.groups}
+        wanted = start_request.parse_resource_type_name(wanted)
         return resource_types.choose(self.parsed_resource_types(), wanted, self.default_resource_type, groups)
-
-    async def dataset_mounts(self) -> list[dict]:
-        """Resolve `user_options["datasets"]` to the versions to mount (400/403 on bad input)."""
-        refs = datasets.parse_refs(self.user_options.get("datasets"))
-        if not refs:
-            return []
-        groups = {g.name for g in self.user.groups}
-        return await self.run_blocking(
-            lifecycle.resolve_datasets, self.db, refs, self.user.name, groups, bool(self.user.admin)
-        )
 
     # -- start ----------------------------------------------------------------
 
     async def start(self):
         self._reset_progress()
-        self._restore_future = None
-        self._home_limit = None
         started = time.monotonic()
-        choice = parse_continue_from(self.user_options.get("continue_from"))
+        # checked in the spawn request (run_pre_spawn_hook); only a start called without it checks here
+        request, self.start_request = self.start_request or await self.check_start(), None
+        self.current = current = StartState()
+        rtype, mounts = request.resource_type, list(request.mounts)
         db, store = self.db, await self.run_blocking(lambda: self.home_store)
         # A save that failed earlier is retried first, so "latest" can include it.
         await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name)
-        mounts = await self.dataset_mounts()
-        self._mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
-        rtype = self.chosen_resource_type()
-        cleanup = self.storage_quota.slack if self.cleanup_mode else None
-        limits = self.limits(rtype)
+        current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
+        cleanup = self.storage_quota.slack if request.cleanup else None
         plan = await self.run_blocking(
             lambda: lifecycle.begin(
                 db,
                 self.user.name,
                 self.name,
-                choice,
+                request.continue_from,
                 self.image,
                 mounts,
                 rtype,
                 cleanup,
-                home_files=limits["home_files"],
+                home_files=request.limits["home_files"],
             )
         )
-        self.execution_id, self.live_key, self._execution_number = plan.execution_id, plan.live_key, plan.number
-        self._report_key = plan.report_key
+        self.execution_id, self.live_key = plan.execution_id, plan.live_key
+        current.number, current.report_key = plan.number, plan.report_key or ""
         self.emit_progress(5, plan.describe())
         if cleanup is not None:
             self.emit_progress(
@@ -453,15 +455,15 @@ class WorkspaceMixin(LoggingConfigurable):
                 "Cleanup mode: delete what you no longer need; the home cannot grow, and the "
                 "workspace stops after a short time",
             )
-        if getattr(self, "_storage_warning", None):
-            self.emit_progress(5, self._storage_warning)
+        if request.storage_warning:
+            self.emit_progress(5, request.storage_warning)
         for m in mounts:
             self.emit_progress(5, f"Dataset {m['ref']} will be mounted read-only at {m['mount']}")
-        self._gpu_ids = []
-        self.apply_limits(limits)
+        current.gpu_ids = []
+        self.apply_limits(request.limits)
         if rtype is not None:
             self.emit_progress(5, f"Resource type “{rtype.name}”: {rtype.summary()}")
-            if rtype.limited:
+            if request.queued:
                 await self._wait_in_queue(plan, rtype)
         try:
             await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
@@ -522,11 +524,11 @@ class WorkspaceMixin(LoggingConfigurable):
         deadline = time.monotonic() + self.queue_timeout
         while True:
             admission = await self.run_blocking(
-                lifecycle.admit, self.db, plan.execution_id, rtype, inventory, queue.node_name()
+                queue.admit_execution, self.db, plan.execution_id, rtype, inventory, queue.node_name()
             )
             if admission.admitted:
-                self._gpu_ids = admission.gpu_ids
-                gpus = f", GPU(s) {', '.join(self._gpu_ids)}" if self._gpu_ids else ""
+                self.current.gpu_ids = gpus = admission.gpu_ids
+                gpus = f", GPU(s) {', '.join(gpus)}" if gpus else ""
                 self.emit_progress(8, f"Admitted as “{rtype.name}”{gpus}")
                 return
             text = admission.describe(rtype)
@@ -560,10 +562,10 @@ class WorkspaceMixin(LoggingConfigurable):
             done = t.bytes / t.bytes_total if t.bytes_total else 1
             loop.call_soon_threadsafe(self.emit_progress, 15 + int(45 * done), f"Restoring the home: {t.describe()}")
 
-        self._restore_future = self.executor.submit(
+        self.current.restore = self.executor.submit(
             lifecycle.restore, self.db, self.home_store, plan, report if plan.restore_snapshot else None
         )
-        stats = await asyncio.wrap_future(self._restore_future)
+        stats = await asyncio.wrap_future(self.current.restore)
         if plan.restore_snapshot:
             how = f", sharing {stats.shared_files:,} files (snapshot)" if stats.shared_files else ""
             self.emit_progress(
@@ -573,13 +575,13 @@ class WorkspaceMixin(LoggingConfigurable):
             )
         else:
             self.emit_progress(60, "Created an empty home")
-        self._home_limit = await self.run_blocking(lifecycle.limit_home, self.db, self.home_store, plan)
-        if self._home_limit.describe():
-            self.emit_progress(62, self._home_limit.describe())
+        self.current.home_limit = limit = await self.run_blocking(lifecycle.limit_home, self.db, self.home_store, plan)
+        if limit.describe():
+            self.emit_progress(62, limit.describe())
 
     async def _wait_restore(self) -> None:
         """Wait for a restore still running in a thread (its awaiter may have been cancelled)."""
-        future = getattr(self, "_restore_future", None)
+        future = self.current.restore
         if future is not None and not future.done():
             try:
                 await asyncio.wrap_future(future)
@@ -685,6 +687,7 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     )
 
     _pool = None
+    pids_limit: int | None = None  # of the current start (apply_limits)
 
     @property
     def executor(self):
@@ -728,10 +731,10 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
         }
-        pids = getattr(self, "_pids_limit", None)
+        pids = self.pids_limit
         if pids:
             config["pids_limit"] = pids
-        gpus = getattr(self, "_gpu_ids", None)
+        gpus = self.current.gpu_ids
         if gpus and self.gpu_device_mode == "device_requests":
             config["device_requests"] = [docker.types.DeviceRequest(device_ids=list(gpus), capabilities=[["gpu"]])]
         return config
@@ -741,14 +744,14 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         binds = super().volume_binds
         if self.live_key:  # an execution's home; a spawner used without one (DockerSpawner's own ways) has none
             binds[str(self.home_dir)] = {"bind": self.home_mount, "mode": "rw"}
-        for source, mount in getattr(self, "_mounts", []):
+        for source, mount in self.current.mounts:
             binds[source] = {"bind": mount, "mode": "ro"}
         return binds
 
     def apply_limits(self, limits: dict) -> None:
         self.cpu_limit = limits["cpu"]
         self.mem_limit = limits["memory"]
-        self._pids_limit = limits["pids"]
+        self.pids_limit = limits["pids"]
 
     def container_labels(self) -> dict[str, str]:
         return {
@@ -766,12 +769,12 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         return self.container_id
 
     async def prepare_image(self) -> None:
-        self._image_checked = None
+        self.current.image_checked = None
         image_option = self.user_options.get("image")
         if image_option:
             self.image = await self.check_allowed(image_option)
         await self.pull_image(self.image)
-        self._image_checked = self.image
+        self.current.image_checked = self.image
 
     async def remove_dead_container(self) -> None:
         if self.container_id:
@@ -805,7 +808,7 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         return await super().docker(method, *args, **kwargs)
 
     async def pull_image(self, image):
-        if getattr(self, "_image_checked", None) == image:
+        if self.current.image_checked == image:
             return
         self.emit_progress(10, f"Checking image {image}")
         try:

@@ -29,7 +29,7 @@ from tornado.httpserver import HTTPServer
 from traitlets import Dict, Float, Unicode
 from traitlets.config import Application
 
-from .. import config, lifecycle, uploads
+from .. import config, lifecycle, queue, uploads
 from ..datasets import DatasetRules
 from ..db import database
 from ..homes import store_for
@@ -128,7 +128,7 @@ async def retry_saves(service: WorkspaceService) -> None:
             done = await loop.run_in_executor(None, lifecycle.finish_pending_saves, db, store)
             if done:
                 log.info("finished %d pending save(s)", len(done))
-            gone = await loop.run_in_executor(None, lifecycle.expire_stale_queue, db)
+            gone = await loop.run_in_executor(None, queue.expire_stale_queue, db)
             if gone:
                 log.info("%d queued start(s) whose hub had gone left the queue", gone)
             gone = await loop.run_in_executor(None, uploads.expire, store.uploads_dir, expire_after)

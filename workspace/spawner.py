@@ -165,7 +165,9 @@ class WorkspaceMixin(LoggingConfigurable):
         return True
 
     @default("options_form")
-    def _default_options_form(self):
+    def _default_workspace_options_form(self):
+        # not named _default_options_form: that stays DockerSpawner's method (the image
+        # choice as HTML), which code written for DockerSpawner may call
         return self._render_options_form
 
     @default("options_from_form")
@@ -773,7 +775,15 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         image_option = self.user_options.get("image")
         if image_option:
             self.image = await self.check_allowed(image_option)
-        await self.pull_image(self.image)
+        try:
+            await self.pull_image(self.image)
+        except docker.errors.NotFound as e:
+            raise UserError(
+                500,
+                f"The image {self.image} is not installed on this server. "
+                "Please tell your administrator (they can build it with `make images`).",
+                detail=str(e),
+            ) from e
         self.current.image_checked = self.image
 
     async def remove_dead_container(self) -> None:
@@ -811,15 +821,9 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         if self.current.image_checked == image:
             return
         self.emit_progress(10, f"Checking image {image}")
-        try:
-            await super().pull_image(image)
-        except docker.errors.NotFound as e:
-            raise UserError(
-                500,
-                f"The image {image} is not installed on this server. "
-                "Please tell your administrator (they can build it with `make images`).",
-                detail=str(e),
-            ) from e
+        # DockerSpawner's exceptions (docker.errors.NotFound for a missing image), which its callers
+        # catch; a start's sentence for the user is prepare_image's
+        await super().pull_image(image)
 
     async def create_object(self):
         self.emit_progress(70, "Creating the container")

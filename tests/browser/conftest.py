@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 
+from tests.browser.network import again_on_network_change
 from tests.integration.conftest import (  # noqa: F401  (fixtures)
     btrfs_dir,
     docker_client,
@@ -39,26 +40,16 @@ def chromium():
         pytest.skip("Playwright is not installed: `make test` installs the test dependencies")
     from playwright.sync_api import Error, Page
 
-    # Chromium aborts a navigation with net::ERR_NETWORK_CHANGED when a network interface appears
-    # on the host, which every container start (of any test) does: a navigation is tried again then.
-    goto = Page.goto
-
-    def goto_again_on_network_change(page, url, **kwargs):
-        for attempt in range(4):
-            try:
-                return goto(page, url, **kwargs)
-            except Error as e:
-                if "ERR_NETWORK_CHANGED" not in str(e) or attempt == 3:
-                    raise
-
-    Page.goto = goto_again_on_network_change
+    # a navigation aborted because a container's interface appeared is tried again (network.py)
+    goto, reload = Page.goto, Page.reload
+    Page.goto, Page.reload = again_on_network_change(goto, Error), again_on_network_change(reload, Error)
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
             yield browser
             browser.close()
     finally:
-        Page.goto = goto
+        Page.goto, Page.reload = goto, reload
 
 
 def login(page, hub, user: str, password: str) -> None:

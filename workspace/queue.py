@@ -10,7 +10,7 @@ IDs of the executions that are active, so a stop, a crash or a hub restart
 (whose reconciliation ends vanished executions) frees them without
 bookkeeping of its own.
 
-Pure logic here; the spawner (workspace/spawner.py) waits and reports.
+Pure logic here; the spawner (workspace/spawner/mixin.py) waits and reports.
 """
 
 from __future__ import annotations

@@ -1,0 +1,222 @@
+"""`DockerWorkspaceSpawner`: a workspace in a Docker container on this host
+(dockerspawner's `DockerSpawner` with `WorkspaceMixin`).
+
+What only Docker knows lives here: CPU, memory and process limits, GPUs as
+device requests, bind mounts of the live home and the dataset versions, the
+owner's own network, the container's exit status, the local image.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import docker
+from dockerspawner import DockerSpawner
+from traitlets import Bool, Int, Unicode, default
+
+from .. import networks
+from ..errors import UserError
+from .mixin import WorkspaceMixin
+
+
+class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
+    """A workspace in a Docker container on this host."""
+
+    blocking_threads = Int(
+        16,
+        config=True,
+        help="""Threads for blocking Docker calls and file work, shared by all
+        spawners. dockerspawner's default is one thread, so one slow call
+        (a large save, a stuck daemon) would stall every other user's start.""",
+    )
+
+    owner_networks = Bool(
+        True,
+        config=True,
+        help="""Put each user's workspaces on a network of their own: they
+        reach each other, nobody else's (Docker isolates bridges from each
+        other), and the hub's API on the host. Off: `network_name` for all.""",
+    )
+    owner_network_pool = Unicode(
+        "10.213.0.0/16",
+        config=True,
+        help="""Addresses the owners' networks are carved from (a range this
+        site does not route elsewhere).""",
+    )
+    owner_network_prefix = Int(
+        27,
+        config=True,
+        help="Size of one owner's network (a /27 holds 29 workspaces).",
+    )
+
+    _pool = None
+    pids_limit: int | None = None  # of the current start (apply_limits)
+
+    @property
+    def executor(self):
+        cls = DockerWorkspaceSpawner
+        if cls._pool is None:
+            cls._pool = ThreadPoolExecutor(self.blocking_threads, thread_name_prefix="workspace-docker")
+        return cls._pool
+
+    @default("use_internal_ip")
+    def _default_use_internal_ip(self):
+        # The proxy reaches the container on the bridge; no host port is published.
+        return True
+
+    @default("remove")
+    def _default_remove(self):
+        # Every start is a new execution with a new container.
+        return True
+
+    @default("pull_policy")
+    def _default_pull_policy(self):
+        # Images are built locally (no registry); a missing image is an admin error.
+        return "never"
+
+    @default("prefix")
+    def _default_prefix(self):
+        return self.deployment
+
+    @default("extra_host_config")
+    def _default_extra_host_config(self):
+        # a callable (dockerspawner evaluates it at each create): the GPUs differ per start
+        return DockerWorkspaceSpawner._host_config
+
+    def _host_config(self) -> dict:
+        config = {
+            # tini as PID 1 reaps the zombies of terminals and kernels.
+            "init": True,
+            # Keep a dead container until stop() removes it, so its logs and
+            # exit status can be read (dockerspawner would auto-remove it).
+            "auto_remove": False,
+            # The student runs any code here: no capability, no setuid way back to one.
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+        }
+        pids = self.pids_limit
+        if pids:
+            config["pids_limit"] = pids
+        gpus = self.current.gpu_ids
+        if gpus and self.gpu_device_mode == "device_requests":
+            config["device_requests"] = [docker.types.DeviceRequest(device_ids=list(gpus), capabilities=[["gpu"]])]
+        return config
+
+    @property
+    def volume_binds(self):
+        binds = super().volume_binds
+        if self.live_key:  # an execution's home; a spawner used without one (DockerSpawner's own ways) has none
+            binds[str(self.home_dir)] = {"bind": self.home_mount, "mode": "rw"}
+        for source, mount in self.current.mounts:
+            binds[source] = {"bind": mount, "mode": "ro"}
+        return binds
+
+    def apply_limits(self, limits: dict) -> None:
+        self.cpu_limit = limits["cpu"]
+        self.mem_limit = limits["memory"]
+        self.pids_limit = limits["pids"]
+
+    def container_labels(self) -> dict[str, str]:
+        return {
+            "workspace.deployment": self.deployment,
+            "workspace.user": self.user.name,
+            "workspace.server": self.name or "",
+            "workspace.execution": str(self.execution_id or ""),
+        }
+
+    def image_choices(self) -> list[str]:
+        allowed = self._get_allowed_images()
+        return list(allowed) if isinstance(allowed, dict) and allowed else [self.image]
+
+    def container_record_id(self) -> str:
+        return self.container_id
+
+    async def prepare_image(self) -> None:
+        self.current.image_checked = None
+        image_option = self.user_options.get("image")
+        if image_option:
+            self.image = await self.check_allowed(image_option)
+        try:
+            await self.pull_image(self.image)
+        except docker.errors.NotFound as e:
+            raise UserError(
+                500,
+                f"The image {self.image} is not installed on this server. "
+                "Please tell your administrator (they can build it with `make images`).",
+                detail=str(e),
+            ) from e
+        self.current.image_checked = self.image
+
+    async def remove_dead_container(self) -> None:
+        if self.container_id:
+            try:
+                await self.remove_object()
+            except docker.errors.DockerException as e:
+                self.log.warning("Could not remove the container of %s: %s", self._log_name, e)
+
+    async def _container_exit(self) -> tuple[str, str | None]:
+        try:
+            obj = await self.get_object()
+        except docker.errors.DockerException as e:
+            self.log.warning("Could not inspect the container of %s: %s", self._log_name, e)
+            return "user", None
+        if obj is None:
+            return "lost", "The container disappeared."
+        st = obj["State"]
+        if st.get("Running"):
+            return "user", None
+        if st.get("OOMKilled"):
+            return "lost", "The container ran out of memory and was killed."
+        code = st.get("ExitCode")
+        if code == 0:
+            return "user", "Shut down from inside the workspace."
+        what = " (killed)" if code == 137 else ""
+        return "lost", f"The container exited with status {code}{what}."
+
+    async def docker(self, method, *args, **kwargs):
+        if method == "create_container":
+            kwargs.setdefault("labels", {}).update(self.container_labels())
+        return await super().docker(method, *args, **kwargs)
+
+    async def pull_image(self, image):
+        if self.current.image_checked == image:
+            return
+        self.emit_progress(10, f"Checking image {image}")
+        # DockerSpawner's exceptions (docker.errors.NotFound for a missing image), which its callers
+        # catch; a start's sentence for the user is prepare_image's
+        await super().pull_image(image)
+
+    async def create_object(self):
+        self.emit_progress(70, "Creating the container")
+        if self.owner_networks:
+            self.network_name = await self.run_blocking(
+                networks.ensure,
+                self.client_for_networks(),
+                self.deployment,
+                self.user.name,
+                self.owner_network_pool,
+                self.owner_network_prefix,
+            )
+        return await super().create_object()
+
+    def client_for_networks(self):
+        return self.client  # dockerspawner's API client
+
+    async def stop(self, now=False):
+        await super().stop(now)
+        await self._drop_owner_network()
+
+    async def _drop_owner_network(self) -> None:
+        """Remove the owner's network once none of their workspaces runs (a /27 each is finite)."""
+        if not self.owner_networks or any(sp is not self and sp.active for sp in self.user.spawners.values()):
+            return
+        try:
+            await self.run_blocking(
+                networks.remove_if_unused, self.client_for_networks(), self.deployment, self.user.name
+            )
+        except docker.errors.DockerException as e:
+            self.log.warning("Could not remove the network of %s: %s", self.user.name, e)
+
+    async def start_object(self):
+        self.emit_progress(80, f"Starting container {self.container_name}")
+        return await super().start_object()

@@ -263,12 +263,8 @@ def apply_setup(db: Database, setup: Setup) -> dict:
         shared = []
         for ref in setup.datasets:
             owner, name = ref.split("/", 1)
-            ds = datasets.find_dataset(s, owner, name)
-            if not any(x.kind == "group" and x.principal == setup.course for x in ds.shares):
-                ds.shares.append(datasets.DatasetShare(kind="group", principal=setup.course))
+            if datasets.share(datasets.find_dataset(s, owner, name), "group", setup.course):
                 shared.append(ref)
-            if ds.visibility == "private":
-                ds.visibility = "shared"
     return {"workspaces_created": created, "shared": shared}
 
 

@@ -422,12 +422,8 @@ class DatasetsPage(PageHandler):
     @web.authenticated
     async def get(self):
         user = self.get_current_user()
-
-        def load():
-            with self.db.session() as s:
-                return datasets.listing(s, user["name"], set(user.get("groups") or []))
-
-        self.render_page("datasets.html", groups=await self.blocking(load), api=f"{self.prefix}api")
+        groups = await self.blocking(datasets.listing, self.db, user["name"], set(user.get("groups") or []))
+        self.render_page("datasets.html", groups=groups, api=f"{self.prefix}api")
 
 
 class StoragePage(PageHandler):

@@ -18,7 +18,7 @@ import re
 
 from tornado import web
 
-from .. import quotas
+from .. import dataset_versions, datasets, quotas
 from ..errors import UserError
 from ..uploads import Upload, archive_kind, pending, place
 from .datasets_api import DatasetHandler
@@ -63,7 +63,7 @@ class UploadsHandler(UploadBase):
 
         def create():
             with self.db.session() as s:
-                self.writable(s, owner, name)
+                datasets.writable(s, owner, name, *self.who())
             # the file counts against the quota from its first byte: an upload may
             # not announce more than the quota leaves, less the uploads under way
             reserved, count = self.reserved(user)
@@ -177,7 +177,7 @@ class CompleteHandler(UploadBase):
 
         def complete():
             with self.db.session() as s:
-                dataset_id = self.writable(s, owner, name).id
+                dataset_id = datasets.writable(s, owner, name, *self.who()).id
             up = self.upload(owner, name, upload_id)
             meta = up.meta()
             if up.offset != meta["size"]:
@@ -205,7 +205,10 @@ class CompleteHandler(UploadBase):
             left, files_left = status.room(reserved)
             room = (left if left is not None else 1 << 62, files_left if files_left is not None else 1 << 31)
             try:
-                version = self.make_version(
+                version = dataset_versions.make(
+                    self.db,
+                    self.store,
+                    self.rules,
                     dataset_id,
                     lambda key, check: self.store.dataset_from_files(
                         key,

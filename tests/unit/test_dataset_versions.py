@@ -7,10 +7,9 @@ import pytest
 
 from workspace import dataset_versions, lifecycle
 from workspace.datasets import Dataset, DatasetRules, find_dataset
-from workspace.db import Database
 from workspace.errors import UserError
 from workspace.executions import Execution
-from workspace.homes import CopyHomeStore, StoreFullError
+from workspace.homes import StoreFullError
 from workspace.quotas import StorageUsage
 
 PROF = ("prof", set(), False)
@@ -18,9 +17,8 @@ ROOT = ("root", set(), True)
 
 
 @pytest.fixture
-def env(tmp_path):
-    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
-    store = CopyHomeStore(root=str(tmp_path / "store"), uid=os.getuid(), gid=os.getgid()).setup()
+def env(sqlite, store, tmp_path):
+    db = sqlite
     with db.session() as s:
         s.add(Dataset(owner="prof", name="mnist"))
     host = tmp_path / "host"

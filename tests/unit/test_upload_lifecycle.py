@@ -2,27 +2,22 @@
 into a version (size and checksum checked); on a real SQLite database and a copying home store."""
 
 import hashlib
-import os
 
 import pytest
 
 from workspace import uploads
 from workspace.datasets import Dataset, DatasetRules, find_dataset
-from workspace.db import Database
 from workspace.errors import UserError
-from workspace.homes import CopyHomeStore
 from workspace.quotas import StorageQuota, StorageUsage
 
 PROF = ("prof", set(), False)
 
 
 @pytest.fixture
-def env(tmp_path):
-    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
-    store = CopyHomeStore(root=str(tmp_path / "store"), uid=os.getuid(), gid=os.getgid()).setup()
-    with db.session() as s:
+def env(sqlite, store):
+    with sqlite.session() as s:
         s.add(Dataset(owner="prof", name="weights"))
-    return db, store
+    return sqlite, store
 
 
 def begin(env, data, who=PROF, quota=None, max_pending=4):

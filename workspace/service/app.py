@@ -34,7 +34,7 @@ from ..resource_types import ResourceType
 from ..sandbox import Sandbox
 from ..settings import Settings
 from ..uploads import UploadPolicy
-from . import courses_api, datasets_api, pages, storage_api, uploads_api
+from . import accounting_api, courses_api, datasets_api, pages, resource_types_api, storage_api, uploads_api
 from .api import handlers
 
 log = logging.getLogger("workspace.service")
@@ -54,6 +54,8 @@ def make_app(settings: Settings) -> web.Application:
             *datasets_api.handlers(prefix),
             *uploads_api.handlers(prefix),
             *storage_api.handlers(prefix),
+            *accounting_api.handlers(prefix),
+            *resource_types_api.handlers(prefix),
             *courses_api.handlers(prefix),
         ],
         prefix=prefix,

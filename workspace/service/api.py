@@ -4,7 +4,8 @@
     GET /api/workspaces/{name}/executions                every execution of one
     GET /api/workspaces/{name}/executions/{number}       one execution (live save progress)
 
-Courses (instructors: read their students', set a course up) are in courses_api.py.
+Courses (instructors: read their students', set a course up) are in courses_api.py. The records are
+read by workspace/executions.py; the handlers check who asks, call it and answer.
 
 Authentication is JupyterHub's (a token or the hub's login cookie through
 OAuth). A user sees their own workspaces; an admin may add `?user=NAME` to

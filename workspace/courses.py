@@ -121,6 +121,23 @@ def parse_roster(value) -> list[str]:
     return names
 
 
+def why_privileged(name: str, model: dict | None, config: dict[str, dict]) -> str | None:
+    """Why a user (the hub's model of them; None: not a user yet) is no student: an instructor of a course
+    of `config` (WORKSPACE_COURSES), an administrator, or a holder of a role beyond the default one. None
+    for a student.
+
+    A roster may name only students, and an instructor reads only students: enrolling a privileged user
+    would give the instructor read access to them."""
+    if name in {i for spec in config.values() for i in spec.get("instructors", [])}:
+        return "an instructor"
+    if not model:
+        return None  # not a user yet: the set-up creates a plain one
+    if model.get("admin"):
+        return "an administrator"
+    extra = sorted(set(model.get("roles") or ["user"]) - {"user"})
+    return f"holds the role {', '.join(extra)}" if extra else None
+
+
 # -- setting a course up -------------------------------------------------------------------
 
 
@@ -150,6 +167,12 @@ def check_setup(
     images: list[str],
 ) -> Setup:
     """Check a set-up request (everything, before anything changes); the user's 400/403/404 otherwise."""
+    if not WORKSPACE_NAME.match(course):
+        raise UserError(
+            400,
+            f"“{course}” cannot be a course name: use lower-case letters, digits, “-”, “_” "
+            "or “.” (it is the JupyterHub group of its students).",
+        )
     unknown = set(body) - {"students", "workspace", "resource_type", "image", "datasets", "starter"}
     if unknown:
         raise UserError(
@@ -263,12 +286,8 @@ def apply_setup(db: Database, setup: Setup) -> dict:
         shared = []
         for ref in setup.datasets:
             owner, name = ref.split("/", 1)
-            ds = datasets.find_dataset(s, owner, name)
-            if not any(x.kind == "group" and x.principal == setup.course for x in ds.shares):
-                ds.shares.append(datasets.DatasetShare(kind="group", principal=setup.course))
+            if datasets.share(datasets.find_dataset(s, owner, name), "group", setup.course):
                 shared.append(ref)
-            if ds.visibility == "private":
-                ds.visibility = "shared"
     return {"workspaces_created": created, "shared": shared}
 
 
@@ -325,7 +344,7 @@ def overview(db: Database, courses: dict[str, list[str]]) -> list[dict]:
     with db.session() as s:
         for ws in s.scalars(select(Workspace).where(Workspace.owner.in_(students)).order_by(Workspace.name)):
             student = found[ws.owner]
-            latest = max(ws.executions, key=lambda e: e.number, default=None)
+            latest = ws.latest
             student["workspaces"].append(
                 {
                     "name": ws.name,

@@ -24,7 +24,7 @@ from traitlets import Integer as IntTrait
 from traitlets.config import LoggingConfigurable
 
 from . import paths
-from .db import Base, iso, utcnow
+from .db import Base, Database, iso, utcnow
 from .errors import UserError
 
 MAX_BOUND = 5
@@ -119,20 +119,100 @@ class DatasetShare(Base):
     dataset: Mapped[Dataset] = relationship(back_populates="shares")
 
 
-# -- names and references ----------------------------------------------------------
+# -- who sees and changes what ------------------------------------------------------------
 
 
-def listing(session, user: str, groups: set[str]) -> dict:
-    """The datasets `user` may read, as {"mine", "shared" (with me), "public"} lists of dicts."""
+def listing(db: Database, user: str, groups: set[str]) -> dict:
+    """The datasets `user` may read, as {"mine", "shared" (with me), "public"} lists of dicts (blocking)."""
     out = {"mine": [], "shared": [], "public": []}
-    for ds in session.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name)):
-        if ds.owner == user:
-            out["mine"].append(ds.as_dict())
-        elif ds.readable_by(user, groups) and ds.visibility != "public":
-            out["shared"].append(ds.as_dict())
-        elif ds.visibility == "public":
-            out["public"].append(ds.as_dict())
+    with db.session() as s:
+        for ds in s.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name)):
+            if ds.owner == user:
+                out["mine"].append(ds.as_dict())
+            elif ds.readable_by(user, groups) and ds.visibility != "public":
+                out["shared"].append(ds.as_dict())
+            elif ds.visibility == "public":
+                out["public"].append(ds.as_dict())
     return out
+
+
+def readable(session: Session, owner: str, name: str, user: str, groups: set[str], admin: bool) -> Dataset:
+    """The dataset owner/name if `user` may read it; a 404 otherwise (the same words whether it exists or
+    not, so that names do not leak)."""
+    ds = find_dataset(session, owner, name)
+    if ds is None or not ds.readable_by(user, groups, admin):
+        raise UserError(404, f"There is no dataset {owner}/{name} that you can see.")
+    return ds
+
+
+def writable(session: Session, owner: str, name: str, user: str, groups: set[str], admin: bool) -> Dataset:
+    """The dataset owner/name if `user` may change it (its owner, or an administrator); a 404 or 403 otherwise."""
+    ds = readable(session, owner, name, user, groups, admin)
+    if ds.owner != user and not admin:
+        raise UserError(403, f"Only {ds.owner} can change the dataset {ds.ref}.")
+    return ds
+
+
+def describe(db: Database, owner: str, name: str, user: str, groups: set[str], admin: bool) -> dict:
+    """One dataset with its versions and shares, for a reader (blocking)."""
+    with db.session() as s:
+        return readable(s, owner, name, user, groups, admin).as_dict()
+
+
+def create(db: Database, owner: str, name, description, visibility) -> dict:
+    """A new dataset of `owner`, with no versions yet; the user's 400 or 409 (blocking)."""
+    check_slug(name)
+    if visibility not in VISIBILITIES:
+        raise UserError(400, f"Visibility must be one of {', '.join(VISIBILITIES)}, not {visibility!r}.")
+    if not isinstance(description, str):
+        raise UserError(400, "The description must be text.")
+    with db.session() as s:
+        if find_dataset(s, owner, name) is not None:
+            raise UserError(409, f"You already have a dataset named {name}.")
+        ds = Dataset(owner=owner, name=name, description=description, visibility=visibility)
+        s.add(ds)
+        s.flush()
+        return ds.as_dict()
+
+
+def share(ds: Dataset, kind: str, principal: str) -> bool:
+    """Share `ds` with a user or a JupyterHub group (once); whether the share is new.
+
+    A private dataset becomes "shared": private means "only its owner", which a share contradicts.
+    """
+    new = not any(x.kind == kind and x.principal == principal for x in ds.shares)
+    if new:
+        ds.shares.append(DatasetShare(kind=kind, principal=principal))
+    if ds.visibility == "private":
+        ds.visibility = "shared"
+    return new
+
+
+def add_share(
+    db: Database, owner: str, name: str, kind: str, principal: str, user: str, groups: set[str], admin: bool
+) -> dict:
+    """The owner (or an administrator) shares owner/name with a user or a group; the dataset (blocking)."""
+    with db.session() as s:
+        ds = writable(s, owner, name, user, groups, admin)
+        share(ds, kind, principal)
+        s.flush()
+        return ds.as_dict()
+
+
+def remove_share(
+    db: Database, owner: str, name: str, kind: str, principal: str, user: str, groups: set[str], admin: bool
+) -> None:
+    """The owner (or an administrator) stops sharing owner/name with a user or a group; a 404 if it was not
+    (blocking). The visibility stays: a dataset shared with nobody is still no one else's to read."""
+    with db.session() as s:
+        ds = writable(s, owner, name, user, groups, admin)
+        kept = [x for x in ds.shares if not (x.kind == kind and x.principal == principal)]
+        if len(kept) == len(ds.shares):
+            raise UserError(404, f"{ds.ref} is not shared with the {kind} “{principal}”.")
+        ds.shares = kept
+
+
+# -- names and references ----------------------------------------------------------
 
 
 def check_slug(name: str, what: str = "A dataset name") -> str:

@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from .db import Base, iso, utcnow
+from .db import Base, Database, iso, utcnow
 from .errors import UserError
 
 STATES = ("queued", "preparing", "pulling", "restoring", "running", "saving", "save_failed", "stopped", "failed")
@@ -78,6 +78,21 @@ class Workspace(Base):
     executions: Mapped[list["Execution"]] = relationship(
         back_populates="workspace", order_by="Execution.number", foreign_keys="Execution.workspace_id"
     )
+
+    @property
+    def latest(self) -> "Execution | None":
+        """The newest execution (None: never started)."""
+        return max(self.executions, key=lambda e: e.number, default=None)
+
+    def summary(self) -> dict:
+        current = self.latest
+        return {
+            "name": self.name,
+            "owner": self.owner,
+            "created": iso(self.created),
+            "executions": len(self.executions),
+            "current": {"number": current.number, "state": current.state} if current else None,
+        }
 
 
 class Snapshot(Base):
@@ -274,6 +289,72 @@ def execution_by_number(session: Session, ws: Workspace, number: int) -> Executi
     return session.scalar(select(Execution).where(Execution.workspace_id == ws.id, Execution.number == number))
 
 
+def workspaces_of(db: Database, owner: str, latest_in_full: bool = False) -> list[dict]:
+    """The owner's workspaces by name, each its `summary()`; with `latest_in_full` also "latest", the newest
+    execution's `as_dict()` (None: never started) (blocking)."""
+    with db.session() as s:
+        out = []
+        for ws in s.scalars(select(Workspace).where(Workspace.owner == owner).order_by(Workspace.name)):
+            out.append(ws.summary())
+            if latest_in_full:
+                out[-1]["latest"] = ws.latest.as_dict() if ws.latest else None
+        return out
+
+
+def history(db: Database, owner: str, name: str) -> list[dict] | None:
+    """Every execution of a workspace, oldest first, as `as_dict()`; None when there is no such workspace
+    (blocking)."""
+    with db.session() as s:
+        ws = find_workspace(s, owner, name)
+        return None if ws is None else [e.as_dict() for e in sorted(ws.executions, key=lambda e: e.number)]
+
+
+def no_such_workspace(name: str) -> UserError:
+    return UserError(404, f"There is no workspace “{name}”.")
+
+
+def _numbered(session: Session, ws: Workspace | None, name: str, number: int) -> Execution:
+    ex = execution_by_number(session, ws, number) if ws is not None else None
+    if ex is None:
+        raise UserError(404, f"Workspace “{name}” has no execution #{number}.")
+    return ex
+
+
+def execution_of(db: Database, owner: str, name: str, number: int) -> dict:
+    """One execution as `as_dict()` (its live save progress too); the user's 404 (blocking)."""
+    with db.session() as s:
+        ws = find_workspace(s, owner, name)
+        if ws is None:
+            raise no_such_workspace(name)
+        return _numbered(s, ws, name, number).as_dict()
+
+
+def usage_of(db: Database, owner: str, name: str, number: int) -> dict:
+    """The usage samples of one execution (one a minute while it ran), oldest first; the user's 404 (blocking)."""
+    with db.session() as s:
+        ex = _numbered(s, find_workspace(s, owner, name), name, number)
+        rows = s.scalars(select(UsageSample).where(UsageSample.execution_id == ex.id).order_by(UsageSample.at))
+        return {"number": ex.number, "state": ex.state, "samples": [r.as_dict() for r in rows]}
+
+
+def latest_sample(session: Session, execution_id: int) -> UsageSample | None:
+    """An execution's newest usage sample (None: none taken yet)."""
+    return session.scalars(
+        select(UsageSample).where(UsageSample.execution_id == execution_id).order_by(UsageSample.at.desc()).limit(1)
+    ).first()
+
+
+def check_workspace_name(name: str) -> str:
+    """A workspace's name, or the user's 400 saying what a name may be."""
+    if not WORKSPACE_NAME.match(name):
+        raise UserError(
+            400,
+            f"“{name}” cannot be a workspace name: use 1–63 lower-case letters, digits, “-”, “_” "
+            "or “.”, starting with a letter or digit (like “thesis” or “cs101-lab2”).",
+        )
+    return name
+
+
 def latest_with_output(session: Session, ws: Workspace) -> Execution | None:
     for ex in sorted(ws.executions, key=lambda e: e.number, reverse=True):
         if ex.has_output:
@@ -332,8 +413,7 @@ def plan_continuation(session: Session, ws: Workspace, choice: str | int) -> tup
         latest = latest_with_output(session, ws)
         if latest is None:
             # no output yet: continue the lineage of the newest execution, if any
-            newest = max(ws.executions, key=lambda e: e.number, default=None)
-            return newest, nearest_output(newest)
+            return ws.latest, nearest_output(ws.latest)
         return latest, latest
     parent = execution_by_number(session, ws, choice)
     if parent is None:

@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from .db import Database, utcnow
 from .errors import UserError
-from .executions import Execution
+from .executions import UNFINISHED, Execution, latest_sample
 from .resource_types import ResourceType
 
 # Executions holding a place (and their GPUs) of their type: admitted and not ended.
@@ -108,6 +108,29 @@ def queue_positions(session) -> dict[int, tuple[int, int]]:
     for e in queued:
         by_type.setdefault(e.resource_type, []).append(e.id)
     return {eid: (i + 1, len(ids)) for ids in by_type.values() for i, eid in enumerate(ids)}
+
+
+def overview(db: Database) -> list[dict]:
+    """Every unfinished execution (waiting, running or saving), oldest first, with its place in the queue
+    and its newest usage sample, for the admin page (blocking)."""
+    with db.session() as s:
+        active = s.scalars(
+            select(Execution).where(Execution.state.in_(UNFINISHED)).order_by(Execution.created, Execution.id)
+        ).all()
+        positions = queue_positions(s)
+        rows = []
+        for ex in active:
+            sample = latest_sample(s, ex.id)
+            rows.append(
+                {
+                    "owner": ex.workspace.owner,
+                    "workspace": ex.workspace.name,
+                    "execution": ex.as_dict(),
+                    "usage": sample.as_dict() if sample else None,
+                    "queue": positions.get(ex.id),
+                }
+            )
+        return rows
 
 
 def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:

@@ -319,6 +319,31 @@ def current(db: Database, store, owner: str) -> StorageUsage:
     return measure(db, store, owner)
 
 
+def per_user(db: Database) -> list[dict]:
+    """Every user's outputs (how many, their bytes and files, each output's own figures summed), the
+    largest first, with their footprint as last measured (what the quota counts: outputs and dataset
+    versions, shared data once), for the admin page (blocking). A figure not measured yet is None."""
+    with db.session() as s:
+        outputs = s.execute(
+            select(
+                Workspace.owner,
+                func.count(Snapshot.id),
+                func.coalesce(func.sum(Snapshot.bytes), 0),
+                func.coalesce(func.sum(Snapshot.files), 0),
+            )
+            .join(Execution, Execution.workspace_id == Workspace.id)
+            .join(Snapshot, Execution.snapshot_id == Snapshot.id)
+            .where(Snapshot.deleted.is_(None))
+            .group_by(Workspace.owner)
+            .order_by(func.sum(Snapshot.bytes).desc())
+        ).all()
+        rows = {o: {"owner": o, "outputs": n, "bytes": b, "files": f, "footprint": None} for o, n, b, f in outputs}
+        for u in s.scalars(select(StorageUsage)):
+            row = rows.setdefault(u.owner, {"owner": u.owner, "outputs": 0, "bytes": 0, "files": 0})
+            row["footprint"] = {"bytes": u.bytes, "files": u.files, "at": iso(u.measured_at)}
+        return list(rows.values())
+
+
 # -- the verdict -----------------------------------------------------------------------
 
 
@@ -362,8 +387,12 @@ class Status:
             parts.append(f"{self.usage.files:,} files")
         return ", ".join(parts)
 
+    def largest_first(self) -> list[dict]:
+        """What takes the space, the largest first (bytes, then files)."""
+        return sorted(self.usage.items or [], key=lambda i: (i["bytes"], i["files"]), reverse=True)
+
     def biggest(self, n: int = 3) -> str:
-        items = sorted(self.usage.items or [], key=lambda i: (i["bytes"], i["files"]), reverse=True)[:n]
+        items = self.largest_first()[:n]
         return "; ".join(f"{i['label']} ({gb(i['bytes'])}, {i['files']:,} files)" for i in items)
 
     def room(self, reserved_bytes: int = 0) -> tuple[int | None, int | None]:

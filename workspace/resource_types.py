@@ -107,6 +107,11 @@ class ResourceType:
         return ", ".join(parts) or "no limits"
 
 
+def default_name(types: list[ResourceType], default: str | None) -> str | None:
+    """The type a start gets when it chooses none: the configured default, else the first type (None: no types)."""
+    return default or (types[0].name if types else None)
+
+
 def choose(types: list[ResourceType], wanted: str | None, default: str | None, groups) -> ResourceType | None:
     """The resource type of a start, or the user's 400/403. None when no types are configured."""
     if not types:
@@ -114,7 +119,7 @@ def choose(types: list[ResourceType], wanted: str | None, default: str | None, g
             raise UserError(400, f"This server has no resource types, so “{wanted}” cannot be chosen.")
         return None
     by_name = {t.name: t for t in types}
-    name = wanted or default or types[0].name
+    name = wanted or default_name(types, default)
     if name not in by_name:
         raise UserError(400, f"There is no resource type “{name}”. Choose one of: {', '.join(by_name)}.")
     rtype = by_name[name]

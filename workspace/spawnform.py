@@ -5,6 +5,8 @@ takes the same choices as `user_options`:
 
     {"continue_from": "latest" | "fresh" | <execution number>, "image": "<allowed image>",
      "datasets": ["owner/name", "owner/name:2", ...], "resource_type": "<name>", "cleanup": true}
+
+The service's pages show the same fields (`page_form`) and send the same choices (`options_from_page`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,72 @@ def readable_datasets(db: Database, user: str, groups: set[str], admin: bool) ->
             for ds in s.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name))
             if ds.live_versions() and ds.readable_by(user, groups, admin)
         ]
+
+
+def continued(db: Database, owner: str, name: str, choice: str) -> tuple[list[str], str | None]:
+    """The dataset references (without version: each one's latest) and resource type of the execution a
+    start continues from: `choice` is its number, `latest` (the newest) or `fresh` (none) (blocking)."""
+    if choice == "fresh":
+        return [], None
+    executions = execution_choices(db, owner, name)
+    if choice.isdigit():
+        ex = next((e for e in executions if e["number"] == int(choice)), None)
+    else:
+        ex = executions[0] if executions else None
+    return (ex["datasets"], ex["resource_type"]) if ex else ([], None)
+
+
+def page_form(
+    db: Database,
+    owner: str,
+    groups: set[str],
+    admin: bool,
+    name: str | None,
+    selected="latest",
+    *,
+    types,
+    inventory: list[str],
+    images: list[str],
+    image: str,
+    default_type: str | None,
+) -> str:
+    """The form's fields on the service's pages (blocking): for workspace `name` (None: a new one, without
+    "Continue from"), prefilled from its execution `selected` (else its newest): that execution's datasets
+    and resource type (the default for one in cleanup mode, or one with none)."""
+    executions = execution_choices(db, owner, name) if name else []
+    chosen = next((e for e in executions if str(e["number"]) == str(selected)), None) or (
+        executions[0] if executions else None
+    )
+    current_type = (chosen or {}).get("resource_type")
+    if current_type in (None, "cleanup"):
+        current_type = default_type
+    return render(
+        executions,
+        images,
+        image,
+        selected=selected,
+        datasets=readable_datasets(db, owner, groups, admin),
+        bound=(chosen or {}).get("datasets", []),
+        types=type_choices(db, types, groups, inventory) if types else [],
+        current_type=current_type,
+        continue_choice=name is not None,
+    )
+
+
+def options_from_page(continue_from: str, datasets: str, fallback_type: str | None, fields: dict[str, str]) -> dict:
+    """The service pages' start (their form's fields) -> user_options: the datasets' text split into
+    references; `fallback_type` (the type of the execution continued from) unless the form chose one, and
+    never the cleanup mode's; the cleanup mode when ticked."""
+    options = {"continue_from": continue_from or "latest"}
+    refs = [r.strip() for r in datasets.replace("\n", ",").split(",") if r.strip()]
+    if refs:
+        options["datasets"] = refs
+    if fallback_type and fallback_type != "cleanup":
+        options["resource_type"] = fallback_type
+    options.update({k: fields[k] for k in ("resource_type", "image") if fields.get(k)})
+    if fields.get("cleanup") in ("on", "true"):
+        options["cleanup"] = True
+    return options
 
 
 def render(

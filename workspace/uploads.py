@@ -18,6 +18,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -27,9 +28,13 @@ from pathlib import Path, PurePosixPath
 from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
+from . import dataset_versions, quotas
+from .datasets import DatasetRules, writable
+from .db import Database
 from .errors import UserError
 
 CHUNK_READ = 8 << 20
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class UploadPolicy(LoggingConfigurable):
@@ -180,3 +185,136 @@ def place(
             upload.data.unlink()
     os.chmod(target, 0o755)
     os.chmod(target / name, 0o644)
+
+
+# -- an upload's life: begun, checked, made a version ------------------------------------------
+
+
+def check_uploader(meta: dict, owner: str, name: str, user: str, admin: bool) -> None:
+    """An upload is its uploader's (and administrators'), for the one dataset it was begun for; to anyone
+    else it does not exist (404)."""
+    if (meta["owner"], meta["name"]) != (owner, name) or (meta["user"] != user and not admin):
+        raise UserError(404, "There is no such upload.")
+
+
+def find(root: Path, owner: str, name: str, upload_id: str, user: str, admin: bool) -> Upload:
+    """The upload `upload_id` of dataset owner/name, if `user` may see it; a 404 otherwise."""
+    up = Upload(root, upload_id)
+    check_uploader(up.meta(), owner, name, user, admin)
+    return up
+
+
+def reserved(root: Path, user: str, but: str | None = None) -> tuple[int, int]:
+    """(bytes announced, count) of the user's unfinished uploads, but one."""
+    ups = [meta for up, meta in pending(root, user) if up.id != but]
+    return sum(int(m.get("size") or 0) for m in ups), len(ups)
+
+
+def begin(
+    db: Database,
+    store,
+    owner: str,
+    name: str,
+    data: dict,
+    user: str,
+    groups: set[str],
+    admin: bool,
+    *,
+    quota: quotas.StorageQuota,
+    max_pending: int,
+) -> Upload:
+    """Begin an upload into a new version of owner/name: `data` is {"filename", "size", "sha256"?,
+    "unpack"?}; the user's 400, 403/404 (not theirs to change), 429 or 413 (blocking)."""
+    filename, size, digest = data.get("filename"), data.get("size"), data.get("sha256")
+    if not isinstance(filename, str) or not filename.strip() or "/" in filename:
+        raise UserError(400, "Give the file's name (without folders) as “filename”.")
+    if not isinstance(size, int) or size < 0:
+        raise UserError(400, "Give the file's size in bytes as “size”.")
+    if digest is not None and (not isinstance(digest, str) or not SHA256.match(digest)):
+        raise UserError(400, "“sha256” must be the file's SHA-256 as 64 hexadecimal digits.")
+    unpack = bool(data.get("unpack"))
+    if unpack and archive_kind(filename) is None:
+        raise UserError(400, f"{filename} is not an archive this server unpacks (tar, tar.gz, zip).")
+    with db.session() as s:
+        writable(s, owner, name, user, groups, admin)
+    # the file counts against the quota from its first byte: an upload may
+    # not announce more than the quota leaves, less the uploads under way
+    held, count = reserved(store.uploads_dir, user)
+    if count >= max_pending:
+        raise UserError(
+            429,
+            f"You have {count} unfinished uploads; finish or cancel one first (they are "
+            "listed on the Datasets page; abandoned ones go after a day).",
+        )
+    quotas.status(db, store, quota, user, groups).refuse_beyond(f"Uploading {filename}", size, held)
+    meta = {
+        "owner": owner,
+        "name": name,
+        "user": user,
+        "filename": filename,
+        "size": size,
+        "sha256": digest,
+        "unpack": unpack,
+    }
+    return Upload.create(store.uploads_dir, meta)
+
+
+def complete(
+    db: Database,
+    store,
+    owner: str,
+    name: str,
+    upload_id: str,
+    sha256: str | None,
+    user: str,
+    groups: set[str],
+    admin: bool,
+    *,
+    rules: DatasetRules,
+    sandbox,
+    quota: quotas.StorageQuota,
+) -> dict:
+    """Make a finished upload the next version of owner/name (its size and checksum checked, an archive
+    unpacked in `sandbox`, within what the quota leaves); the version (blocking). The upload is gone
+    after, whatever the outcome but a 409 for missing bytes."""
+    with db.session() as s:
+        dataset_id = writable(s, owner, name, user, groups, admin).id
+    up = find(store.uploads_dir, owner, name, upload_id, user, admin)
+    meta = up.meta()
+    if up.offset != meta["size"]:
+        raise UserError(
+            409,
+            f"The upload has {up.offset:,} of {meta['size']:,} bytes; send the rest from byte {up.offset:,} first.",
+        )
+    expected = sha256 or meta.get("sha256")
+    if expected:
+        actual = up.sha256()
+        if actual != expected.lower():
+            up.discard()
+            raise UserError(
+                400,
+                f"{meta['filename']} arrived damaged (its SHA-256 is {actual}, not {expected}); "
+                "the upload was discarded, please upload it again.",
+            )
+    label = meta["filename"]
+    # what the uploader's quota leaves now bounds the unpacked size and file count (the groups are the
+    # caller's: the uploader, or an administrator finishing their upload)
+    status = quotas.status(db, store, quota, meta["user"], groups)
+    held, _ = reserved(store.uploads_dir, meta["user"], but=up.id)
+    # a plain file's size is known; an archive's expansion is bounded by `room` below
+    status.refuse_beyond(f"The version from {label}", 0 if meta["unpack"] else meta["size"], held)
+    left, files_left = status.room(held)
+    room = (left if left is not None else 1 << 62, files_left if files_left is not None else 1 << 31)
+
+    def fill(target: Path) -> None:
+        place(up, target, meta["filename"], meta["unpack"], label, sandbox, room)
+
+    def build(key, check):
+        store.dataset_from_files(key, fill, check)
+
+    try:
+        version = dataset_versions.make(db, store, rules, dataset_id, build, "upload", label, user)
+    finally:
+        up.discard()
+    quotas.measure(db, store, meta["user"])
+    return version

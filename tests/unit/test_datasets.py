@@ -4,7 +4,9 @@ import os
 
 import pytest
 
+from workspace import datasets
 from workspace.datasets import Dataset, DatasetRules, DatasetShare, Ref, check_slug, parse_refs
+from workspace.db import Database
 from workspace.errors import UserError
 
 
@@ -82,3 +84,100 @@ def test_tree_rules(tmp_path):
     msg = err.value.jupyterhub_message
     assert "abs (a link pointing outside)" in msg and "sub/up (a link pointing outside)" in msg
     assert "pipe (a device, pipe or socket)" in msg and "sub/ok" not in msg
+
+
+# -- who sees and changes what (real SQLite) ------------------------------------------------------------
+
+
+@pytest.fixture
+def db(tmp_path):
+    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+    with db.session() as s:
+        shared = Dataset(owner="prof", name="labels", visibility="shared")
+        shared.shares = [DatasetShare(kind="group", principal="cs101")]
+        s.add_all(
+            [shared, Dataset(owner="prof", name="notes"), Dataset(owner="wes", name="corpus", visibility="public")]
+        )
+    return db
+
+
+def test_the_listing_splits_mine_shared_with_me_and_public(db):
+    refs = {k: [d["ref"] for d in v] for k, v in datasets.listing(db, "ann", {"cs101"}).items()}
+    assert refs == {"mine": [], "shared": ["prof/labels"], "public": ["wes/corpus"]}
+    refs = {k: [d["ref"] for d in v] for k, v in datasets.listing(db, "prof", set()).items()}
+    assert refs == {"mine": ["prof/labels", "prof/notes"], "shared": [], "public": ["wes/corpus"]}
+
+
+def test_a_dataset_one_may_not_read_is_as_absent_as_one_that_does_not_exist(db):
+    with db.session() as s:
+        for name in ("notes", "nothing"):
+            with pytest.raises(UserError) as err:
+                datasets.readable(s, "prof", name, "ann", {"cs101"}, False)
+            assert (err.value.status_code, err.value.jupyterhub_message) == (
+                404,
+                f"There is no dataset prof/{name} that you can see.",
+            )
+        assert datasets.readable(s, "prof", "labels", "ann", {"cs101"}, False).ref == "prof/labels"
+        with pytest.raises(UserError) as err:
+            datasets.writable(s, "prof", "labels", "ann", {"cs101"}, False)
+        assert (err.value.status_code, err.value.jupyterhub_message) == (
+            403,
+            "Only prof can change the dataset prof/labels.",
+        )
+        assert datasets.writable(s, "prof", "notes", "root", set(), True).ref == "prof/notes"
+    assert datasets.describe(db, "wes", "corpus", "ann", set(), False)["visibility"] == "public"
+
+
+@pytest.mark.parametrize(
+    "name, description, visibility, status, words",
+    [
+        ("Bad Name", "", "private", 400, "A dataset name may use"),
+        ("ok", "", "secret", 400, "Visibility must be one of private, shared, public, not 'secret'."),
+        ("ok", 3, "private", 400, "The description must be text."),
+        ("notes", "", "private", 409, "You already have a dataset named notes."),
+    ],
+)
+def test_creating_a_dataset_refuses_with_a_sentence(db, name, description, visibility, status, words):
+    with pytest.raises(UserError) as err:
+        datasets.create(db, "prof", name, description, visibility)
+    assert err.value.status_code == status and words in err.value.jupyterhub_message
+
+
+def test_a_new_dataset_has_no_versions_and_another_owner_may_use_the_same_name(db):
+    made = datasets.create(db, "ann", "notes", "mine", "public")
+    assert (made["ref"], made["visibility"], made["description"], made["versions"]) == (
+        "ann/notes",
+        "public",
+        "mine",
+        [],
+    )
+
+
+def test_sharing_a_private_dataset_makes_it_shared_once_and_leaves_a_public_one_public():
+    ds = Dataset(owner="prof", name="x", visibility="private")
+    ds.shares = []
+    assert datasets.share(ds, "group", "cs101") is True
+    assert datasets.share(ds, "group", "cs101") is False  # once
+    assert ds.visibility == "shared" and [(x.kind, x.principal) for x in ds.shares] == [("group", "cs101")]
+    public = Dataset(owner="prof", name="y", visibility="public")
+    public.shares = []
+    assert datasets.share(public, "user", "ann") and public.visibility == "public"
+
+
+def test_adding_and_removing_a_share(db):
+    shared = datasets.add_share(db, "prof", "notes", "user", "ann", "prof", set(), False)
+    assert shared["visibility"] == "shared" and shared["shares"] == [{"kind": "user", "principal": "ann"}]
+    assert datasets.describe(db, "prof", "notes", "ann", set(), False)["ref"] == "prof/notes"  # ann reads it now
+    with pytest.raises(UserError) as err:  # a reader may not share it on
+        datasets.add_share(db, "prof", "notes", "user", "bob", "ann", set(), False)
+    assert err.value.status_code == 403
+    datasets.remove_share(db, "prof", "notes", "user", "ann", "prof", set(), False)
+    with pytest.raises(UserError) as err:
+        datasets.remove_share(db, "prof", "notes", "user", "ann", "prof", set(), False)
+    assert (err.value.status_code, err.value.jupyterhub_message) == (
+        404,
+        "prof/notes is not shared with the user “ann”.",
+    )
+    assert datasets.describe(db, "prof", "notes", "prof", set(), False)["visibility"] == "shared"  # stays
+    with pytest.raises(UserError):  # ann no longer reads it
+        datasets.describe(db, "prof", "notes", "ann", set(), False)

@@ -4,7 +4,8 @@
     GET /api/workspaces/{name}/executions                every execution of one
     GET /api/workspaces/{name}/executions/{number}       one execution (live save progress)
 
-Courses (instructors: read their students', set a course up) are in courses_api.py.
+Courses (instructors: read their students', set a course up) are in courses_api.py. The records are
+read by workspace/executions.py; the handlers check who asks, call it and answer.
 
 Authentication is JupyterHub's (a token or the hub's login cookie through
 OAuth). A user sees their own workspaces; an admin may add `?user=NAME` to
@@ -23,14 +24,12 @@ from urllib.parse import quote
 
 from jupyterhub.scopes import Scope, parse_scopes
 from jupyterhub.services.auth import HubOAuthenticated
-from sqlalchemy import select
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 
-from ..db import iso
+from .. import courses, executions
 from ..errors import UserError
-from ..executions import Execution, UsageSample, Workspace, execution_by_number, find_workspace
 
 # JupyterHub RBAC: read (never change) other users' workspaces, executions, usage, storage and
 # accounting. Defined in jupyterhub_config.py; instructors hold it filtered to their course's group
@@ -151,25 +150,14 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         model = await self.service_hub(f"/users/{quote(other, safe='')}")  # its groups and its roles at once
         if not set(granted["group"]) & set((model or {}).get("groups") or []):
             return False
-        return self.why_privileged(other, model) is None
-
-    def why_privileged(self, name: str, model: dict | None) -> str | None:
-        """Why a user (the hub's model of them; None: not a user yet) is no student: an administrator, an
-        instructor, or a holder of a role beyond the default one. None for a student."""
-        if name in {i for spec in self.settings.get("courses", {}).values() for i in spec.get("instructors", [])}:
-            return "an instructor"
-        if not model:
-            return None  # not a user yet: the set-up creates a plain one
-        if model.get("admin"):
-            return "an administrator"
-        extra = sorted(set(model.get("roles") or ["user"]) - {"user"})
-        return f"holds the role {', '.join(extra)}" if extra else None
+        return courses.why_privileged(other, model, self.settings.get("courses", {})) is None
 
     async def privileged(self, names: list[str]) -> dict[str, str]:
         """Of `names`, those who are no students, with why (a roster may not name them)."""
 
         async def why(name: str) -> str | None:
-            return self.why_privileged(name, await self.service_hub(f"/users/{quote(name, safe='')}"))
+            model = await self.service_hub(f"/users/{quote(name, safe='')}")
+            return courses.why_privileged(name, model, self.settings.get("courses", {}))
 
         found = {}
         for start in range(0, len(names), 32):  # a few at a time: a roster may have hundreds
@@ -197,46 +185,21 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         self.finish(json.dumps({"status": status_code, "message": message}))
 
 
-def _workspace_summary(ws: Workspace) -> dict:
-    current = max(ws.executions, key=lambda e: e.number, default=None)
-    return {
-        "name": ws.name,
-        "owner": ws.owner,
-        "created": iso(ws.created),
-        "executions": len(ws.executions),
-        "current": {"number": current.number, "state": current.state} if current else None,
-    }
-
-
 class WorkspacesHandler(APIHandler):
     async def get(self):
         owner = await self.owner()
-
-        def load():
-            with self.db.session() as s:
-                rows = s.scalars(select(Workspace).where(Workspace.owner == owner).order_by(Workspace.name))
-                return [_workspace_summary(ws) for ws in rows]
-
-        self.write_json(await self.blocking(load))
+        self.write_json(await self.blocking(executions.workspaces_of, self.db, owner))
 
 
 class ExecutionsHandler(APIHandler):
     async def get(self, name: str, number: str | None = None):
         owner = await self.owner()
-
-        def load():
-            with self.db.session() as s:
-                ws = find_workspace(s, owner, name)
-                if ws is None:
-                    raise web.HTTPError(404, f"There is no workspace “{name}”.")
-                if number is None:
-                    return [e.as_dict() for e in sorted(ws.executions, key=lambda e: e.number)]
-                ex: Execution | None = execution_by_number(s, ws, int(number))
-                if ex is None:
-                    raise web.HTTPError(404, f"Workspace “{name}” has no execution #{number}.")
-                return ex.as_dict()
-
-        self.write_json(await self.blocking(load))
+        if number is not None:
+            return self.write_json(await self.blocking(executions.execution_of, self.db, owner, name, int(number)))
+        history = await self.blocking(executions.history, self.db, owner, name)
+        if history is None:
+            raise executions.no_such_workspace(name)
+        self.write_json(history)
 
 
 class UsageHandler(APIHandler):
@@ -244,17 +207,7 @@ class UsageHandler(APIHandler):
 
     async def get(self, name: str, number: str):
         owner = await self.owner()
-
-        def load():
-            with self.db.session() as s:
-                ws = find_workspace(s, owner, name)
-                ex = execution_by_number(s, ws, int(number)) if ws is not None else None
-                if ex is None:
-                    raise web.HTTPError(404, f"Workspace “{name}” has no execution #{number}.")
-                rows = s.scalars(select(UsageSample).where(UsageSample.execution_id == ex.id).order_by(UsageSample.at))
-                return {"number": ex.number, "state": ex.state, "samples": [r.as_dict() for r in rows]}
-
-        self.write_json(await self.blocking(load))
+        self.write_json(await self.blocking(executions.usage_of, self.db, owner, name, int(number)))
 
 
 class OpenAPIHandler(web.RequestHandler):

@@ -37,7 +37,7 @@ from ..process import die_with_the_hub
 from ..quotas import StorageQuota
 from ..sandbox import Sandbox
 from ..uploads import UploadPolicy
-from . import courses_api, datasets_api, pages, storage_api, uploads_api
+from . import accounting_api, courses_api, datasets_api, pages, resource_types_api, storage_api, uploads_api
 from .api import handlers
 
 log = logging.getLogger("workspace.service")
@@ -94,6 +94,8 @@ class WorkspaceService(Application):
                 *datasets_api.handlers(prefix),
                 *uploads_api.handlers(prefix),
                 *storage_api.handlers(prefix),
+                *accounting_api.handlers(prefix),
+                *resource_types_api.handlers(prefix),
                 *courses_api.handlers(prefix),
             ],
             prefix=prefix,

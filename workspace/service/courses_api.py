@@ -19,7 +19,6 @@ from tornado import web
 
 from .. import courses
 from ..errors import UserError
-from ..executions import WORKSPACE_NAME
 from .api import READ_SCOPE, APIHandler
 
 # Set a course up (its roster and template): instructors hold it for their course's group
@@ -69,12 +68,6 @@ class CourseActions:
         template (courses.py); what changed, with a sentence."""
         if not self.may_manage(course):
             raise web.HTTPError(403, f"Only the instructors of “{course}” (and administrators) may set it up.")
-        if not WORKSPACE_NAME.match(course):
-            raise UserError(
-                400,
-                f"“{course}” cannot be a course name: use lower-case letters, digits, “-”, “_” "
-                "or “.” (it is the JupyterHub group of its students).",
-            )
         user = self.caller()
         setup = await self.blocking(
             courses.check_setup,

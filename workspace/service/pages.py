@@ -29,14 +29,11 @@ from urllib.parse import quote
 import jinja2
 from jupyterhub.scopes import parse_scopes
 from markupsafe import Markup
-from sqlalchemy import func, select
 from tornado import web
 
-from .. import courses, datasets, lifecycle, origins, outputs, queue, quotas, spawnform
-from ..db import iso
+from .. import courses, datasets, executions, lifecycle, origins, outputs, queue, quotas, spawnform
 from ..errors import UserError
-from ..executions import FINAL, UNFINISHED, WORKSPACE_NAME, Execution, Snapshot, UsageSample, Workspace, find_workspace
-from ..quotas import StorageUsage
+from ..executions import FINAL
 from .api import READ_SCOPE, APIHandler
 from .courses_api import CourseActions
 
@@ -130,40 +127,22 @@ class PageHandler(APIHandler):
         """The spawn choices (the hub's own form fields: continue from, datasets, type, image, cleanup mode),
         prefilled from the chosen execution of workspace `name` (None: a new workspace)."""
         user = self.get_current_user()
-        groups, admin = set(user.get("groups") or []), bool(user.get("admin"))
         types = self.settings["resource_types"]
-        inventory = queue.gpu_inventory(self.settings["gpu_inventory"]) if types else []
-
-        def load():
-            executions = spawnform.execution_choices(self.db, user["name"], name) if name else []
-            chosen = next((e for e in executions if str(e["number"]) == str(selected)), None) or (
-                executions[0] if executions else None
-            )
-            return (
-                executions,
-                spawnform.readable_datasets(self.db, user["name"], groups, admin),
-                spawnform.type_choices(self.db, types, groups, inventory) if types else [],
-                chosen,
-            )
-
-        executions, readable, type_rows, chosen = await self.blocking(load)
-        images = self.settings["images"]
-        current_type = (chosen or {}).get("resource_type")
-        if current_type in (None, "cleanup"):
-            current_type = self.settings["default_resource_type"]
-        return Markup(
-            spawnform.render(
-                executions,
-                images,
-                self.settings["image"],
-                selected=selected,
-                datasets=readable,
-                bound=(chosen or {}).get("datasets", []) if name else [],
-                types=type_rows,
-                current_type=current_type,
-                continue_choice=name is not None,
-            )
+        html = await self.blocking(
+            spawnform.page_form,
+            self.db,
+            user["name"],
+            set(user.get("groups") or []),
+            bool(user.get("admin")),
+            name,
+            selected,
+            types=types,
+            inventory=queue.gpu_inventory(self.settings["gpu_inventory"]) if types else [],
+            images=self.settings["images"],
+            image=self.settings["image"],
+            default_type=self.settings["default_resource_type"],
         )
+        return Markup(html)
 
     async def storage_warning(self) -> str | None:
         """The user's storage warning (near or over quota), for the top of their pages."""
@@ -216,29 +195,17 @@ class WorkspacesPage(PageHandler):
         servers = await self.servers(user)
         form = {"name": self.get_body_argument("name", "")} if self.request.method == "POST" else {}
 
-        def load():
-            with self.db.session() as s:
-                rows = []
-                for ws in s.scalars(select(Workspace).where(Workspace.owner == user).order_by(Workspace.name)):
-                    latest = max(ws.executions, key=lambda e: e.number, default=None)
-                    rows.append(
-                        {
-                            "name": ws.name,
-                            "state": _state_of(servers.get(ws.name), latest.state if latest else None),
-                            "latest": latest.as_dict() if latest else None,
-                            "executions": len(ws.executions),
-                        }
-                    )
-                known = {r["name"] for r in rows}
-                for name, server in servers.items():  # started elsewhere, no record yet
-                    if name not in known:
-                        rows.append({"name": name, "state": _state_of(server, None), "latest": None, "executions": 0})
-                return rows
-
+        rows = await self.blocking(executions.workspaces_of, self.db, user, latest_in_full=True)
+        for row in rows:
+            row["state"] = _state_of(servers.get(row["name"]), row["latest"]["state"] if row["latest"] else None)
+        known = {r["name"] for r in rows}
+        for name, server in servers.items():  # started elsewhere, no record yet
+            if name not in known:
+                rows.append({"name": name, "state": _state_of(server, None), "latest": None, "executions": 0})
         self.set_status(status)
         self.render_page(
             "workspaces.html",
-            workspaces=await self.blocking(load),
+            workspaces=rows,
             error=error,
             form=form,
             lab_prefix=origins.server_url(self.settings.get("subdomain_host"), user),
@@ -250,12 +217,10 @@ class WorkspacesPage(PageHandler):
     async def post(self):
         """Create or start a workspace (the form on this page)."""
         name = self.get_body_argument("name", "").strip()
-        if not WORKSPACE_NAME.match(name):
-            return await self.get(
-                error=f"“{name}” cannot be a workspace name: use 1–63 lower-case letters, digits, “-”, “_” "
-                "or “.”, starting with a letter or digit (like “thesis” or “cs101-lab2”).",
-                status=400,
-            )
+        try:
+            executions.check_workspace_name(name)
+        except UserError as e:
+            return await self.get(error=e.jupyterhub_message, status=e.status_code)
         await start(
             self,
             name,
@@ -265,15 +230,6 @@ class WorkspacesPage(PageHandler):
         )
 
 
-def _form_choices(handler: PageHandler) -> dict:
-    """The resource type, image and cleanup mode a page's form chose (what is absent is left out)."""
-    options = {k: handler.get_body_argument(k, "") for k in ("resource_type", "image")}
-    options = {k: v for k, v in options.items() if v}
-    if handler.get_body_argument("cleanup", "") in ("on", "true"):
-        options["cleanup"] = True
-    return options
-
-
 async def start(
     handler: PageHandler, name: str, continue_from: str, datasets: str, on_error, resource_type: str | None = None
 ) -> None:
@@ -281,13 +237,8 @@ async def start(
 
     `resource_type`: the type when the form chose none (continuing keeps the execution's type)."""
     user = handler.get_current_user()["name"]
-    options = {"continue_from": continue_from or "latest"}
-    refs = [r.strip() for r in datasets.replace("\n", ",").split(",") if r.strip()]
-    if refs:
-        options["datasets"] = refs
-    if resource_type and resource_type != "cleanup":
-        options["resource_type"] = resource_type
-    options.update(_form_choices(handler))
+    fields = {k: handler.get_body_argument(k, "") for k in ("resource_type", "image", "cleanup")}
+    options = spawnform.options_from_page(continue_from, datasets, resource_type, fields)
     code, body = await handler.hub_api(
         "POST",
         f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}",
@@ -314,20 +265,13 @@ class WorkspacePage(PageHandler):
         readonly = owner != me
         server = None if readonly else (await self.servers(me)).get(name)
 
-        def load():
-            with self.db.session() as s:
-                ws = find_workspace(s, owner, name)
-                if ws is None:
-                    return None
-                executions = sorted(ws.executions, key=lambda e: e.number, reverse=True)
-                return [e.as_dict() for e in executions]
-
-        executions = await self.blocking(load)
-        if executions is None and server is None:
+        history = await self.blocking(executions.history, self.db, owner, name)
+        runs = None if history is None else history[::-1]  # newest first
+        if runs is None and server is None:
             raise web.HTTPError(
                 404, f"{owner} has no workspace “{name}”." if readonly else f"You have no workspace “{name}”."
             )
-        latest = executions[0] if executions else None
+        latest = runs[0] if runs else None
         # another's servers are not the caller's to read: the records say what runs
         state = (
             (latest["state"] if latest else "new")
@@ -340,7 +284,7 @@ class WorkspacePage(PageHandler):
             name=name,
             owner=owner,
             readonly=readonly,
-            executions=executions or [],
+            executions=runs or [],
             error=error,
             message=message,
             state=state,
@@ -369,7 +313,7 @@ class WorkspacePage(PageHandler):
             return self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}")
         if action == "start":
             choice = self.get_body_argument("continue_from", "latest")
-            refs, rtype = await self.blocking(_choices_of, self.db, user, name, choice)
+            refs, rtype = await self.blocking(spawnform.continued, self.db, user, name, choice)
             datasets = self.get_body_argument("datasets", None)
             if datasets is None:  # the same datasets as the execution continued from (their latest versions)
                 datasets = ", ".join(refs)
@@ -398,36 +342,14 @@ class WorkspacePage(PageHandler):
         raise web.HTTPError(400, "Say what to do: start, stop or delete-output.")
 
 
-def _choices_of(db, user: str, name: str, choice: str) -> tuple[list[str], str | None]:
-    """The dataset refs and resource type of the execution `choice` (a number or `latest`) of a workspace."""
-    if choice == "fresh":
-        return [], None
-    with db.session() as s:
-        ws = find_workspace(s, user, name)
-        if ws is None or not ws.executions:
-            return [], None
-        if choice.isdigit():
-            ex = next((e for e in ws.executions if e.number == int(choice)), None)
-        else:
-            ex = max(ws.executions, key=lambda e: e.number)
-        if ex is None:
-            return [], None
-        # without the version, like the spawn form: the next start takes each dataset's latest
-        return [d["ref"].rsplit(":", 1)[0] for d in (ex.datasets or [])], ex.resource_type
-
-
 class DatasetsPage(PageHandler):
     """Mine, shared with me, public; create, upload (progress, resume), share. The script uses the REST API."""
 
     @web.authenticated
     async def get(self):
         user = self.get_current_user()
-
-        def load():
-            with self.db.session() as s:
-                return datasets.listing(s, user["name"], set(user.get("groups") or []))
-
-        self.render_page("datasets.html", groups=await self.blocking(load), api=f"{self.prefix}api")
+        groups = await self.blocking(datasets.listing, self.db, user["name"], set(user.get("groups") or []))
+        self.render_page("datasets.html", groups=groups, api=f"{self.prefix}api")
 
 
 class StoragePage(PageHandler):
@@ -444,8 +366,7 @@ class StoragePage(PageHandler):
             user["name"],
             set(user.get("groups") or []),
         )
-        storage = st.as_dict()
-        storage["items"] = sorted(storage["items"], key=lambda i: (i["bytes"], i["files"]), reverse=True)
+        storage = dict(st.as_dict(), items=st.largest_first())
         self.set_status(status)
         self.render_page(
             "storage.html", storage=storage, figures=st.figures(), error=error, message=message, storage_warning=None
@@ -560,52 +481,8 @@ class AdminPage(PageHandler):
     async def get(self, error: str | None = None, status: int = 200):
         self.admin_only()
 
-        def load():
-            with self.db.session() as s:
-                active = s.scalars(
-                    select(Execution).where(Execution.state.in_(UNFINISHED)).order_by(Execution.created, Execution.id)
-                ).all()
-                positions = queue.queue_positions(s)
-                rows = []
-                for ex in active:
-                    sample = s.scalars(
-                        select(UsageSample)
-                        .where(UsageSample.execution_id == ex.id)
-                        .order_by(UsageSample.at.desc())
-                        .limit(1)
-                    ).first()
-                    rows.append(
-                        {
-                            "owner": ex.workspace.owner,
-                            "workspace": ex.workspace.name,
-                            "execution": ex.as_dict(),
-                            "usage": sample.as_dict() if sample else None,
-                            "queue": positions.get(ex.id),
-                        }
-                    )
-                storage = s.execute(
-                    select(
-                        Workspace.owner,
-                        func.count(Snapshot.id),
-                        func.coalesce(func.sum(Snapshot.bytes), 0),
-                        func.coalesce(func.sum(Snapshot.files), 0),
-                    )
-                    .join(Execution, Execution.workspace_id == Workspace.id)
-                    .join(Snapshot, Execution.snapshot_id == Snapshot.id)
-                    .where(Snapshot.deleted.is_(None))
-                    .group_by(Workspace.owner)
-                    .order_by(func.sum(Snapshot.bytes).desc())
-                ).all()
-                per_user = {
-                    o: {"owner": o, "outputs": n, "bytes": b, "files": f, "footprint": None} for o, n, b, f in storage
-                }
-                # what the quota counts (outputs and dataset versions, shared data once), as last measured
-                for u in s.scalars(select(StorageUsage)):
-                    row = per_user.setdefault(u.owner, {"owner": u.owner, "outputs": 0, "bytes": 0, "files": 0})
-                    row["footprint"] = {"bytes": u.bytes, "files": u.files, "at": iso(u.measured_at)}
-                return rows, list(per_user.values())
-
-        running, storage = await self.blocking(load)
+        running = await self.blocking(queue.overview, self.db)
+        storage = await self.blocking(quotas.per_user, self.db)
         self.set_status(status)
         self.render_page("admin.html", running=running, storage=storage, error=error)
 

@@ -1,20 +1,16 @@
-"""REST API: storage against the quota, deleting outputs, accounting, resource types.
+"""REST API: storage against the quota, deleting outputs.
 
     GET    /api/storage                                   my footprint against my quota, what takes the space
     POST   /api/storage/cleanup        {"keep": 1}        delete every workspace's old outputs, keeping the newest
     DELETE /api/workspaces/{name}/executions/{n}/output   delete one output (refused while something depends on it)
-    GET    /api/accounting?since=&until=                  CPU-hours and GPU-hours per execution and in total
-    GET    /api/resource-types                            the types I may choose, with what is free now
 
-An admin may add `?user=NAME` to act on anyone's; `GET /api/accounting?all=true`
-reports every user.
+An admin may add `?user=NAME` to act on anyone's. Accounting is accounting_api.py, the resource types
+resource_types_api.py.
 """
 
 from __future__ import annotations
 
-from tornado import web
-
-from .. import accounting, outputs, queue, quotas, spawnform
+from .. import outputs, quotas
 from .api import APIHandler
 
 
@@ -55,39 +51,9 @@ class OutputHandler(StorageHandler):
         self.write_json({"deleted": deleted})
 
 
-class AccountingHandler(APIHandler):
-    async def get(self):
-        user, _, admin = self.who()
-        everyone = self.get_argument("all", "").lower() in ("1", "true", "yes")
-        if everyone and not admin:
-            raise web.HTTPError(403, "Only administrators may see everyone's accounting.")
-        owners = None if everyone else [await self.owner()]
-        since = accounting.parse_time(self.get_argument("since", None), "since")
-        until = accounting.parse_time(self.get_argument("until", None), "until")
-
-        def load():
-            with self.db.session() as s:
-                return accounting.report(s, owners, since, until)
-
-        self.write_json(await self.blocking(load))
-
-
-class ResourceTypesHandler(APIHandler):
-    async def get(self):
-        _, groups, _ = self.who()
-        types = self.settings["resource_types"]
-        inventory = queue.gpu_inventory(self.settings["gpu_inventory"])
-        choices = await self.blocking(spawnform.type_choices, self.db, types, groups, inventory) if types else []
-        self.write_json(
-            {"default": self.settings["default_resource_type"] or (types[0].name if types else None), "types": choices}
-        )
-
-
 def handlers(prefix: str) -> list:
     return [
         (rf"{prefix}api/storage/?", StorageStatusHandler),
         (rf"{prefix}api/storage/cleanup/?", CleanupHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/output/?", OutputHandler),
-        (rf"{prefix}api/accounting/?", AccountingHandler),
-        (rf"{prefix}api/resource-types/?", ResourceTypesHandler),
     ]

@@ -8,86 +8,50 @@
 
 A chunk that was cut off keeps the bytes that arrived; GET tells the offset
 to resume from. Memory use does not grow with the file: bodies are streamed
-to disk in the pieces the server receives.
+to disk in the pieces the server receives. What an upload may be, whose it is and how it becomes a
+version are workspace/uploads.py's rules; the handlers parse, stream and answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 
 from tornado import web
 
-from .. import quotas
+from .. import uploads
 from ..errors import UserError
-from ..uploads import Upload, archive_kind, pending, place
+from ..uploads import Upload
 from .datasets_api import DatasetHandler
 
 MAX_CHUNK = 64 << 30  # one PUT may carry the whole file
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class UploadBase(DatasetHandler):
-    def quota_status(self, user: str) -> quotas.Status:
-        _, groups, _ = self.who()
-        return quotas.status(self.db, self.store, self.settings["storage_quota"], user, groups)
-
-    def reserved(self, user: str, but: str | None = None) -> tuple[int, int]:
-        """(bytes announced, count) of the user's unfinished uploads, but one."""
-        ups = [meta for up, meta in pending(self.store.uploads_dir, user) if up.id != but]
-        return sum(int(m.get("size") or 0) for m in ups), len(ups)
-
     def upload(self, owner: str, name: str, upload_id: str) -> Upload:
+        # looked up before the caller is: a missing upload is a 404 to anyone
         up = Upload(self.store.uploads_dir, upload_id)
         meta = up.meta()
         user, _, admin = self.who()
-        if (meta["owner"], meta["name"]) != (owner, name) or (meta["user"] != user and not admin):
-            raise UserError(404, "There is no such upload.")
+        uploads.check_uploader(meta, owner, name, user, admin)
         return up
 
 
 class UploadsHandler(UploadBase):
     async def post(self, owner, name):
-        user, _, _ = self.who()
+        who = self.who()
         data = self.body()
-        filename, size, digest = data.get("filename"), data.get("size"), data.get("sha256")
-        if not isinstance(filename, str) or not filename.strip() or "/" in filename:
-            raise UserError(400, "Give the file's name (without folders) as “filename”.")
-        if not isinstance(size, int) or size < 0:
-            raise UserError(400, "Give the file's size in bytes as “size”.")
-        if digest is not None and (not isinstance(digest, str) or not SHA256.match(digest)):
-            raise UserError(400, "“sha256” must be the file's SHA-256 as 64 hexadecimal digits.")
-        unpack = bool(data.get("unpack"))
-        if unpack and archive_kind(filename) is None:
-            raise UserError(400, f"{filename} is not an archive this server unpacks (tar, tar.gz, zip).")
-
-        def create():
-            with self.db.session() as s:
-                self.writable(s, owner, name)
-            # the file counts against the quota from its first byte: an upload may
-            # not announce more than the quota leaves, less the uploads under way
-            reserved, count = self.reserved(user)
-            limit = self.settings["upload_policy"].max_pending
-            if count >= limit:
-                raise UserError(
-                    429,
-                    f"You have {count} unfinished uploads; finish or cancel one first (they are "
-                    "listed on the Datasets page; abandoned ones go after a day).",
-                )
-            self.quota_status(user).refuse_beyond(f"Uploading {filename}", size, reserved)
-            meta = {
-                "owner": owner,
-                "name": name,
-                "user": user,
-                "filename": filename,
-                "size": size,
-                "sha256": digest,
-                "unpack": unpack,
-            }
-            return Upload.create(self.store.uploads_dir, meta)
-
-        up = await self.blocking(create)
-        self.write_json({"id": up.id, "offset": 0, "size": size}, status=201)
+        up = await self.blocking(
+            uploads.begin,
+            self.db,
+            self.store,
+            owner,
+            name,
+            data,
+            *who,
+            quota=self.settings["storage_quota"],
+            max_pending=self.settings["upload_policy"].max_pending,
+        )
+        self.write_json({"id": up.id, "offset": 0, "size": data["size"]}, status=201)
 
 
 @web.stream_request_body
@@ -173,57 +137,20 @@ class UploadHandler(UploadBase):
 class CompleteHandler(UploadBase):
     async def post(self, owner, name, upload_id):
         data = self.body()
-        user, _, _ = self.who()
-
-        def complete():
-            with self.db.session() as s:
-                dataset_id = self.writable(s, owner, name).id
-            up = self.upload(owner, name, upload_id)
-            meta = up.meta()
-            if up.offset != meta["size"]:
-                raise UserError(
-                    409,
-                    f"The upload has {up.offset:,} of {meta['size']:,} bytes; send the rest from byte "
-                    f"{up.offset:,} first.",
-                )
-            expected = data.get("sha256") or meta.get("sha256")
-            if expected:
-                actual = up.sha256()
-                if actual != expected.lower():
-                    up.discard()
-                    raise UserError(
-                        400,
-                        f"{meta['filename']} arrived damaged (its SHA-256 is {actual}, not {expected}); "
-                        "the upload was discarded, please upload it again.",
-                    )
-            label = meta["filename"]
-            # what the quota leaves now bounds the unpacked size and file count
-            status = self.quota_status(meta["user"])
-            reserved, _ = self.reserved(meta["user"], but=up.id)
-            # a plain file's size is known; an archive's expansion is bounded by `room` below
-            status.refuse_beyond(f"The version from {label}", 0 if meta["unpack"] else meta["size"], reserved)
-            left, files_left = status.room(reserved)
-            room = (left if left is not None else 1 << 62, files_left if files_left is not None else 1 << 31)
-            try:
-                version = self.make_version(
-                    dataset_id,
-                    lambda key, check: self.store.dataset_from_files(
-                        key,
-                        lambda target: place(
-                            up, target, meta["filename"], meta["unpack"], label, self.settings["sandbox"], room
-                        ),
-                        check,
-                    ),
-                    "upload",
-                    label,
-                    user,
-                )
-            finally:
-                up.discard()
-            quotas.measure(self.db, self.store, meta["user"])
-            return version
-
-        self.write_json(await self.blocking(complete), status=201)
+        version = await self.blocking(
+            uploads.complete,
+            self.db,
+            self.store,
+            owner,
+            name,
+            upload_id,
+            data.get("sha256"),
+            *self.who(),
+            rules=self.rules,
+            sandbox=self.settings["sandbox"],
+            quota=self.settings["storage_quota"],
+        )
+        self.write_json(version, status=201)
 
 
 def handlers(prefix: str) -> list:

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: up down images test unit venv bench lint format
+.PHONY: up down images test unit venv bench lint format cluster-up cluster-down
 
 # The venv is (re)built when the package definition changes.
 $(STAMP): pyproject.toml
@@ -28,6 +28,18 @@ down: $(STAMP)
 ## make images: build the single-user images whose definition changed
 images: $(STAMP)
 	@$(PY) -m workspace.setup.deploy images
+
+## make cluster-up: a Docker Swarm of NODES (default 3) namespaced engines on this machine (root);
+## GPUS="node2=0,1 node3=0,1,2,3" labels nodes with GPU IDs (workspace/setup/cluster.py)
+NODES ?= 3
+GPUS  ?=
+cluster-up: $(STAMP)
+	@$(PY) -m workspace.setup.deploy images
+	@$(PY) -m workspace.setup.cluster up --nodes $(NODES) $(foreach g,$(GPUS),--gpus $(g))
+
+## make cluster-down: stop the cluster's engines, remove its network and mounts (its data stays; PURGE=1 deletes it)
+cluster-down: $(STAMP)
+	@$(PY) -m workspace.setup.cluster down $(if $(PURGE),--purge)
 
 ## make test: set up (engine, proxy, images) and run the whole suite
 test: $(STAMP) lint

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
@@ -45,6 +46,7 @@ class Admission:
     waiting: int  # how many wait for the type
     gpu_ids: list[str] = field(default_factory=list)
     estimate_s: float | None = None  # expected wait
+    node: str | None = None  # where it was placed
 
     def describe(self, rtype: ResourceType) -> str:
         est = f"; about {_minutes(self.estimate_s)} to wait (from recent run lengths)" if self.estimate_s else ""
@@ -67,11 +69,14 @@ def _minutes(seconds: float) -> str:
 _admit_lock = threading.Lock()
 
 
-def admit(session, execution: Execution, rtype: ResourceType, inventory: list[str], node: str) -> Admission:
-    """Admit `execution` (queued) if it is first in line and its type has room; else its place.
+def admit(
+    session, execution: Execution, rtype: ResourceType, inventories: dict[str, list[str]], prefer: Sequence[str] = ()
+) -> Admission:
+    """Admit `execution` (queued) if it is first in line and a node has room for its type; else its place.
 
-    Call inside one session (one transaction). Each call is also the waiting
-    start's heartbeat.
+    `inventories` are the nodes' GPU IDs ({node: [id, ...]}; one node on a single
+    host); the execution is placed by `place`. Call inside one session (one
+    transaction). Each call is also the waiting start's heartbeat.
     """
     with _admit_lock:
         same_type = list(
@@ -87,15 +92,47 @@ def admit(session, execution: Execution, rtype: ResourceType, inventory: list[st
         queue = [e for e in same_type if e.state == "queued" and e.id not in stale]
         holding = [e for e in same_type if e.state in HOLDING]
         position = next((i for i, e in enumerate(queue) if e.id == execution.id), 0) + 1
-        room = rtype.capacity is None or len(holding) < rtype.capacity
-        free = free_gpus(session, inventory, node) if rtype.gpus else []
-        enough = len(free) >= rtype.gpus
-        if position == 1 and room and enough:
-            execution.gpu_ids = free[: rtype.gpus]
-            execution.node = node
+        placement = place(session, rtype, inventories, holding, prefer) if position == 1 else None
+        if placement is not None:
+            execution.node, execution.gpu_ids = placement
             execution.lease_owner, execution.lease_until = None, None
-            return Admission(True, 0, len(queue) - 1, list(execution.gpu_ids))
-        return Admission(False, position, len(queue), estimate_s=estimate_wait(session, rtype, holding, position, now))
+            return Admission(True, 0, len(queue) - 1, list(execution.gpu_ids), node=execution.node)
+        slots = (rtype.capacity or 0) * len(inventories) or None
+        return Admission(
+            False, position, len(queue), estimate_s=estimate_wait(session, rtype, holding, position, now, slots)
+        )
+
+
+def place(
+    session,
+    rtype: ResourceType,
+    inventories: dict[str, list[str]],
+    holding: list[Execution],
+    prefer: Sequence[str] = (),
+) -> tuple[str, list[str]] | None:
+    """The node and GPU IDs for a start of `rtype`, or None while no node has room.
+
+    A node has room when fewer than `rtype.capacity` executions of the type
+    run there and `rtype.gpus` of its GPUs are free: a start is never split
+    over nodes. Of the nodes with room, those in `prefer` come first (they
+    hold the home's snapshot: no transfer), then the best fit, the node with
+    the fewest free GPUs that suffice, so that whole nodes stay free for
+    large starts (the fragmentation BitaHub's users meet).
+    """
+    candidates = []
+    for node in sorted(inventories):
+        on_node = sum(1 for e in holding if e.node == node)
+        if rtype.capacity is not None and on_node >= rtype.capacity:
+            continue
+        free = free_gpus(session, inventories[node], node)
+        if len(free) < rtype.gpus:
+            continue
+        rank = prefer.index(node) if node in prefer else len(prefer)
+        candidates.append((rank, len(free) if rtype.gpus else 0, node, free[: rtype.gpus]))
+    if not candidates:
+        return None
+    _, _, node, gpus = min(candidates)
+    return node, gpus
 
 
 def queue_positions(session) -> dict[int, tuple[int, int]]:
@@ -156,7 +193,7 @@ def free_gpus(session, inventory: list[str], node: str) -> list[str]:
 
 
 def estimate_wait(
-    session, rtype: ResourceType, holding: list[Execution], position: int, now: dt.datetime
+    session, rtype: ResourceType, holding: list[Execution], position: int, now: dt.datetime, slots: int | None = None
 ) -> float | None:
     """Expected wait for `position`: when the running ones end, judged by how long recent ones ran."""
     recent = list(
@@ -175,7 +212,7 @@ def estimate_wait(
     if not recent:
         return None
     typical = statistics.median((e.stopped - e.started).total_seconds() for e in recent)
-    slots = max(1, rtype.capacity or len(holding) or 1)
+    slots = max(1, slots or rtype.capacity or len(holding) or 1)
     remaining = sorted(max(0.0, typical - ((now - e.started).total_seconds() if e.started else 0.0)) for e in holding)
     remaining += [0.0] * (slots - len(remaining))
     k = position - 1
@@ -209,16 +246,16 @@ def gpu_inventory(static: list[str] | None, nvml=None) -> list[str]:
 
 
 def admit_execution(
-    db: Database, execution_id: int, rtype: ResourceType, inventory: list[str], node: str
+    db: Database, execution_id: int, rtype: ResourceType, inventories: dict[str, list[str]], prefer: Sequence[str] = ()
 ) -> "Admission":
     """Let a queued execution in if its type has room (`admit`, in one transaction); its Admission."""
     with db.session() as s:
         ex = s.get(Execution, execution_id)
         if ex.state in HOLDING:
-            return Admission(True, 0, 0, list(ex.gpu_ids or []))
+            return Admission(True, 0, 0, list(ex.gpu_ids or []), node=ex.node)
         if ex.state != "queued":  # ended while it waited (taken for gone: no heartbeat in time)
             raise UserError(503, ex.stop_detail or "This start left the queue; start the workspace again.")
-        admission = admit(s, ex, rtype, inventory, node)
+        admission = admit(s, ex, rtype, inventories, prefer)
         if admission.admitted:
             gpus = f" with GPU(s) {', '.join(admission.gpu_ids)}" if admission.gpu_ids else ""
             ex.to(s, "preparing", f"Admitted as “{rtype.name}”{gpus}")

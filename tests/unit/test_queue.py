@@ -31,7 +31,7 @@ def queued(db, owner: str, rtype: ResourceType) -> int:
 def try_admit(db, execution_id: int, rtype: ResourceType) -> queue.Admission:
     with db.session() as s:
         ex = s.get(Execution, execution_id)
-        a = admit(s, ex, rtype, INVENTORY, "node1")
+        a = admit(s, ex, rtype, {"node1": INVENTORY})
         if a.admitted:
             ex.to(s, "preparing")
         return a
@@ -123,3 +123,52 @@ def test_types_from_configuration():
     assert t.limited and t.summary() == "8 CPU, 64 GB memory, 1 × GPU, at most 3 h"
     with pytest.raises(ValueError, match="unknown setting"):
         ResourceType.from_config({"name": "x", "gpu": 1})
+
+
+# -- several nodes: a start is placed on one node, never split -------------------------
+
+GPU1 = ResourceType(name="gpu1", gpus=1)
+NODES = {"node1": [], "node2": ["0", "1"], "node3": ["0", "1", "2", "3"]}
+
+
+def place_on(db, execution_id: int, rtype: ResourceType, inventories=NODES, prefer=()) -> queue.Admission:
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        a = admit(s, ex, rtype, inventories, prefer)
+        if a.admitted:
+            ex.to(s, "preparing")
+        return a
+
+
+def test_a_gpu_start_lands_where_its_gpus_are_free_on_one_node_and_never_split(db):
+    small = place_on(db, queued(db, "a", GPU1), GPU1)
+    assert (small.node, small.gpu_ids) == ("node2", ["0"])  # best fit: the smaller node, node3 stays whole
+    big = place_on(db, queued(db, "b", GPU2), GPU2)
+    assert (big.node, big.gpu_ids) == ("node3", ["0", "1"])
+    again = place_on(db, queued(db, "c", GPU2), GPU2)
+    assert (again.node, again.gpu_ids) == ("node3", ["2", "3"])
+    # node2 has 1 free, node3 none: 3 GPUs free in the cluster, but no node has 2 -> wait, not split
+    waits = place_on(db, queued(db, "d", GPU2), GPU2)
+    assert not waits.admitted and waits.position == 1
+    with db.session() as s:
+        assert {n: queue.free_gpus(s, ids, n) for n, ids in NODES.items()} == {
+            "node1": [],
+            "node2": ["1"],
+            "node3": [],
+        }
+
+
+def test_the_node_holding_the_home_is_preferred_when_it_has_room(db):
+    assert place_on(db, queued(db, "a", GPU1), GPU1, prefer=["node3"]).node == "node3"
+    # a preferred node without room is passed over, not waited for
+    full = {"node2": ["0"], "node3": ["0"]}
+    assert place_on(db, queued(db, "b", GPU1), GPU1, full, prefer=["node3"]).node == "node2"
+
+
+def test_capacity_counts_per_node(db):
+    per_node = ResourceType(name="cpu", capacity=1)
+    two = {"node1": [], "node2": []}
+    first = place_on(db, queued(db, "a", per_node), per_node, two)
+    second = place_on(db, queued(db, "b", per_node), per_node, two)
+    assert {first.node, second.node} == {"node1", "node2"}
+    assert not place_on(db, queued(db, "c", per_node), per_node, two).admitted

@@ -504,28 +504,27 @@ class WorkspaceMixin(LoggingConfigurable):
 
     async def _wait_in_queue(self, plan, rtype: resource_types.ResourceType) -> None:
         """Wait (state `queued`) until admitted; report the position when it changes."""
-        inventory = queue.gpu_inventory(self.gpu_inventory)
-        if rtype.gpus > len(inventory):
+        inventories = self.gpu_inventories()
+        largest = max((len(ids) for ids in inventories.values()), default=0)
+        if rtype.gpus > largest:
             await self.run_blocking(
                 lifecycle.discard,
                 self.db,
                 self.home_store,
                 plan.execution_id,
                 "failed",
-                "not enough GPUs on this node",
+                "not enough GPUs on any node",
                 "error",
             )
             raise UserError(
                 503,
-                f"“{rtype.name}” needs {rtype.gpus} GPU(s) but this server has {len(inventory)}; "
+                f"“{rtype.name}” needs {rtype.gpus} GPU(s) but no node of this server has more than {largest}; "
                 "choose another resource type, or ask your administrator.",
             )
         shown = None
         deadline = time.monotonic() + self.queue_timeout
         while True:
-            admission = await self.run_blocking(
-                queue.admit_execution, self.db, plan.execution_id, rtype, inventory, queue.node_name()
-            )
+            admission = await self.run_blocking(queue.admit_execution, self.db, plan.execution_id, rtype, inventories)
             if admission.admitted:
                 self.current.gpu_ids = gpus = admission.gpu_ids
                 gpus = f", GPU(s) {', '.join(gpus)}" if gpus else ""
@@ -549,6 +548,10 @@ class WorkspaceMixin(LoggingConfigurable):
                     503, f"No “{rtype.name}” became free in {self.queue_timeout / 3600:g} h; please try again later."
                 )
             await asyncio.sleep(self.queue_poll_interval)
+
+    def gpu_inventories(self) -> dict[str, list[str]]:
+        """{node: GPU IDs} of the nodes this spawner's engine places starts on (here: this host)."""
+        return {queue.node_name(): queue.gpu_inventory(self.gpu_inventory)}
 
     def apply_limits(self, limits: dict) -> None:
         """CPU, memory and process limits of this start (engine-specific: see DockerWorkspaceSpawner)."""

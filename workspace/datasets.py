@@ -3,9 +3,9 @@
 A dataset (owner/name) has immutable, numbered versions and is readable by
 its owner, by the users and JupyterHub groups it is shared with, and by
 everyone when public. A version is made from an execution's output (sharing
-the home store's data, no copy), from a host path (admins), or by upload
-(a later change). At spawn, `user_options["datasets"]` lists up to five
-references, `owner/name` (latest version) or `owner/name:3`; the versions
+the home store's data, no copy), from a host path (admins), or by
+resumable upload (workspace/uploads.py). At spawn, `user_options["datasets"]`
+lists up to five references, `owner/name` (latest version) or `owner/name:3`; the versions
 resolved then are mounted in list order and recorded on the execution.
 """
 

@@ -54,3 +54,18 @@ def test_all_migrations_make_the_same_schema_on_sqlite_and_postgresql(tmp_path, 
         if on_sqlite[table].get(what) != on_postgres[table].get(what)
     ]
     assert differences == [], "a migration makes another schema on one of the databases"
+
+
+@pytest.mark.postgres
+def test_jupyterhub_keeps_its_own_database_on_postgresql_with_the_same_driver(postgres_url):
+    # WORKSPACE_HUB_DB_URL: the hub creates its tables on a postgresql+psycopg URL and keeps a user
+    from jupyterhub import orm
+
+    session = orm.new_session_factory(postgres_url)()
+    try:
+        session.add(orm.User(name="ada"))
+        session.commit()
+        assert [u.name for u in session.query(orm.User)] == ["ada"]
+    finally:
+        session.close()
+        session.get_bind().dispose()

@@ -40,7 +40,7 @@ def postgres_admin():
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
     except Exception as e:  # noqa: BLE001  (any failure to connect is the reason to skip)
-        pytest.skip(f"The test PostgreSQL at {admin_url} does not answer: {e}")
+        pytest.skip(f"The test PostgreSQL at {engine.url} does not answer: {str(e).strip().splitlines()[0]}")
     yield engine
     engine.dispose()
 

@@ -43,7 +43,7 @@ if chp.exists():
     c.ConfigurableHTTPProxy.command = [str(chp)]
 c.ConfigurableHTTPProxy.pid_file = str(data / "run" / "proxy.pid")
 
-c.JupyterHub.db_url = f"sqlite:///{data / 'jupyterhub.sqlite'}"
+c.JupyterHub.db_url = settings.hub_db_url  # WORKSPACE_HUB_DB_URL; SQLite in the data dir by default
 c.JupyterHub.cookie_secret_file = str(data / "jupyterhub_cookie_secret")
 c.JupyterHub.pid_file = str(data / "run" / "jupyterhub.pid")
 

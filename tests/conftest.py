@@ -4,6 +4,11 @@ Docker tests (marker `docker`, given to everything under tests/integration)
 skip with a reason when no engine answers. Under CI (`CI=true`) such a skip
 is turned into a failure: CI always has an engine, so a skip there means the
 setup is broken and the suite would prove nothing.
+
+PostgreSQL tests (marker `postgres`, the PostgreSQL half of the unit tests'
+`database` fixture) follow the same rule: they skip with a reason where no
+PostgreSQL server can run, and fail under CI, whose set-up (`make test`)
+installs and starts one.
 """
 
 import os
@@ -19,7 +24,11 @@ def _under_ci() -> bool:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and item.get_closest_marker("docker") and _under_ci():
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        report.outcome = "failed"
-        report.longrepr = f"A Docker test was skipped under CI=true, which is a failure: {reason}"
+    if not (report.skipped and _under_ci()):
+        return
+    for marker, what in (("docker", "A Docker test"), ("postgres", "A PostgreSQL test")):
+        if item.get_closest_marker(marker):
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            report.outcome = "failed"
+            report.longrepr = f"{what} was skipped under CI=true, which is a failure: {reason}"
+            return

@@ -68,6 +68,9 @@ def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         # the hub and the workspace service share the file: wait for locks
         kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+    else:
+        # a server (PostgreSQL) may restart or drop idle connections: test each before use
+        kwargs["pool_pre_ping"] = True
     engine = create_engine(url, future=True, **kwargs)
     if url.startswith("sqlite"):
 

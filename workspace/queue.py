@@ -5,7 +5,10 @@ first in line for its type (first come, first served), fewer than `capacity`
 executions of the type are active, and enough GPUs are free on the node.
 Then it is admitted (state `preparing`) and given specific GPU device IDs.
 Admission reads and writes the workspace database in one transaction under a
-lock, so two starts never take the same GPU; the allocation is the set of GPU
+lock, so two starts never take the same GPU: a thread lock in the process and,
+on PostgreSQL, where several hub processes share the database, an advisory
+lock held until the transaction ends (SQLite refuses the write of a transaction
+whose reads another process's commit made stale). The allocation is the set of GPU
 IDs of the executions that are active, so a stop, a crash or a hub restart
 (whose reconciliation ends vanished executions) frees them without
 bookkeeping of its own.
@@ -21,7 +24,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from .db import Database, utcnow
 from .errors import UserError
@@ -67,6 +70,14 @@ def _minutes(seconds: float) -> str:
 
 
 _admit_lock = threading.Lock()
+ADMISSION_LOCK_KEY = 0x77736164  # PostgreSQL advisory lock key of admission ("wsad")
+
+
+def lock_admission(session) -> None:
+    """Serialize admission over processes on PostgreSQL: an advisory lock held until the session's
+    transaction ends (re-entrant; taken before the thread lock, so the two never deadlock)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADMISSION_LOCK_KEY})
 
 
 def admit(
@@ -78,6 +89,7 @@ def admit(
     host); the execution is placed by `place`. Call inside one session (one
     transaction). Each call is also the waiting start's heartbeat.
     """
+    lock_admission(session)
     with _admit_lock:
         same_type = list(
             session.scalars(
@@ -250,6 +262,7 @@ def admit_execution(
 ) -> "Admission":
     """Let a queued execution in if its type has room (`admit`, in one transaction); its Admission."""
     with db.session() as s:
+        lock_admission(s)  # before reading the execution, which another hub may end meanwhile
         ex = s.get(Execution, execution_id)
         if ex.state in HOLDING:
             return Admission(True, 0, 0, list(ex.gpu_ids or []), node=ex.node)

@@ -28,7 +28,7 @@ import stat
 import threading
 from dataclasses import dataclass, field
 
-from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, func, select
+from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, cast, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 from traitlets import Dict, Float, Int, Unicode
 from traitlets.config import LoggingConfigurable
@@ -323,19 +323,21 @@ def per_user(db: Database) -> list[dict]:
     """Every user's outputs (how many, their bytes and files, each output's own figures summed), the
     largest first, with their footprint as last measured (what the quota counts: outputs and dataset
     versions, shared data once), for the admin page (blocking). A figure not measured yet is None."""
+    # cast: PostgreSQL sums a BIGINT column as NUMERIC (a Decimal, which JSON cannot carry)
+    total_bytes = cast(func.coalesce(func.sum(Snapshot.bytes), 0), BigInteger)
     with db.session() as s:
         outputs = s.execute(
             select(
                 Workspace.owner,
                 func.count(Snapshot.id),
-                func.coalesce(func.sum(Snapshot.bytes), 0),
-                func.coalesce(func.sum(Snapshot.files), 0),
+                total_bytes,
+                cast(func.coalesce(func.sum(Snapshot.files), 0), BigInteger),
             )
             .join(Execution, Execution.workspace_id == Workspace.id)
             .join(Snapshot, Execution.snapshot_id == Snapshot.id)
             .where(Snapshot.deleted.is_(None))
             .group_by(Workspace.owner)
-            .order_by(func.sum(Snapshot.bytes).desc())
+            .order_by(total_bytes.desc())
         ).all()
         rows = {o: {"owner": o, "outputs": n, "bytes": b, "files": f, "footprint": None} for o, n, b, f in outputs}
         for u in s.scalars(select(StorageUsage)):

@@ -5,14 +5,14 @@ import datetime as dt
 import pytest
 
 from workspace import accounting
-from workspace.db import Database, freeze_clock, move_clock, utcnow
+from workspace.db import freeze_clock, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, UsageSample, get_or_create_workspace, new_execution
 
 
 @pytest.fixture
-def db(tmp_path):
-    return Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+def db(database):
+    return database
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ def execution(s, owner, name, state, rtype=None, output_bytes=None) -> Execution
     return ex
 
 
-def test_the_overview_lists_what_waits_runs_or_saves_with_its_place_and_usage(sqlite):
-    with sqlite.session() as s:
+def test_the_overview_lists_what_waits_runs_or_saves_with_its_place_and_usage(database):
+    with database.session() as s:
         running = execution(s, "ada", "a", "running")
         execution(s, "bob", "b", "stopped")
         execution(s, "cat", "c", "queued", rtype="gpu")
@@ -34,7 +34,7 @@ def test_the_overview_lists_what_waits_runs_or_saves_with_its_place_and_usage(sq
                 UsageSample(execution_id=running.id, at=t0 + dt.timedelta(minutes=1), cpu_percent=20.0),
             ]
         )
-    rows = queue.overview(sqlite)
+    rows = queue.overview(database)
     assert [(r["owner"], r["workspace"], r["execution"]["state"], r["queue"]) for r in rows] == [
         ("ada", "a", "running", None),
         ("cat", "c", "queued", (1, 2)),
@@ -43,8 +43,8 @@ def test_the_overview_lists_what_waits_runs_or_saves_with_its_place_and_usage(sq
     assert rows[0]["usage"]["cpu_percent"] == 20.0 and rows[1]["usage"] is None
 
 
-def test_storage_per_user_sums_live_outputs_largest_first_with_the_measured_footprint(sqlite):
-    with sqlite.session() as s:
+def test_storage_per_user_sums_live_outputs_largest_first_with_the_measured_footprint(database):
+    with database.session() as s:
         execution(s, "ada", "a", "stopped", output_bytes=10)
         execution(s, "ada", "b", "stopped", output_bytes=5)
         execution(s, "bob", "b", "stopped", output_bytes=100)
@@ -57,7 +57,8 @@ def test_storage_per_user_sums_live_outputs_largest_first_with_the_measured_foot
                 StorageUsage(owner="cat", bytes=7, files=1, measured_at=at),  # datasets only
             ]
         )
-    assert quotas.per_user(sqlite) == [
+    rows = quotas.per_user(database)
+    assert rows == [
         {"owner": "bob", "outputs": 1, "bytes": 100, "files": 2, "footprint": None},
         {
             "owner": "ada",
@@ -74,3 +75,5 @@ def test_storage_per_user_sums_live_outputs_largest_first_with_the_measured_foot
             "footprint": {"bytes": 7, "files": 1, "at": "2026-12-03T00:00:00Z"},
         },
     ]
+    # plain ints on both databases (PostgreSQL's SUM of a BIGINT is a NUMERIC: a Decimal JSON cannot carry)
+    assert {type(r[k]) for r in rows for k in ("outputs", "bytes", "files")} == {int}

@@ -21,7 +21,7 @@ def test_only_students_are_no_privileged_users():
 
 
 @pytest.mark.parametrize("course", ["CS101", "cs 101", "-x", ""])
-def test_a_course_name_is_a_group_name_checked_first(sqlite, course):
+def test_a_course_name_is_a_group_name_checked_first(database, course):
     with pytest.raises(UserError) as err:
-        check_setup(sqlite, course, {"term": 1}, "prof", False, [], None, [])  # the name before the unknown field
+        check_setup(database, course, {"term": 1}, "prof", False, [], None, [])  # the name before the unknown field
     assert err.value.status_code == 400 and f"“{course}” cannot be a course name" in err.value.jupyterhub_message

@@ -5,7 +5,6 @@ import pytest
 from workspace import courses
 from workspace.courses import Course, check_setup, parse_roster
 from workspace.datasets import Dataset, DatasetVersion
-from workspace.db import Database
 from workspace.errors import UserError
 from workspace.executions import Snapshot, Workspace, get_or_create_workspace, new_execution
 from workspace.resource_types import ResourceType
@@ -40,8 +39,8 @@ def test_bad_rosters_are_400s_naming_the_line(value, words):
 
 
 @pytest.fixture
-def db(tmp_path):
-    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+def db(database):
+    db = database
     with db.session() as s:
         ws = get_or_create_workspace(s, "prof", "prep")
         for with_output in (True, False):

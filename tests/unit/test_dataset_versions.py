@@ -17,8 +17,8 @@ ROOT = ("root", set(), True)
 
 
 @pytest.fixture
-def env(sqlite, store, tmp_path):
-    db = sqlite
+def env(database, store, tmp_path):
+    db = database
     with db.session() as s:
         s.add(Dataset(owner="prof", name="mnist"))
     host = tmp_path / "host"

@@ -6,7 +6,6 @@ import pytest
 
 from workspace import datasets
 from workspace.datasets import Dataset, DatasetRules, DatasetShare, Ref, check_slug, parse_refs
-from workspace.db import Database
 from workspace.errors import UserError
 
 
@@ -90,8 +89,8 @@ def test_tree_rules(tmp_path):
 
 
 @pytest.fixture
-def db(tmp_path):
-    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+def db(database):
+    db = database
     with db.session() as s:
         shared = Dataset(owner="prof", name="labels", visibility="shared")
         shared.shares = [DatasetShare(kind="group", principal="cs101")]

@@ -11,8 +11,8 @@ from workspace.executions import UsageSample, get_or_create_workspace, new_execu
 
 
 @pytest.fixture
-def db(sqlite):
-    with sqlite.session() as s:
+def db(database):
+    with database.session() as s:
         thesis = get_or_create_workspace(s, "ada", "thesis")
         for _ in range(2):
             ex = new_execution(s, thesis, None, None)
@@ -24,7 +24,7 @@ def db(sqlite):
         )
         get_or_create_workspace(s, "ada", "alpha")
         get_or_create_workspace(s, "bob", "other")
-    return sqlite
+    return database
 
 
 def test_the_listing_is_by_name_with_the_newest_execution(db):

@@ -23,8 +23,8 @@ from workspace.executions import (
 
 
 @pytest.fixture
-def db(tmp_path):
-    return Database(f"sqlite:///{tmp_path / 'workspace.sqlite'}")
+def db(database):
+    return database
 
 
 def finish(s, ex, with_output=True):
@@ -42,11 +42,10 @@ def test_migrations_match_the_models(db):
     assert diff == [], "a model changed without a migration in workspace/migrations/versions/"
 
 
-def test_upgrade_twice_keeps_records(tmp_path):
-    url = f"sqlite:///{tmp_path / 'w.sqlite'}"
-    with Database(url).session() as s:
+def test_upgrade_twice_keeps_records(database_url):
+    with Database(database_url).session() as s:
         get_or_create_workspace(s, "ada", "thesis")
-    with Database(url).session() as s:
+    with Database(database_url).session() as s:
         assert get_or_create_workspace(s, "ada", "thesis").id == 1
 
 

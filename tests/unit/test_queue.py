@@ -1,6 +1,9 @@
-"""Resource types, admission, GPU allocation and the queue, on a real SQLite database with a movable clock."""
+"""Resource types, admission, GPU allocation and the queue, on real databases with a movable clock."""
 
+import contextlib
 import datetime as dt
+import threading
+import time
 
 import pytest
 
@@ -17,8 +20,8 @@ INVENTORY = ["0", "1", "2", "3"]
 
 
 @pytest.fixture
-def db(tmp_path):
-    return Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+def db(database):
+    return database
 
 
 def queued(db, owner: str, rtype: ResourceType) -> int:
@@ -172,3 +175,34 @@ def test_capacity_counts_per_node(db):
     second = place_on(db, queued(db, "b", per_node), per_node, two)
     assert {first.node, second.node} == {"node1", "node2"}
     assert not place_on(db, queued(db, "c", per_node), per_node, two).admitted
+
+
+@pytest.mark.postgres
+def test_two_hub_processes_on_postgresql_never_take_the_same_gpus(postgres_url, monkeypatch):
+    # two types that share a node's 2 GPUs, each with a start first in line, admitted at the same
+    # time by two "hubs": their own engines and no shared thread lock, as two processes have
+    a_type, b_type = ResourceType(name="a", gpus=2), ResourceType(name="b", gpus=2)
+    hubs = [Database(postgres_url), Database(postgres_url)]
+    a, b = queued(hubs[0], "ada", a_type), queued(hubs[0], "bob", b_type)
+    monkeypatch.setattr(queue, "_admit_lock", contextlib.nullcontext())
+    read_gpus = queue.free_gpus
+
+    def slow_free_gpus(*args):
+        free = read_gpus(*args)
+        time.sleep(0.3)  # both read before either writes, unless admission is serialized
+        return free
+
+    monkeypatch.setattr(queue, "free_gpus", slow_free_gpus)
+    results = {}
+
+    def hub(db, execution_id, rtype):
+        results[execution_id] = queue.admit_execution(db, execution_id, rtype, {"node1": ["0", "1"]})
+
+    threads = [threading.Thread(target=hub, args=args) for args in ((hubs[0], a, a_type), (hubs[1], b, b_type))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r.admitted for r in results.values()) == [False, True]
+    for db in hubs:
+        db.engine.dispose()

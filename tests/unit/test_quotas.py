@@ -6,7 +6,6 @@ import os
 import pytest
 
 from workspace import lifecycle, outputs, quotas
-from workspace.db import Database
 from workspace.errors import UserError
 from workspace.executions import Execution
 from workspace.homes import CopyHomeStore
@@ -69,8 +68,8 @@ def test_a_changed_file_is_another_file(tmp_path):
 
 
 @pytest.fixture
-def env(tmp_path):
-    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+def env(database, tmp_path):
+    db = database
     store = CopyHomeStore(root=str(tmp_path / "store"), uid=os.getuid(), gid=os.getgid()).setup()
     return db, store
 

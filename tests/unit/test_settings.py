@@ -10,6 +10,17 @@ def test_defaults(tmp_path):
     assert (s.port, s.hub_port, s.proxy_api_port) == (8000, 8081, 8001)
     assert s.admin_user == "admin"
     assert s.image == "workspace-base:latest"
+    assert s.db_url == f"sqlite:///{tmp_path / 'data' / 'workspace.sqlite'}"
+    assert s.hub_db_url == f"sqlite:///{tmp_path / 'data' / 'jupyterhub.sqlite'}"
+
+
+def test_both_databases_can_be_postgresql(tmp_path):
+    env = {
+        "WORKSPACE_DB_URL": "postgresql+psycopg://workspace@db/workspace",
+        "WORKSPACE_HUB_DB_URL": "postgresql+psycopg://hub@db/jupyterhub",
+    }
+    s = Settings.from_env(env, base=tmp_path)
+    assert (s.db_url, s.hub_db_url) == (env["WORKSPACE_DB_URL"], env["WORKSPACE_HUB_DB_URL"])
 
 
 def test_relative_data_dir_is_taken_from_the_project(tmp_path):

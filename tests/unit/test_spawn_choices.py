@@ -12,8 +12,8 @@ TYPES = [ResourceType.from_config({"name": "small", "cpu": 1}), ResourceType.fro
 
 
 @pytest.fixture
-def db(sqlite):
-    with sqlite.session() as s:
+def db(database):
+    with database.session() as s:
         ws = get_or_create_workspace(s, "ada", "thesis")
         for rtype, refs in (("big", ["prof/mnist:1"]), ("cleanup", []), (None, ["prof/mnist:2", "ada/notes:1"])):
             ex = new_execution(s, ws, None, None)
@@ -21,7 +21,7 @@ def db(sqlite):
         ds = Dataset(owner="prof", name="mnist", visibility="public")
         ds.versions.append(DatasetVersion(number=1, key="v1", bytes=1, files=1, creator="prof", origin="upload"))
         s.add_all([ds, Dataset(owner="prof", name="empty", visibility="public")])
-    return sqlite
+    return database
 
 
 def form(db, name, selected="latest", default_type="small"):

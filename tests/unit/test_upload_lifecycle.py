@@ -14,10 +14,10 @@ PROF = ("prof", set(), False)
 
 
 @pytest.fixture
-def env(sqlite, store):
-    with sqlite.session() as s:
+def env(database, store):
+    with database.session() as s:
         s.add(Dataset(owner="prof", name="weights"))
-    return sqlite, store
+    return database, store
 
 
 def begin(env, data, who=PROF, quota=None, max_pending=4):

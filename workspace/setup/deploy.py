@@ -3,7 +3,7 @@
     python -m workspace.setup.deploy up        engine, proxy, images, data; start the hub
     python -m workspace.setup.deploy down      stop the servers, the hub and its containers; keep data
     python -m workspace.setup.deploy images    build the images whose definition changed
-    python -m workspace.setup.deploy prepare   engine, proxy, images and test tools (Chromium), without the hub
+    python -m workspace.setup.deploy prepare   engine, proxy, images, test tools (Chromium, PostgreSQL); no hub
 
 Each step prints a line with its duration; a failure ends with one sentence
 and the log to read (see workspace/setup/steps.py).
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import homes, networks
 from ..settings import Settings
-from . import engine, images
+from . import engine, images, postgres
 from .steps import SetupError, apt_install, fail, run_logged, say, step
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,12 +106,20 @@ def ensure_store(settings: Settings) -> None:
 
 
 def prepare(settings: Settings, tests: bool = False) -> None:
-    """Everything the hub (and with `tests`, the test suite) needs: engine, proxy, images, tools."""
+    """Everything the hub (and with `tests`, the test suite) needs: engine, proxy, images, tools;
+    for the tests also a throwaway PostgreSQL server (workspace/setup/postgres.py), so that the
+    database tests run on PostgreSQL as well as on SQLite."""
     for sub in ("logs", "run"):
         settings.path(sub).mkdir(parents=True, exist_ok=True)
     engine.ensure_engine(settings.path("logs", "dockerd.log"))
     ensure_proxy(settings)
     ensure_tools(settings, tests=tests)
+    if tests:
+        if os.geteuid() == 0 or postgres.bindir() is not None:
+            postgres.ensure_installed(settings.path("logs", "tools.log"))
+            postgres.start(settings.data_dir)
+        else:
+            say(PREFIX, "PostgreSQL is not installed and installing it needs root: its database tests will skip")
     build_images(settings)
 
 

@@ -1,0 +1,170 @@
+"""A throwaway PostgreSQL server for the tests: Debian's binaries, a cluster under the data directory.
+
+    python -m workspace.setup.postgres start   initdb (once) and start it; print its URL
+    python -m workspace.setup.postgres stop    stop it (its data stays; delete <data dir>/postgres to start afresh)
+
+The cluster lives in `<data dir>/postgres/data`, listens only on a unix socket
+in `<data dir>/postgres` (no TCP port: nothing else on the machine can reach
+it, and no port can clash), trusts local connections, and trades durability
+for speed (`fsync=off`): it holds nothing but test databases. `make test`'s
+preparation starts it; the unit tests' `database` fixture finds it (and starts
+it when it is not running). Starting it again reuses a running server.
+
+As root (which `initdb` refuses) the cluster belongs to the `postgres` user
+that Debian's package creates, and the commands run as that user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import quote
+
+from .steps import SetupError, apt_install, fail, run_logged, say, step
+
+PREFIX = "postgres"
+SERVER_USER = "postgres"  # the OS user that owns the cluster when we are root (Debian's package creates it)
+# test databases only: durability is not wanted, speed is
+SETTINGS = {
+    "listen_addresses": "''",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+    "shared_buffers": "32MB",
+}
+
+
+def bindir() -> Path | None:
+    """The newest installed PostgreSQL's bin directory (/usr/lib/postgresql/<version>/bin), or None."""
+    found = [
+        p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "initdb").exists() and p.parent.name.isdigit()
+    ]
+    return max(found, key=lambda p: int(p.parent.name)) if found else None
+
+
+def ensure_installed(log: Path) -> Path:
+    """PostgreSQL's binaries, installing Debian's `postgresql` when they are missing (as root)."""
+    found = bindir()
+    if found is None:
+        with step(PREFIX, "install postgresql (Debian)"):
+            apt_install(["postgresql"], log, "The tests on PostgreSQL")
+        found = bindir()
+        if found is None:
+            raise SetupError("Debian's postgresql is installed but no /usr/lib/postgresql/<version>/bin/initdb.", log)
+    return found
+
+
+def home(data_dir: Path) -> Path:
+    """The server's directory: its socket, its log, and its cluster in `data/`."""
+    return Path(data_dir) / "postgres"
+
+
+def url(data_dir: Path, database: str = "postgres") -> str:
+    """The SQLAlchemy URL of `database` on the test server (psycopg 3, over the unix socket)."""
+    return f"postgresql+psycopg://{_user()}@/{database}?host={quote(str(home(data_dir)), safe='/')}"
+
+
+def _as_owner(cmd: list[str]) -> list[str]:
+    return ["runuser", "-u", SERVER_USER, "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+def running(data_dir: Path) -> bool:
+    """Whether the server of `data_dir` runs (pg_ctl status)."""
+    b, cluster = bindir(), home(data_dir) / "data"
+    if b is None or not (cluster / "PG_VERSION").exists():
+        return False
+    return (
+        subprocess.run(_as_owner([str(b / "pg_ctl"), "status", "-D", str(cluster)]), capture_output=True).returncode
+        == 0
+    )
+
+
+def start(data_dir: Path) -> str:
+    """Create (once) and start the server of `data_dir`, or reuse it when it runs; its URL."""
+    d = home(data_dir)
+    log = d / "setup.log"
+    if running(data_dir):
+        return url(data_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    b = ensure_installed(log)
+    cluster = d / "data"
+    socket = d / ".s.PGSQL.5432"
+    if len(str(socket)) > 107:
+        raise SetupError(
+            f"The PostgreSQL socket path {socket} is longer than a unix socket may be; use a shorter data dir."
+        )
+    with step(PREFIX, f"start the test PostgreSQL {b.parent.name} (socket in {d})"):
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam(SERVER_USER)
+            shutil.chown(d, owner.pw_uid, owner.pw_gid)
+            if subprocess.run(["runuser", "-u", SERVER_USER, "--", "test", "-w", str(d)]).returncode != 0:
+                raise SetupError(
+                    f"The `{SERVER_USER}` user cannot reach {d}; make the directories above it traversable."
+                )
+        if not (cluster / "PG_VERSION").exists():
+            run_logged(
+                _as_owner(
+                    [str(b / "initdb"), "-D", str(cluster), "-U", _user(), "--auth=trust", "-E", "UTF8", "--no-sync"]
+                ),
+                log,
+                "initdb of the test PostgreSQL failed",
+            )
+            with open(cluster / "postgresql.conf", "a") as conf:
+                conf.write("\n# workspace.setup.postgres: a throwaway server for the tests\n")
+                conf.write(f"unix_socket_directories = '{d}'\n")
+                for key, value in SETTINGS.items():
+                    conf.write(f"{key} = {value}\n")
+        run_logged(
+            _as_owner([str(b / "pg_ctl"), "start", "-w", "-t", "60", "-D", str(cluster), "-l", str(d / "server.log")]),
+            log,
+            f"Starting the test PostgreSQL failed (its own log: {d / 'server.log'})",
+        )
+    return url(data_dir)
+
+
+def _user() -> str:
+    return SERVER_USER if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+
+
+def stop(data_dir: Path) -> bool:
+    """Stop the server of `data_dir` (fast shutdown); whether one ran."""
+    if not running(data_dir):
+        return False
+    d = home(data_dir)
+    with step(PREFIX, "stop the test PostgreSQL"):
+        run_logged(
+            _as_owner([str(bindir() / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(d / "data")]),
+            d / "setup.log",
+            "Stopping the test PostgreSQL failed",
+        )
+    return True
+
+
+def main(argv=None) -> None:
+    from ..settings import Settings
+    from .deploy import ROOT
+
+    parser = argparse.ArgumentParser(
+        prog="python -m workspace.setup.postgres",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("command", choices=["start", "stop"])
+    args = parser.parse_args(argv)
+    data_dir = Settings.from_env(base=ROOT).data_dir
+    try:
+        if args.command == "start":
+            print(start(data_dir))
+        elif not stop(data_dir):
+            say(PREFIX, "the test PostgreSQL is not running")
+    except SetupError as e:
+        fail(e)
+
+
+if __name__ == "__main__":
+    main()

@@ -26,7 +26,7 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
-from traitlets import Dict, Float, Unicode
+from traitlets import Bool, Dict, Float, Unicode
 from traitlets.config import Application
 
 from .. import config, lifecycle, queue, uploads
@@ -39,6 +39,7 @@ from ..sandbox import Sandbox
 from ..uploads import UploadPolicy
 from . import accounting_api, courses_api, datasets_api, pages, resource_types_api, storage_api, uploads_api
 from .api import handlers
+from .metrics_api import handlers as metrics_handlers
 
 log = logging.getLogger("workspace.service")
 
@@ -70,6 +71,14 @@ class WorkspaceService(Application):
         full disk) or were interrupted (a crash), and to expire abandoned
         uploads and queued starts whose hub is gone.""",
     )
+    authenticate_prometheus = Bool(
+        True,
+        config=True,
+        help="""Whether /services/workspace/metrics (Prometheus) asks for a token with
+        JupyterHub's `read:metrics` scope, as the hub's own /hub/metrics does
+        (`JupyterHub.authenticate_prometheus`). False: anyone who reaches it may
+        read it (the figures name no user).""",
+    )
 
     def initialize(self, argv=None):
         config.load(self, argv)
@@ -97,6 +106,7 @@ class WorkspaceService(Application):
                 *accounting_api.handlers(prefix),
                 *resource_types_api.handlers(prefix),
                 *courses_api.handlers(prefix),
+                *metrics_handlers(prefix, self.authenticate_prometheus),
             ],
             prefix=prefix,
             hub_prefix=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/",

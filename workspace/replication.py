@@ -330,8 +330,10 @@ def _send_receive(
             try:
                 ended = _pump(send.stdout.fileno(), recv.stdin.fileno(), key, stats, progress, interval)
             except BrokenPipeError:
-                ended = None  # the receive stopped reading: its status and message say why
+                ended = None  # the receive stopped reading: its status says why
+            # close both ends this process holds: a send blocked on a pipe nobody reads would never end
             recv.stdin.close()
+            send.stdout.close()
             recv_rc, send_rc = recv.wait(), send.wait()
         except BaseException:
             for proc in (send, recv):
@@ -342,10 +344,11 @@ def _send_receive(
             send.stdout.close()
             recv.stdin.close()
         # Name the side that failed first: a send that stops starves the receive (which then fails
-        # too), a receive that stops breaks the pipe (and the send fails too).
+        # too), a receive that stops breaks the pipe (and the send fails too). A receive may also stop
+        # reading because it is done: with -e it ends at the stream's end command.
         if recv_rc != 0 and ended is None:
             _fail("btrfs receive", recv_err, f"check the store at {target.root}")
-        if send_rc != 0 or not ended:
+        if send_rc != 0 or ended is False:
             _fail("btrfs send", send_err, f"check {snap} on the source node")
         if recv_rc != 0:
             _fail("btrfs receive", recv_err, f"check the store at {target.root}")

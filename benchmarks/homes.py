@@ -101,14 +101,19 @@ def rsync(*args) -> None:
     subprocess.run(["rsync", "-a", *map(str, args)], check=True)
 
 
-def bench_store(store: HomeStore, scratch: Path, runs: int, seed: int) -> dict:
-    rng = random.Random(seed)
+def save_base(store: HomeStore, rng: random.Random) -> None:
+    """Build the home in `store` and save it as the snapshot `s0`."""
     store.restore(None, "base")
     build_home(store.live_path("base"), rng)
     flush()
     store.save("base", "s0", parent=None)
     store.release("base")
     flush()
+
+
+def bench_store(store: HomeStore, scratch: Path, runs: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    save_base(store, rng)
 
     restore_s, save_s, rsync_full_s, rsync_link_s, storage = [], [], [], [], []
     for run in range(runs):

@@ -50,7 +50,9 @@ class StoreFullError(HomeStoreError):
 def _is_full(err: BaseException | str) -> bool:
     if isinstance(err, OSError):
         return err.errno in (errno.ENOSPC, errno.EDQUOT)
-    return "No space left" in str(err) or "Disk quota exceeded" in str(err)
+    # a failed command's str() has only its exit status: what it said is in stderr
+    text = f"{err} {err.stderr}" if isinstance(err, subprocess.CalledProcessError) else str(err)
+    return "No space left" in text or "Disk quota exceeded" in text
 
 
 def _valid_key(key: str) -> str:

@@ -107,6 +107,11 @@ class Snapshot(Base):
     files: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     deleted: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    # where the output lives (the node whose store saved it) and its copy in the store of record
+    node: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    replicated_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True, index=True)
+    replica_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # what the send carried
+    replica_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the last failure, until one succeeds
 
 
 class Execution(Base):
@@ -218,6 +223,9 @@ class Execution(Base):
             "has_output": self.has_output,
             "snapshot_bytes": self.snapshot.bytes if self.has_output else None,
             "snapshot_files": self.snapshot.files if self.has_output else None,
+            # where the output lives, and when it reached the store of record (None: not yet, or none configured)
+            "output_node": self.snapshot.node if self.has_output else None,
+            "replicated": iso(self.snapshot.replicated_at) if self.has_output else None,
             "restore": stats("restore"),
             "save": stats("save"),
             "save_progress": self.save_progress if self.state == "saving" else None,

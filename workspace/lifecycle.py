@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from . import courses
 from .copier import Transfer
-from .db import Database
+from .db import Database, utcnow
 from .executions import (
     Execution,
     Snapshot,
@@ -41,6 +41,9 @@ log = logging.getLogger("workspace.lifecycle")
 
 LEASE = dt.timedelta(minutes=10)
 PROCESS = f"{os.uname().nodename}:{os.getpid()}"
+NODE = os.uname().nodename  # where this process's store is: the node of the outputs it saves
+# A save's own process replicates its output at once; the service's loop takes over only after this long
+REPLICATION_GRACE = dt.timedelta(minutes=5)
 
 
 @dataclass
@@ -320,7 +323,7 @@ def save(
     with db.session() as s:
         ex = s.get(Execution, execution_id)
         ex.snapshot = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key)) or Snapshot(
-            key=snapshot_key, backend=store.kind
+            key=snapshot_key, backend=store.kind, node=NODE
         )
         ex.save_bytes, ex.save_files, ex.save_seconds = stats.bytes, stats.files, round(stats.seconds, 3)
         ex.save_progress = None
@@ -374,3 +377,81 @@ def finish_pending_saves(
             record_snapshot_size(db, store, execution_id)
             done.append(execution_id)
     return done
+
+
+# -- the store of record: every saved output copied off the node that saved it ----------
+
+
+def replicate(db: Database, store: HomeStore, record: HomeStore, snapshot_key: str) -> bool:
+    """Send a saved output to the store of record, incrementally from the nearest earlier output of its
+    lineage that both stores hold; record when it arrived, or why not (retried later). Whether it is there."""
+    from . import replication  # btrfs only: imported where a store of record is configured
+
+    with db.session() as s:
+        snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
+        if snap is None or snap.deleted is not None:
+            return False
+        if snap.replicated_at is not None:
+            return True
+        ex = s.scalar(select(Execution).where(Execution.snapshot_id == snap.id))
+        parents, seen, earlier = [], set(), ex.restored_from if ex else None
+        while earlier is not None and earlier.id not in seen and len(parents) < 50:
+            seen.add(earlier.id)
+            if earlier.snapshot is not None and earlier.snapshot.deleted is None:
+                parents.append(earlier.snapshot.key)
+            earlier = earlier.restored_from
+        size = snap.bytes
+    try:
+        sent = replication.replicate(store, snapshot_key, record, parents, size=size)
+    except (HomeStoreError, OSError) as e:
+        log.error("replicating output %s to the store of record failed: %s", snapshot_key, e)
+        with db.session() as s:
+            snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
+            snap.replica_error = str(e)[:1000]
+        return False
+    with db.session() as s:
+        snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
+        snap.replicated_at, snap.replica_bytes, snap.replica_error = utcnow(), sent.bytes, None
+    log.info("output %s is in the store of record: %s", snapshot_key, sent.describe())
+    return True
+
+
+def snapshot_key_of(db: Database, execution_id: int) -> str | None:
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        return ex.snapshot.key if ex is not None and ex.has_output else None
+
+
+def replicate_pending(db: Database, store: HomeStore, record: HomeStore, limit: int = 20) -> int:
+    """Replicate this node's outputs that are not in the store of record yet (oldest first, leaving the
+    newest to the save that made them for REPLICATION_GRACE); how many arrived."""
+    with db.session() as s:
+        keys = list(
+            s.scalars(
+                select(Snapshot.key)
+                .where(
+                    Snapshot.replicated_at.is_(None),
+                    Snapshot.deleted.is_(None),
+                    Snapshot.backend == "btrfs",
+                    (Snapshot.node == NODE) | Snapshot.node.is_(None),
+                    Snapshot.created < utcnow() - REPLICATION_GRACE,
+                )
+                .order_by(Snapshot.created, Snapshot.id)
+                .limit(limit)
+            )
+        )
+    return sum(1 for key in keys if store.has_snapshot(key) and replicate(db, store, record, key))
+
+
+def purge_deleted_replicas(db: Database, record: HomeStore) -> int:
+    """Delete from the store of record the copies of outputs their owners deleted; how many."""
+    with db.session() as s:
+        keys = list(
+            s.scalars(select(Snapshot.key).where(Snapshot.deleted.is_not(None), Snapshot.replicated_at.is_not(None)))
+        )
+    for key in keys:
+        if record.has_snapshot(key):
+            record.delete(key)
+        with db.session() as s:
+            s.scalar(select(Snapshot).where(Snapshot.key == key)).replicated_at = None
+    return len(keys)

@@ -37,6 +37,7 @@ once the records do.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import threading
@@ -48,8 +49,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 from sqlalchemy import bindparam, case, func, or_, select
 
-from .db import Database
-from .executions import FINAL, STATES, Execution
+from .db import Database, utcnow
+from .executions import FINAL, STATES, Execution, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +163,10 @@ class WorkspaceCollector(Collector):
         resource_types: list[str] | tuple[str, ...] = (),
         node: str | None = None,
         refresh_every: float = 3600,
+        replication: bool = False,
     ):
         self.db = db
+        self.replication = replication  # a store of record is configured: outputs not yet in it are counted
         self.store_root = store_root
         self.resource_types = list(resource_types)
         self.node = node
@@ -184,6 +187,7 @@ class WorkspaceCollector(Collector):
                 ).all()
             )
             tally = self._tally(s)
+            behind = self._replication(s) if self.replication else None
         states = tally.states
 
         executions = GaugeMetricFamily(
@@ -204,6 +208,23 @@ class WorkspaceCollector(Collector):
 
         yield from tally.families()
         yield from self._store()
+        if behind is not None:
+            count, oldest = behind
+            yield GaugeMetricFamily(
+                "workspace_outputs_unreplicated",
+                "Saved outputs not yet in the store of record (WorkspaceMixin.record_store_root).",
+                value=count,
+            )
+            yield GaugeMetricFamily(
+                "workspace_replication_lag_seconds",
+                "Age of the oldest saved output not yet in the store of record (0: none waits).",
+                value=(utcnow() - oldest).total_seconds() if oldest else 0,
+            )
+
+    def _replication(self, s) -> tuple[int, dt.datetime | None]:
+        """(how many, the oldest's time) of the outputs waiting for the store of record (an index on it)."""
+        waiting = (Snapshot.replicated_at.is_(None), Snapshot.deleted.is_(None), Snapshot.backend == "btrfs")
+        return s.execute(select(func.count(), func.min(Snapshot.created)).where(*waiting)).one()
 
     def _tally(self, s) -> Tally:
         """Every record's figures: the ended ones' kept totals plus a read of the new and the unfinished."""

@@ -335,3 +335,23 @@ async def test_without_read_metrics_it_is_403_and_no_figure(serve, token):
 async def test_authenticate_prometheus_false_opens_it(serve):
     r = await get(await serve(authenticate=False))
     assert r.code == 200 and b"workspace_executions" in r.body
+
+
+def test_outputs_waiting_for_the_store_of_record_and_the_lag(database):
+    import datetime as dt
+
+    from workspace.db import utcnow
+    from workspace.executions import Snapshot
+
+    with database.session() as s:
+        now = utcnow()
+        s.add(Snapshot(key="sent", backend="btrfs", created=now - dt.timedelta(hours=2), replicated_at=now))
+        s.add(Snapshot(key="late", backend="btrfs", created=now - dt.timedelta(minutes=30)))
+        s.add(Snapshot(key="new", backend="btrfs", created=now - dt.timedelta(minutes=1)))
+        s.add(Snapshot(key="gone", backend="btrfs", created=now - dt.timedelta(days=1), deleted=now))
+        s.add(Snapshot(key="copied", backend="copy", created=now - dt.timedelta(days=1)))  # no btrfs: not sent
+    samples = scrape(WorkspaceCollector(database, replication=True))
+    assert value(samples, "workspace_outputs_unreplicated") == 2
+    assert 29 * 60 < value(samples, "workspace_replication_lag_seconds") < 31 * 60
+    # without a store of record, no such figures at all
+    assert not any(name.startswith("workspace_replication") for name, _ in scrape(WorkspaceCollector(database)))

@@ -32,7 +32,7 @@ from traitlets.config import Application
 from .. import config, lifecycle, queue, uploads
 from ..datasets import DatasetRules
 from ..db import database
-from ..homes import store_for
+from ..homes import BtrfsHomeStore, store_for
 from ..process import die_with_the_hub
 from ..quotas import StorageQuota
 from ..sandbox import Sandbox
@@ -125,6 +125,7 @@ class WorkspaceService(Application):
             subdomain_host=self.config.JupyterHub.get("subdomain_host") or None,
             courses=self.courses,
             gpu_inventory=list(spawner.gpu_inventory),
+            record_store_root=spawner.record_store_root,
             cookie_secret=os.urandom(32),
         )
 
@@ -134,6 +135,9 @@ async def retry_saves(service: WorkspaceService) -> None:
     db = database(service.spawner.db_url)
     store = store_for(service.spawner.store_root, clean=False)
     expire_after = service.upload_policy.expire_after
+    record = None
+    if service.spawner.record_store_root:  # the store of record: outputs whose save did not replicate them
+        record = BtrfsHomeStore(root=service.spawner.record_store_root).setup(clean=False)
     loop = asyncio.get_running_loop()
     while True:
         try:
@@ -143,6 +147,13 @@ async def retry_saves(service: WorkspaceService) -> None:
             gone = await loop.run_in_executor(None, queue.expire_stale_queue, db)
             if gone:
                 log.info("%d queued start(s) whose hub had gone left the queue", gone)
+            if record is not None:
+                sent = await loop.run_in_executor(None, lifecycle.replicate_pending, db, store, record)
+                if sent:
+                    log.info("%d output(s) reached the store of record", sent)
+                purged = await loop.run_in_executor(None, lifecycle.purge_deleted_replicas, db, record)
+                if purged:
+                    log.info("removed %d deleted output(s) from the store of record", purged)
             gone = await loop.run_in_executor(None, uploads.expire, store.uploads_dir, expire_after)
             if gone:
                 log.info("removed %d abandoned upload(s)", gone)

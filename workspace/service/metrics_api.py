@@ -57,6 +57,7 @@ class MetricsHandler(APIHandler):
                 store_root=self.settings["workspace_store"].root,
                 resource_types=[t.name for t in self.settings.get("resource_types") or ()],
                 node=queue.node_name(),
+                replication=bool(self.settings.get("record_store_root")),
             )
             registry = self.settings.setdefault("workspace_metrics", metrics.registry(collector))
         return registry

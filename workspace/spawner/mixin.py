@@ -141,6 +141,16 @@ class WorkspaceMixin(LoggingConfigurable):
         admitted.""",
     )
 
+    record_store_root = Unicode(
+        "",
+        config=True,
+        help="""A second btrfs home store, the store of record (another disk, or a
+        mount of another machine's), which receives every saved output
+        incrementally (`btrfs send -p`) after its save, so losing this node's
+        store loses no saved output. Empty (the default): none. Both stores
+        must be btrfs, each mounted at its filesystem's top level.""",
+    )
+
     execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
     live_key = Unicode("", help="Store key of the current execution's live home.")
 
@@ -653,6 +663,23 @@ class WorkspaceMixin(LoggingConfigurable):
             quotas.measure(self.db, self.home_store, self.user.name)
         except Exception:
             self.log.exception("Measuring the snapshot of execution %s failed", execution_id)
+        if self.record_store_root:
+            try:  # off the stop path too; a failure is recorded and retried by the service
+                key = lifecycle.snapshot_key_of(self.db, execution_id)
+                if key:
+                    lifecycle.replicate(self.db, self.home_store, self.record_store, key)
+            except Exception:
+                self.log.exception("Replicating the output of execution %s failed", execution_id)
+
+    @property
+    def record_store(self) -> HomeStore:
+        """The store of record (`record_store_root`), set up once per hub process."""
+        with WorkspaceMixin._stores_lock:
+            key = (self.record_store_root, "record")
+            if key not in WorkspaceMixin._stores:
+                store = BtrfsHomeStore(root=self.record_store_root, uid=self.home_uid, gid=self.home_gid)
+                WorkspaceMixin._stores[key] = store.setup()
+            return WorkspaceMixin._stores[key]
 
     async def run_blocking(self, fn, *args):
         """Run blocking work in the spawner's thread pool, off the event loop."""

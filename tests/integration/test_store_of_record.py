@@ -1,0 +1,118 @@
+"""The store of record (WorkspaceMixin.record_store_root): every saved output copied off the node that saved it,
+incrementally along its lineage; the records say where each output lives and whether it is replicated; a failed
+send is recorded and retried; a deleted output's copy goes too. Two loop-mounted btrfs filesystems, a real database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import time
+from pathlib import Path
+
+from workspace import lifecycle, replication
+from workspace.db import Database, move_clock
+from workspace.executions import Execution, Snapshot
+from workspace.homes import HomeStoreError
+
+from .test_replication import node  # noqa: F401  (fixture)
+
+MB = 1_000_000
+
+
+def run(db: Database, store, change, choice="latest") -> tuple[int, str]:
+    """One execution of ada/thesis: restore, let `change(home)` edit the home, save. (id, output key)."""
+    plan = lifecycle.begin(db, "ada", "thesis", choice, None)
+    lifecycle.restore(db, store, plan, None)
+    change(store.live_path(plan.live_key))
+    lifecycle.transition(db, plan.execution_id, "running")
+    assert lifecycle.save(db, store, plan.execution_id, "user", None) == "stopped"
+    return plan.execution_id, lifecycle.snapshot_key_of(db, plan.execution_id)
+
+
+def write(path, size: int) -> None:
+    path.write_bytes(os.urandom(size))
+
+
+def digest(root) -> dict:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def snapshot(db: Database, key: str) -> Snapshot:
+    with db.session() as s:
+        snap = s.query(Snapshot).filter_by(key=key).one()
+        s.expunge(snap)
+        return snap
+
+
+def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(node, tmp_path, monkeypatch):  # noqa: F811
+    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+    store, record = node("node-a", "1G"), node("record", "1G")
+    first, key1 = run(db, store, lambda home: write(home / "model.bin", 30 * MB))
+    assert lifecycle.replicate(db, store, record, key1)
+    one = snapshot(db, key1)
+    assert one.node == lifecycle.NODE and one.replicated_at is not None and one.replica_error is None
+    assert one.replica_bytes > 30 * MB  # the first copy is whole
+    assert digest(record.snapshot_path(key1)) == digest(store.snapshot_path(key1))
+    with db.session() as s:
+        shown = s.get(Execution, first).as_dict()
+    assert shown["output_node"] == lifecycle.NODE and shown["replicated"]
+
+    # #2 continues #1 with a small change: only the change travels
+    second, key2 = run(db, store, lambda home: write(home / "results.csv", 200_000))
+    assert lifecycle.replicate(db, store, record, key2)
+    two = snapshot(db, key2)
+    assert two.replica_bytes < 2 * MB, two.replica_bytes  # ~200 kB, not the 30 MB model again
+    assert digest(record.snapshot_path(key2)) == digest(store.snapshot_path(key2))
+    assert lifecycle.replicate(db, store, record, key2)  # already there: nothing sent, still true
+
+    # a send that fails is recorded, left alone while its save's own attempt may run, then retried
+    def broken(*args, **kwargs):
+        raise HomeStoreError("the store of record does not answer")
+
+    with monkeypatch.context() as m:
+        m.setattr(replication, "replicate", broken)
+        _, key3 = run(db, store, lambda home: write(home / "more.csv", 100_000))
+        assert not lifecycle.replicate(db, store, record, key3)
+    three = snapshot(db, key3)
+    assert three.replicated_at is None and "does not answer" in three.replica_error
+    assert lifecycle.replicate_pending(db, store, record) == 0  # too recent: its save may still be sending
+    move_clock(lifecycle.REPLICATION_GRACE + dt.timedelta(minutes=1))
+    try:
+        assert lifecycle.replicate_pending(db, store, record) == 1
+    finally:
+        move_clock(-(lifecycle.REPLICATION_GRACE + dt.timedelta(minutes=1)))
+    three = snapshot(db, key3)
+    assert three.replicated_at is not None and three.replica_error is None and record.has_snapshot(key3)
+
+    # the owner deletes #2's output: its copy in the store of record goes too
+    with db.session() as s:
+        s.query(Snapshot).filter_by(key=key2).one().deleted = dt.datetime(2026, 12, 3)
+    store.delete(key2)
+    assert lifecycle.purge_deleted_replicas(db, record) == 1
+    assert not record.has_snapshot(key2) and record.has_snapshot(key1) and record.has_snapshot(key3)
+    assert lifecycle.purge_deleted_replicas(db, record) == 0
+
+
+def test_a_hub_sends_each_saved_output_to_the_store_of_record(start_hub, node, tmp_path):  # noqa: F811
+    """The spawner's part: after a stop, the output is in the store of record and the API says so."""
+    record = node("hub-record", "1G")
+    hub = start_hub(WORKSPACE_RECORD_STORE=record.root)
+    token = hub.user_token("rex")
+    hub.start_workspace("rex", "thesis", token)
+    hub.sh("rex", "thesis", "head -c 3000000 /dev/urandom > /openbayes/home/weights.bin")
+    hub.stop_workspace("rex", "thesis", token)
+    deadline, shown = time.monotonic() + 60, {}
+    while time.monotonic() < deadline:
+        (shown,) = hub.service_api("/workspaces/thesis/executions", token).json()
+        if shown.get("replicated"):
+            break
+        time.sleep(0.5)
+    assert shown["replicated"] and shown["output_node"], shown
+    snapshots = [p for p in (Path(record.root) / "snapshots").iterdir() if not p.name.startswith(".")]
+    assert len(snapshots) == 1 and (snapshots[0] / "weights.bin").stat().st_size == 3_000_000

@@ -18,7 +18,6 @@ a copy passed along in the environment.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import sys
@@ -110,11 +109,10 @@ def load(app, argv=None) -> None:
     then the hub's file (`app.hub_config`, which the hub passes in the command line), then the
     command line itself, each winning over the one before."""
     app.parse_command_line([] if argv is None else argv)
-    command_line = copy.deepcopy(app.config)
     app.update_config(from_environment())
     if app.hub_config:
         app.load_config_file(app.hub_config)
-    app.update_config(command_line)
+    app.update_config(app.cli_config)
 
 
 class SpawnerOptions:

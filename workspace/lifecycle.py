@@ -22,7 +22,7 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from . import courses
+from . import courses, replication
 from .copier import Transfer
 from .db import Database, utcnow
 from .executions import (
@@ -385,8 +385,6 @@ def finish_pending_saves(
 def replicate(db: Database, store: HomeStore, record: HomeStore, snapshot_key: str) -> bool:
     """Send a saved output to the store of record, incrementally from the nearest earlier output of its
     lineage that both stores hold; record when it arrived, or why not (retried later). Whether it is there."""
-    from . import replication  # btrfs only: imported where a store of record is configured
-
     with db.session() as s:
         snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
         if snap is None or snap.deleted is not None:

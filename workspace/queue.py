@@ -131,12 +131,13 @@ def place(
     the fewest free GPUs that suffice, so that whole nodes stay free for
     large starts (the fragmentation BitaHub's users meet).
     """
+    used = used_gpus(session)
     candidates = []
     for node in sorted(inventories):
         on_node = sum(1 for e in holding if e.node == node)
         if rtype.capacity is not None and on_node >= rtype.capacity:
             continue
-        free = free_gpus(session, inventories[node], node)
+        free = [g for g in inventories[node] if g not in used.get(node, ())]
         if len(free) < rtype.gpus:
             continue
         rank = prefer.index(node) if node in prefer else len(prefer)
@@ -196,11 +197,17 @@ def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:
     return ended
 
 
+def used_gpus(session) -> dict[str, set[str]]:
+    """{node: GPU IDs held by its active executions} (one query for every node)."""
+    used: dict[str, set[str]] = {}
+    for node, ids in session.execute(select(Execution.node, Execution.gpu_ids).where(Execution.state.in_(HOLDING))):
+        used.setdefault(node, set()).update(ids or [])
+    return used
+
+
 def free_gpus(session, inventory: list[str], node: str) -> list[str]:
     """GPU IDs of the node's inventory that no active execution holds, in inventory order."""
-    used = set()
-    for ids in session.scalars(select(Execution.gpu_ids).where(Execution.state.in_(HOLDING), Execution.node == node)):
-        used.update(ids or [])
+    used = used_gpus(session).get(node, set())
     return [g for g in inventory if g not in used]
 
 

@@ -144,10 +144,10 @@ class PageHandler(APIHandler):
         )
         return Markup(html)
 
-    async def storage_warning(self) -> str | None:
-        """The user's storage warning (near or over quota), for the top of their pages."""
+    async def storage_status(self) -> quotas.Status:
+        """The user's storage against their quota."""
         user = self.get_current_user()
-        status = await self.blocking(
+        return await self.blocking(
             quotas.status,
             self.db,
             self.settings["workspace_store"],
@@ -155,7 +155,10 @@ class PageHandler(APIHandler):
             user["name"],
             set(user.get("groups") or []),
         )
-        return status.warning()
+
+    async def storage_warning(self) -> str | None:
+        """The user's storage warning (near or over quota), for the top of their pages."""
+        return (await self.storage_status()).warning()
 
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -357,15 +360,7 @@ class StoragePage(PageHandler):
 
     @web.authenticated
     async def get(self, error: str | None = None, status: int = 200, message: str | None = None):
-        user = self.get_current_user()
-        st = await self.blocking(
-            quotas.status,
-            self.db,
-            self.settings["workspace_store"],
-            self.settings["storage_quota"],
-            user["name"],
-            set(user.get("groups") or []),
-        )
+        st = await self.storage_status()
         storage = dict(st.as_dict(), items=st.largest_first())
         self.set_status(status)
         self.render_page(

@@ -654,9 +654,10 @@ class WorkspaceMixin(LoggingConfigurable):
         final = await self.run_blocking(lifecycle.save, db, store, execution_id, reason, detail)
         if final == "stopped":
             # the size of the snapshot is for the record; measure it off the stop path
-            self.executor.submit(self._measure_quietly, execution_id)
+            self.executor.submit(self._after_save, execution_id)
 
-    def _measure_quietly(self, execution_id: int) -> None:
+    def _after_save(self, execution_id: int) -> None:
+        """Off the stop path: record the output's size, measure the owner's storage, replicate the output."""
         try:
             lifecycle.record_snapshot_size(self.db, self.home_store, execution_id)
             # the user's storage changed: measure it now, so that the next start need not wait for it

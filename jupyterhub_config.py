@@ -78,6 +78,11 @@ c.JupyterHub.redirect_to_server = False
 c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 1}
 
 c.JupyterHub.spawner_class = "workspace.spawner.DockerWorkspaceSpawner"
+if settings.swarm_manager:
+    # a cluster is a setting: the same spawner's options, workspaces as services on a swarm's
+    # nodes, placed by the nodes' labels (docs/swarm.md)
+    c.JupyterHub.spawner_class = "workspace.spawner.SwarmWorkspaceSpawner"
+    c.DockerWorkspaceSpawner.client_kwargs = {"base_url": settings.swarm_manager}
 c.DockerWorkspaceSpawner.image = settings.image
 if len(settings.images) > 1:
     c.DockerWorkspaceSpawner.allowed_images = settings.images

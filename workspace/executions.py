@@ -213,6 +213,7 @@ class Execution(Base):
             "image": self.image,
             "resource_type": self.resource_type,
             "gpu_ids": self.gpu_ids or [],
+            "node": self.node,  # where it runs (ran)
             "cpu": self.cpu,
             "home_limit": self.home_limit,
             "cleanup": bool(self.cleanup),

@@ -323,7 +323,7 @@ def save(
     with db.session() as s:
         ex = s.get(Execution, execution_id)
         ex.snapshot = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key)) or Snapshot(
-            key=snapshot_key, backend=store.kind, node=NODE
+            key=snapshot_key, backend=store.kind, node=ex.node or NODE
         )
         ex.save_bytes, ex.save_files, ex.save_seconds = stats.bytes, stats.files, round(stats.seconds, 3)
         ex.save_progress = None
@@ -360,21 +360,28 @@ def record_snapshot_size(db: Database, store: HomeStore, execution_id: int) -> N
 
 
 def finish_pending_saves(
-    db: Database, store: HomeStore, owner: str | None = None, name: str | None = None
+    db: Database,
+    store: HomeStore,
+    owner: str | None = None,
+    name: str | None = None,
+    store_of: Callable[[str | None], HomeStore] | None = None,
 ) -> list[int]:
-    """Retry the saves that failed or were interrupted (a crash, a full disk); return their ids."""
+    """Retry the saves that failed or were interrupted (a crash, a full disk); return their ids.
+
+    `store_of(node)`: the store of an execution's node, where homes are on several (a cluster)."""
     with db.session() as s:
-        q = select(Execution.id).where(Execution.state.in_(("saving", "save_failed")))
+        q = select(Execution.id, Execution.node).where(Execution.state.in_(("saving", "save_failed")))
         if owner is not None:
             ws = find_workspace(s, owner, name)
             if ws is None:
                 return []
             q = q.where(Execution.workspace_id == ws.id)
-        ids = list(s.scalars(q))
+        pending = list(s.execute(q))
     done = []
-    for execution_id in ids:
-        if save(db, store, execution_id, None, None) == "stopped":
-            record_snapshot_size(db, store, execution_id)
+    for execution_id, node in pending:
+        where = store_of(node) if store_of is not None else store
+        if save(db, where, execution_id, None, None) == "stopped":
+            record_snapshot_size(db, where, execution_id)
             done.append(execution_id)
     return done
 
@@ -391,14 +398,7 @@ def replicate(db: Database, store: HomeStore, record: HomeStore, snapshot_key: s
             return False
         if snap.replicated_at is not None:
             return True
-        ex = s.scalar(select(Execution).where(Execution.snapshot_id == snap.id))
-        parents, seen, earlier = [], set(), ex.restored_from if ex else None
-        while earlier is not None and earlier.id not in seen and len(parents) < 50:
-            seen.add(earlier.id)
-            if earlier.snapshot is not None and earlier.snapshot.deleted is None:
-                parents.append(earlier.snapshot.key)
-            earlier = earlier.restored_from
-        size = snap.bytes
+        parents, size = lineage(s, snap), snap.bytes
     try:
         sent = replication.replicate(store, snapshot_key, record, parents, size=size)
     except (HomeStoreError, OSError) as e:
@@ -412,6 +412,37 @@ def replicate(db: Database, store: HomeStore, record: HomeStore, snapshot_key: s
         snap.replicated_at, snap.replica_bytes, snap.replica_error = utcnow(), sent.bytes, None
     log.info("output %s is in the store of record: %s", snapshot_key, sent.describe())
     return True
+
+
+def lineage(session, snap: Snapshot, limit: int = 50) -> list[str]:
+    """The keys of the earlier outputs `snap` descends from, nearest first: the parents an incremental
+    send may start from."""
+    ex = session.scalar(select(Execution).where(Execution.snapshot_id == snap.id))
+    parents, seen, earlier = [], set(), ex.restored_from if ex else None
+    while earlier is not None and earlier.id not in seen and len(parents) < limit:
+        seen.add(earlier.id)
+        if earlier.snapshot is not None and earlier.snapshot.deleted is None:
+            parents.append(earlier.snapshot.key)
+        earlier = earlier.restored_from
+    return parents
+
+
+def receive(
+    db: Database,
+    snapshot_key: str,
+    target: HomeStore,
+    sources: list[HomeStore],
+    progress: Callable[[Transfer], None] | None = None,
+) -> "replication.Replication":
+    """Bring a saved output into `target` (the store of the node a start was placed on) from the first
+    of `sources` that holds it, incrementally from the nearest output of its lineage the target holds."""
+    with db.session() as s:
+        snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
+        parents, size = lineage(s, snap), snap.bytes
+    source = next((store for store in sources if store.has_snapshot(snapshot_key)), None)
+    if source is None:
+        raise HomeStoreError(f"no reachable store holds output {snapshot_key}")
+    return replication.replicate(source, snapshot_key, target, parents, progress, size=size)
 
 
 def snapshot_key_of(db: Database, execution_id: int) -> str | None:

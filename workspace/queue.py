@@ -148,6 +148,28 @@ def place(
     return node, gpus
 
 
+def spread(db: Database, execution_id: int, nodes: Sequence[str], prefer: Sequence[str] = ()) -> str:
+    """Place a start whose type never waits (no capacity, no GPUs) on one of `nodes`; its node.
+
+    Of the nodes in `prefer` (they hold the home's snapshot: no transfer), else
+    of all, the one running the fewest executions, so that a class's starts
+    spread over the cluster. Under the admission lock, so that fifty
+    simultaneous starts do not all count the same idle node.
+    """
+    if not nodes:
+        raise UserError(503, "No node of this server can run a workspace now; please try again in a minute.")
+    with db.session() as s:
+        lock_admission(s)
+        with _admit_lock:
+            counts: dict[str, int] = {}
+            for (node,) in s.execute(select(Execution.node).where(Execution.state.in_(HOLDING))):
+                counts[node] = counts.get(node, 0) + 1
+            preferred = [n for n in nodes if n in prefer]
+            node = min(preferred or nodes, key=lambda n: (counts.get(n, 0), n))
+            s.get(Execution, execution_id).node = node
+            return node
+
+
 def queue_positions(session) -> dict[int, tuple[int, int]]:
     """{execution id: (1-based position, how many wait)} of every queued execution, in its type's queue
     (the order `admit` serves: first requested, first admitted)."""

@@ -23,6 +23,9 @@ are in workspace/config.py and docs/configuration.md.)
 - `WORKSPACE_DB_URL`          the workspace database (default SQLite `<data dir>/workspace.sqlite`)
 - `WORKSPACE_HUB_DB_URL`      JupyterHub's own database (default SQLite `<data dir>/jupyterhub.sqlite`);
                               production: PostgreSQL for both, e.g. `postgresql+psycopg://hub@db/jupyterhub`
+- `WORKSPACE_SWARM_MANAGER`   a Docker Swarm's manager (e.g. `unix:///run/manager.sock`,
+                              `tcp://10.0.0.1:2376`): workspaces run as services on its nodes
+                              (SwarmWorkspaceSpawner; docs/swarm.md); unset: containers on this host
 - `WORKSPACE_AUTH`            `native`: self sign-up with an institution e-mail and admin approval
                               (workspace/auth.py); unset: one shared password (for trying only)
 - `WORKSPACE_SUBDOMAIN_HOST`  users' servers on their own subdomains of this origin, like
@@ -78,6 +81,7 @@ class Settings:
     subdomain_host: str = ""  # users' servers on <user>.<host> (workspace/origins.py); "" for one origin
     db_url: str = ""
     hub_db_url: str = ""
+    swarm_manager: str = ""  # a Docker Swarm manager's URL: workspaces run as services on its nodes
     secrets: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -102,6 +106,7 @@ class Settings:
         s.images = [i.strip() for i in environ.get("WORKSPACE_IMAGES", "").split(",") if i.strip()] or [s.image]
         s.store_dir = Path(environ.get("WORKSPACE_STORE_DIR") or s.data_dir / "store")
         s.db_url = environ.get("WORKSPACE_DB_URL") or f"sqlite:///{s.data_dir / 'workspace.sqlite'}"
+        s.swarm_manager = environ.get("WORKSPACE_SWARM_MANAGER", "")
         s.hub_db_url = environ.get("WORKSPACE_HUB_DB_URL") or f"sqlite:///{s.data_dir / 'jupyterhub.sqlite'}"
         stored = read_env_file(s.secrets_file)
         s.secrets = {n: environ.get(n) or stored.get(n, "") for n in SECRET_NAMES}

@@ -65,6 +65,7 @@ class StartState:
     home_limit: object = None  # lifecycle.HomeLimit of the live home, once restored
     restore: Future | None = None  # the restore running in a thread
     image_checked: str | None = None  # the image found present (so it is looked up once)
+    image_id: str | None = None  # its ID, where an engine runs images by ID (a swarm's nodes)
 
 
 def parse_cleanup(value) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import socket
 import threading
 import time
 from pathlib import Path
@@ -153,6 +152,7 @@ class WorkspaceMixin(LoggingConfigurable):
 
     execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
     live_key = Unicode("", help="Store key of the current execution's live home.")
+    node = Unicode("", help="The node the current execution was placed on (spawner state).")
 
     # the current start: its checked options (set in the spawn request) and what it set up
     start_request = Instance(StartRequest, allow_none=True, help="This start's checked options (check_start).")
@@ -264,27 +264,39 @@ class WorkspaceMixin(LoggingConfigurable):
             WorkspaceMixin._stores[key] = store
         return WorkspaceMixin._stores[key]
 
+    def store_of(self, node: str | None) -> HomeStore:
+        """The store where executions placed on `node` keep their homes (one store here: `home_store`)."""
+        return self.home_store
+
+    @property
+    def execution_store(self) -> HomeStore:
+        """The store of the current execution's node."""
+        return self.store_of(self.node or None)
+
     @property
     def home_dir(self) -> Path:
         """The host directory of the current execution's live home."""
-        return self.home_store.live_path(self.live_key)
+        return self.execution_store.live_path(self.live_key)
 
     def get_state(self):
         state = super().get_state()
         if self.execution_id is not None:
             state["execution_id"] = self.execution_id
             state["live_key"] = self.live_key
+            state["node"] = self.node
         return state
 
     def load_state(self, state):
         super().load_state(state)
         self.execution_id = state.get("execution_id")
         self.live_key = state.get("live_key", "")
+        self.node = state.get("node", "")
 
     def clear_state(self):
         super().clear_state()
         self.execution_id = None
         self.live_key = ""
+        self.node = ""
 
     def workspace_env(self) -> dict[str, str]:
         home = self.home_mount
@@ -440,8 +452,7 @@ class WorkspaceMixin(LoggingConfigurable):
         rtype, mounts = request.resource_type, list(request.mounts)
         db, store = self.db, await self.run_blocking(lambda: self.home_store)
         # A save that failed earlier is retried first, so "latest" can include it.
-        await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name)
-        current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
+        await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name, self.store_of)
         cleanup = self.storage_quota.slack if request.cleanup else None
         plan = await self.run_blocking(
             lambda: lifecycle.begin(
@@ -456,7 +467,7 @@ class WorkspaceMixin(LoggingConfigurable):
                 home_files=request.limits["home_files"],
             )
         )
-        self.execution_id, self.live_key = plan.execution_id, plan.live_key
+        self.execution_id, self.live_key, self.node = plan.execution_id, plan.live_key, ""
         current.number, current.report_key = plan.number, plan.report_key or ""
         self.emit_progress(5, plan.describe())
         if cleanup is not None:
@@ -473,11 +484,13 @@ class WorkspaceMixin(LoggingConfigurable):
         self.apply_limits(request.limits)
         if rtype is not None:
             self.emit_progress(5, f"Resource type “{rtype.name}”: {rtype.summary()}")
-            if request.queued:
-                await self._wait_in_queue(plan, rtype)
+        self.node = await self._choose_node(plan, rtype, request.queued)
         try:
             await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
             await self.prepare_image()
+            await self.receive_inputs(plan, mounts)
+            store = self.execution_store
+            current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
             await self._restore(plan)
             result = await super().start()
             await self.run_blocking(
@@ -486,7 +499,7 @@ class WorkspaceMixin(LoggingConfigurable):
                     plan.execution_id,
                     "running",
                     container_id=self.container_record_id(),
-                    node=socket.gethostname(),
+                    node=self.node,
                     image=self.image,
                 )
             )
@@ -499,7 +512,7 @@ class WorkspaceMixin(LoggingConfigurable):
             await self.run_blocking(
                 lifecycle.discard,
                 db,
-                store,
+                self.execution_store,
                 plan.execution_id,
                 "failed",
                 str(e),
@@ -512,9 +525,30 @@ class WorkspaceMixin(LoggingConfigurable):
         )
         return result
 
-    async def _wait_in_queue(self, plan, rtype: resource_types.ResourceType) -> None:
-        """Wait (state `queued`) until admitted; report the position when it changes."""
-        inventories = self.gpu_inventories()
+    async def _choose_node(self, plan, rtype: resource_types.ResourceType | None, queued: bool) -> str:
+        """The node this start runs on, chosen before its home is restored (the home is restored into
+        that node's store): by admission for a type that may wait, else the least busy node; nodes
+        that hold the home's snapshot first."""
+        inventories = await self.run_blocking(self.gpu_inventories)
+        prefer = await self.run_blocking(self.nodes_holding, plan.restore_snapshot, list(inventories))
+        if queued:
+            return await self._wait_in_queue(plan, rtype, inventories, prefer)
+        return await self.run_blocking(queue.spread, self.db, plan.execution_id, list(inventories), prefer)
+
+    def nodes_holding(self, snapshot: str | None, nodes: list[str]) -> list[str]:
+        """Of `nodes`, those whose store holds `snapshot` (blocking)."""
+        if not snapshot:
+            return []
+        return [n for n in nodes if self.store_of(n).has_snapshot(snapshot)]
+
+    async def receive_inputs(self, plan, mounts: list[dict]) -> None:
+        """Bring what the start needs (the snapshot it restores, its dataset versions) into the store of
+        its node; with one store (here) everything is there already."""
+
+    async def _wait_in_queue(
+        self, plan, rtype: resource_types.ResourceType, inventories: dict[str, list[str]], prefer: list[str]
+    ) -> str:
+        """Wait (state `queued`) until admitted; report the position when it changes; the node."""
         largest = max((len(ids) for ids in inventories.values()), default=0)
         if rtype.gpus > largest:
             await self.run_blocking(
@@ -534,12 +568,15 @@ class WorkspaceMixin(LoggingConfigurable):
         shown = None
         deadline = time.monotonic() + self.queue_timeout
         while True:
-            admission = await self.run_blocking(queue.admit_execution, self.db, plan.execution_id, rtype, inventories)
+            admission = await self.run_blocking(
+                queue.admit_execution, self.db, plan.execution_id, rtype, inventories, prefer
+            )
             if admission.admitted:
                 self.current.gpu_ids = gpus = admission.gpu_ids
                 gpus = f", GPU(s) {', '.join(gpus)}" if gpus else ""
-                self.emit_progress(8, f"Admitted as “{rtype.name}”{gpus}")
-                return
+                where = f" on {admission.node}" if len(inventories) > 1 else ""
+                self.emit_progress(8, f"Admitted as “{rtype.name}”{where}{gpus}")
+                return admission.node
             text = admission.describe(rtype)
             if text != shown:
                 self.emit_progress(3, text, queue_position=admission.position)
@@ -575,8 +612,9 @@ class WorkspaceMixin(LoggingConfigurable):
             done = t.bytes / t.bytes_total if t.bytes_total else 1
             loop.call_soon_threadsafe(self.emit_progress, 15 + int(45 * done), f"Restoring the home: {t.describe()}")
 
+        store = self.execution_store
         self.current.restore = self.executor.submit(
-            lifecycle.restore, self.db, self.home_store, plan, report if plan.restore_snapshot else None
+            lifecycle.restore, self.db, store, plan, report if plan.restore_snapshot else None
         )
         stats = await asyncio.wrap_future(self.current.restore)
         if plan.restore_snapshot:
@@ -588,7 +626,7 @@ class WorkspaceMixin(LoggingConfigurable):
             )
         else:
             self.emit_progress(60, "Created an empty home")
-        self.current.home_limit = limit = await self.run_blocking(lifecycle.limit_home, self.db, self.home_store, plan)
+        self.current.home_limit = limit = await self.run_blocking(lifecycle.limit_home, self.db, store, plan)
         if limit.describe():
             self.emit_progress(62, limit.describe())
 
@@ -611,11 +649,11 @@ class WorkspaceMixin(LoggingConfigurable):
         return "user", None
 
     async def stop(self, now=False):
-        execution_id = self.execution_id
+        execution_id, node = self.execution_id, self.node  # the engine's stop clears the state
         reason, detail = await self._container_exit()
         await self._wait_restore()
         await super().stop(now)  # the container is stopped and removed
-        await self._end_execution(execution_id, reason, detail)
+        await self._end_execution(execution_id, reason, detail, node)
 
     async def run_post_stop_hook(self):
         # JupyterHub calls stop() only while poll() says the server runs; for a
@@ -626,7 +664,7 @@ class WorkspaceMixin(LoggingConfigurable):
             reason, detail = await self._container_exit()
             await self._wait_restore()
             await self.remove_dead_container()
-            await self._end_execution(execution_id, reason, detail)
+            await self._end_execution(execution_id, reason, detail, self.node)
         result = super().run_post_stop_hook()
         if inspect.isawaitable(result):
             await result
@@ -634,12 +672,12 @@ class WorkspaceMixin(LoggingConfigurable):
     async def remove_dead_container(self) -> None:
         """Remove the container of an execution that died (engine-specific)."""
 
-    async def _end_execution(self, execution_id: int | None, reason: str, detail: str | None) -> None:
-        """Save the home of an execution that ran; drop the home of one that never did."""
+    async def _end_execution(self, execution_id: int | None, reason: str, detail: str | None, node: str) -> None:
+        """Save the home of an execution that ran on `node`; drop the home of one that never did."""
         if execution_id is None:
             return
         db = self.db
-        store = await self.run_blocking(lambda: self.home_store)
+        store = await self.run_blocking(self.store_of, node or None)
         state = await self.run_blocking(lifecycle.state_of, db, execution_id)
         if state in ("stopped", "failed"):
             return
@@ -654,23 +692,31 @@ class WorkspaceMixin(LoggingConfigurable):
         final = await self.run_blocking(lifecycle.save, db, store, execution_id, reason, detail)
         if final == "stopped":
             # the size of the snapshot is for the record; measure it off the stop path
-            self.executor.submit(self._after_save, execution_id)
+            self.executor.submit(self._after_save, execution_id, store)
 
-    def _after_save(self, execution_id: int) -> None:
-        """Off the stop path: record the output's size, measure the owner's storage, replicate the output."""
+    @property
+    def replicates(self) -> bool:
+        """Whether saved outputs are sent to a store of record (`record_store_root`)."""
+        return bool(self.record_store_root)
+
+    def _after_save(self, execution_id: int, store: HomeStore) -> None:
+        """Off the stop path: record the output's size, replicate the output, measure the owner's storage."""
         try:
-            lifecycle.record_snapshot_size(self.db, self.home_store, execution_id)
+            lifecycle.record_snapshot_size(self.db, store, execution_id)
+        except Exception:
+            self.log.exception("Measuring the snapshot of execution %s failed", execution_id)
+        if self.replicates:
+            try:  # off the stop path too; a failure is recorded and retried
+                key = lifecycle.snapshot_key_of(self.db, execution_id)
+                if key:
+                    lifecycle.replicate(self.db, store, self.record_store, key)
+            except Exception:
+                self.log.exception("Replicating the output of execution %s failed", execution_id)
+        try:
             # the user's storage changed: measure it now, so that the next start need not wait for it
             quotas.measure(self.db, self.home_store, self.user.name)
         except Exception:
-            self.log.exception("Measuring the snapshot of execution %s failed", execution_id)
-        if self.record_store_root:
-            try:  # off the stop path too; a failure is recorded and retried by the service
-                key = lifecycle.snapshot_key_of(self.db, execution_id)
-                if key:
-                    lifecycle.replicate(self.db, self.home_store, self.record_store, key)
-            except Exception:
-                self.log.exception("Replicating the output of execution %s failed", execution_id)
+            self.log.exception("Measuring the storage of %s failed", self.user.name)
 
     @property
     def record_store(self) -> HomeStore:

@@ -1,0 +1,230 @@
+"""Workspaces on a real three-node swarm (SwarmWorkspaceSpawner): a real hub, real services on namespaced engines.
+
+node1 has no GPU, node2 GPUs 0,1, node3 GPUs 0-3 (conftest.GPUS; labels, not devices: the containers get
+NVIDIA_VISIBLE_DEVICES). Each node has its own btrfs home store; the hub's store (the store of record) is a
+fourth. The tests pause nodes (an admin's `docker node update --availability pause`) to steer placement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.integration.hub import Hub
+from workspace import homes
+from workspace.setup.cluster import Cluster
+
+TYPES = [
+    {"name": "cpu", "description": "CPU only"},
+    {"name": "gpu1", "description": "one GPU", "gpus": 1},
+    {"name": "gpu2", "description": "two GPUs", "gpus": 2},
+]
+MB = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def swarm_hub(cluster: Cluster, tmp_path_factory):
+    central = cluster.root / "central"
+    homes.mount_loop_btrfs(cluster.root / "central.btrfs", central, size="2G")  # unmounted by cluster.down
+    data = tmp_path_factory.mktemp("swarm-hub")
+    site = data / "jupyterhub_config.d"
+    site.mkdir()
+    # the hub notices a dead workspace (a lost node) within seconds; node changes are seen at once
+    (site / "cluster.py").write_text("c.Spawner.poll_interval = 2\nc.SwarmWorkspaceSpawner.node_refresh = 0.5\n")
+    hub = Hub(
+        data,
+        store_dir=central,
+        WORKSPACE_SWARM_MANAGER=cluster.manager.socket,
+        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES),
+        WORKSPACE_GPU_DEVICE_MODE="env",
+        WORKSPACE_CULL_BROWSER_TIMEOUT="86400",
+    ).start()
+    try:
+        yield hub
+    finally:
+        hub.stop()
+        manager = cluster.manager.client()
+        for service in manager.services.list(filters={"label": f"workspace.deployment={hub.deployment}"}):
+            service.remove()
+
+
+def set_availability(cluster: Cluster, availability: dict[str, str]) -> None:
+    """Pause or activate nodes ({"node1": "pause"}): paused nodes keep what runs, take nothing new."""
+    manager = cluster.manager.client()
+    for node in manager.nodes.list():
+        name = node.attrs["Description"]["Hostname"]
+        if name in availability:
+            node.update(dict(node.attrs["Spec"], Availability=availability[name]))
+    time.sleep(1)  # the hub's view of the nodes is at most node_refresh old
+
+
+@pytest.fixture
+def only_on(cluster: Cluster):
+    """only_on("node2"): new starts go to node2 alone (the others paused) until the test ends."""
+
+    def steer(*names: str) -> None:
+        set_availability(cluster, {n.name: "active" if n.name in names else "pause" for n in cluster.nodes})
+
+    yield steer
+    set_availability(cluster, {n.name: "active" for n in cluster.nodes})
+
+
+def container_of(cluster: Cluster, hub: Hub, user: str, server: str):
+    """(node, container) of a running workspace, found on the nodes' own engines."""
+    labels = [f"workspace.deployment={hub.deployment}", f"workspace.user={user}", f"workspace.server={server}"]
+    for node in cluster.nodes:
+        if node.pid() is None:
+            continue
+        found = node.client().containers.list(filters={"label": labels, "status": "running"})
+        if found:
+            return node, found[0]
+    raise AssertionError(f"no running container of {user}/{server} on any node")
+
+
+def sh(cluster: Cluster, hub: Hub, user: str, server: str, script: str) -> str:
+    _, container = container_of(cluster, hub, user, server)
+    code, out = container.exec_run(["bash", "-lc", script], user="1000")
+    text = out.decode(errors="replace")
+    assert code == 0, f"exit {code}: {text}"
+    return text
+
+
+def latest(hub: Hub, user: str, server: str) -> dict:
+    return max(hub.executions(user, server), key=lambda e: e["number"])
+
+
+def messages(events: list[dict]) -> str:
+    return "\n".join(e.get("message", "") for e in events)
+
+
+def test_gpu_starts_land_where_their_devices_are_free_and_are_never_split(cluster, swarm_hub):
+    hub = swarm_hub
+    tokens = {u: hub.user_token(u) for u in ("gpa", "gpb", "gpc", "gpd")}
+    # best fit: node2 (2 free) before node3 (4 free), so that node3 stays whole for larger starts
+    hub.start_workspace("gpa", "w", tokens["gpa"], resource_type="gpu1")
+    one = latest(hub, "gpa", "w")
+    assert (one["node"], one["gpu_ids"]) == ("node2", ["0"])
+    node, _ = container_of(cluster, hub, "gpa", "w")
+    assert node.name == "node2"
+    assert sh(cluster, hub, "gpa", "w", "echo $NVIDIA_VISIBLE_DEVICES").strip() == "0"
+    # two GPUs: node2 has one left, so node3; then node3's other two
+    hub.start_workspace("gpb", "w", tokens["gpb"], resource_type="gpu2")
+    hub.start_workspace("gpc", "w", tokens["gpc"], resource_type="gpu2")
+    placed = [(latest(hub, u, "w")["node"], latest(hub, u, "w")["gpu_ids"]) for u in ("gpb", "gpc")]
+    assert placed == [("node3", ["0", "1"]), ("node3", ["2", "3"])]
+    # three GPUs are free in the cluster (node2: 1) but no node has two: the start waits, not split
+    r = hub.spawn("gpd", "w", tokens["gpd"], {"resource_type": "gpu2"})
+    assert r.status_code in (201, 202), r.text
+    deadline = time.monotonic() + 30
+    while latest(hub, "gpd", "w")["state"] != "queued" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    time.sleep(3)
+    waiting = latest(hub, "gpd", "w")
+    assert waiting["state"] == "queued" and not waiting["gpu_ids"], waiting
+    hub.stop_workspace("gpa", "w")  # node2 has two free GPUs again
+    events = hub.progress("gpd", "w", tokens["gpd"])
+    assert events[-1].get("ready"), events
+    assert "position 1 of 1" in messages(events)
+    admitted = latest(hub, "gpd", "w")
+    assert (admitted["node"], sorted(admitted["gpu_ids"])) == ("node2", ["0", "1"])
+    for user in ("gpb", "gpc", "gpd"):
+        hub.stop_workspace(user, "w")
+
+
+def test_continue_on_another_node_receives_only_the_delta(cluster, swarm_hub, only_on):
+    hub, user = swarm_hub, "delta"
+    token = hub.user_token(user)
+    only_on("node1")
+    hub.start_workspace(user, "w", token, resource_type="cpu")
+    sh(cluster, hub, user, "w", "head -c 20000000 /dev/urandom > ~/big.bin")
+    hub.stop_workspace(user, "w")
+    first = latest(hub, user, "w")
+    assert first["output_node"] == "node1"
+    # node2 holds nothing of this workspace: the whole home comes from the store of record
+    only_on("node2")
+    events = hub.start_workspace(user, "w", token, resource_type="cpu")
+    assert "Sending the home of #1 to node2" in messages(events), messages(events)
+    sh(cluster, hub, user, "w", "head -c 1000000 /dev/urandom > ~/small.bin")
+    before = sh(cluster, hub, user, "w", "cd ~ && sha256sum big.bin small.bin")
+    hub.stop_workspace(user, "w")
+    second = latest(hub, user, "w")
+    assert second["output_node"] == "node2"
+    deadline = time.monotonic() + 30  # replication runs after the save, off the stop path
+    while not latest(hub, user, "w")["replicated"] and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert latest(hub, user, "w")["replicated"]
+    # back to node1, which holds #1: only what #2 changed travels
+    only_on("node1")
+    events = hub.start_workspace(user, "w", token, resource_type="cpu")
+    sent = [e["message"] for e in events if e.get("message", "").startswith("The home of #2 is on node1")]
+    assert sent and "changes since" in sent[0], messages(events)
+    mb = float(sent[0].split(": ")[1].split(" MB")[0].replace(",", ""))
+    assert 0.9 <= mb < 3, sent  # about the 1 MB file, not the 21 MB home
+    assert sh(cluster, hub, user, "w", "cd ~ && sha256sum big.bin small.bin") == before
+    third = latest(hub, user, "w")
+    assert third["node"] == "node1"
+    hub.stop_workspace(user, "w")
+
+
+def test_a_hub_restart_keeps_a_workspace_running_on_its_node(cluster, swarm_hub, only_on):
+    hub, user = swarm_hub, "restart"
+    token = hub.user_token(user)
+    only_on("node3")
+    hub.start_workspace(user, "w", token, resource_type="cpu")
+    sh(cluster, hub, user, "w", "echo kept > ~/note.txt")
+    hub.proc.send_signal(signal.SIGTERM)  # cleanup_servers is off: the workspaces keep running
+    hub.proc.wait(30)
+    hub.start()
+    node, _ = container_of(cluster, hub, user, "w")
+    assert node.name == "node3"
+    r = hub.api("GET", f"/users/{user}")
+    assert r.json()["servers"]["w"]["ready"], r.json()
+    # the proxy still routes to node3's address and the task's port
+    answer = requests.get(
+        f"{hub.url}/user/{user}/w/api/status", headers={"Authorization": f"token {token}"}, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+    hub.stop_workspace(user, "w")
+    ex = latest(hub, user, "w")
+    assert ex["state"] == "stopped" and ex["output_node"] == "node3", ex
+
+
+def test_a_killed_worker_ends_its_executions_lost_and_their_outputs_restore_elsewhere(cluster, swarm_hub, only_on):
+    hub, user = swarm_hub, "lost"
+    token = hub.user_token(user)
+    only_on("node3")
+    hub.start_workspace(user, "w", token, resource_type="cpu")
+    sh(cluster, hub, user, "w", "echo saved > ~/first.txt")
+    hub.stop_workspace(user, "w")
+    hub.start_workspace(user, "w", token, resource_type="cpu")
+    sh(cluster, hub, user, "w", "echo running > ~/second.txt")
+    node3 = cluster.nodes[2]
+    try:
+        # the node dies: its engine, containerd and the workspace's processes at once
+        pids = subprocess.run(["ip", "netns", "pids", node3.name], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            os.kill(int(pid), signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while latest(hub, user, "w")["state"] not in ("stopped", "failed") and time.monotonic() < deadline:
+            time.sleep(1)
+        lost = latest(hub, user, "w")
+        assert lost["state"] == "stopped" and lost["stop_reason"] == "lost", lost
+        assert "node3" in (lost["stop_detail"] or ""), lost
+        hub.wait_stopped(user, "w")
+        # nothing saved is lost: the next start runs elsewhere, from the store of record
+        only_on("node1", "node2")
+        events = hub.start_workspace(user, "w", token, resource_type="cpu")
+        assert "Sending the home of #2" in messages(events), messages(events)
+        assert latest(hub, user, "w")["node"] in ("node1", "node2")
+        assert sh(cluster, hub, user, "w", "cat ~/first.txt ~/second.txt").split() == ["saved", "running"]
+        hub.stop_workspace(user, "w")
+    finally:
+        cluster.up(cluster.recorded()["image"], cluster.recorded()["gpus"], store_size="2G")  # node3 again
+    assert Path(node3.store).is_dir()

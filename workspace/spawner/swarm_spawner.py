@@ -1,0 +1,385 @@
+"""`SwarmWorkspaceSpawner`: a workspace as a Docker Swarm service on one of the swarm's nodes.
+
+A cluster is a setting, not a fork: this is `DockerWorkspaceSpawner` (so every
+`c.DockerWorkspaceSpawner.*` option applies, and so does what only Docker
+knows: binds, labels, limits) over dockerspawner's `SwarmSpawner` (a service
+per server, created through the manager's API). What differs:
+
+- **A node for every start, before the restore**: the home is restored into
+  the store of the node the execution will run on, so the node is chosen
+  first (`WorkspaceMixin._choose_node`): GPU types by admission over every
+  node's GPUs (`workspace.gpus` labels), the others on the least busy node,
+  in both cases the nodes that hold the home's snapshot first.
+- **A home store per node** (`workspace.store` label): restores and saves
+  stay constant-time where the execution runs. A start on a node that lacks
+  the snapshot it restores receives it first (`btrfs send -p`: only the delta
+  from the nearest snapshot of its lineage the node holds), with bytes, speed
+  and time left in the progress stream; dataset versions are sent to a node
+  on first use and kept there read-only. Every saved output is then sent to
+  the store of record (`record_store_root`, else the hub's own `store_root`),
+  so losing a node loses no saved output.
+- **The service**: constrained to `node.hostname`, endpoint mode `dnsrr` with
+  a host-mode published port (no IPVS is needed), the image by ID (the nodes
+  load images, no registry), tini as PID 1, no capability, no restart (a dead
+  server ends its execution as `lost`, as on Docker). The hub reaches it at
+  its node's address and the task's published port.
+- **Exit status from the task**, and a node that stopped answering ends its
+  executions as `lost`.
+
+On this machine every node's store is a host mount the hub reaches directly
+(`make cluster-up`); on separate machines the same operations are a store
+agent's on each node (docs/swarm.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+
+import docker
+from docker.types import ContainerSpec, EndpointSpec, Placement, Resources, RestartPolicy, ServiceMode, TaskTemplate
+from dockerspawner import SwarmSpawner
+from traitlets import Float, List, Unicode, default
+
+from .. import lifecycle, replication
+from ..errors import UserError
+from ..homes import BtrfsHomeStore, HomeStore
+from .docker_spawner import DockerWorkspaceSpawner
+
+# task states on the way to running (docker's TaskState), and those of a task that ended
+PENDING_STATES = {"new", "pending", "assigned", "accepted", "ready", "preparing", "starting"}
+STORE_LABEL, GPUS_LABEL = "workspace.store", "workspace.gpus"
+
+
+@dataclass(frozen=True)
+class SwarmNode:
+    """A node of the swarm that may run workspaces, from the manager's view of it."""
+
+    name: str  # its hostname (the placement constraint and the executions' `node`)
+    id: str
+    address: str  # where the hub reaches its published ports
+    store: str  # its home store (the `workspace.store` label)
+    gpus: list[str] = field(default_factory=list)  # its GPU device IDs (the `workspace.gpus` label)
+    ready: bool = True  # up (its engine answers the manager)
+    active: bool = True  # takes new work (an admin may pause or drain it)
+
+
+def parse_nodes(listing: list[dict]) -> list[SwarmNode]:
+    """The nodes of a `GET /nodes` answer (pure)."""
+    nodes = []
+    for attrs in listing:
+        spec, status = attrs.get("Spec", {}), attrs.get("Status", {})
+        labels = spec.get("Labels") or {}
+        nodes.append(
+            SwarmNode(
+                name=attrs["Description"]["Hostname"],
+                id=attrs["ID"],
+                address=status.get("Addr", ""),
+                store=labels.get(STORE_LABEL, ""),
+                gpus=[g.strip() for g in labels.get(GPUS_LABEL, "").split(",") if g.strip()],
+                ready=status.get("State") == "ready",
+                active=spec.get("Availability", "active") == "active",
+            )
+        )
+    return nodes
+
+
+def published_port(task: dict, target: int) -> int | None:
+    """The host port a task publishes `target` on (host mode: the task's own PortStatus)."""
+    for port in (task.get("Status", {}).get("PortStatus") or {}).get("Ports") or []:
+        if port.get("TargetPort") == target and port.get("PublishedPort"):
+            return port["PublishedPort"]
+    return None
+
+
+class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
+    """A workspace as a Swarm service on one node (`client_kwargs` / DOCKER_HOST: the manager)."""
+
+    node_refresh = Float(
+        5.0,
+        config=True,
+        help="""Seconds the list of the swarm's nodes (their addresses, stores,
+        GPUs and whether they are up) is reused before it is asked again.""",
+    )
+    service_networks = List(
+        Unicode(),
+        config=True,
+        help="""Networks (attachable overlays) the workspaces' services join.
+        Empty (the default): none; the hub reaches each on its node's address.""",
+    )
+
+    _nodes: tuple[float, list[SwarmNode]] | None = None
+    _known_stores: dict[str, str] = {}  # node -> store path, kept while a node is down
+    _receive_locks: dict[tuple[str, str], threading.Lock] = {}
+    _receive_locks_guard = threading.Lock()
+
+    @default("owner_networks")
+    def _default_owner_networks(self):
+        # a bridge per owner is one engine's; on a swarm it is an overlay per owner (not built yet)
+        return False
+
+    @default("use_internal_ip")
+    def _default_use_internal_ip(self):
+        return False  # the hub reaches the node's address and the task's published port
+
+    # -- the nodes ----------------------------------------------------------------------
+
+    def cluster_nodes(self) -> list[SwarmNode]:
+        """Every node of the swarm (blocking; cached `node_refresh` seconds)."""
+        cls = SwarmWorkspaceSpawner
+        cached = cls._nodes
+        if cached is None or time.monotonic() - cached[0] > self.node_refresh:
+            nodes = parse_nodes(self.client.nodes())
+            cls._nodes = (time.monotonic(), nodes)
+            cls._known_stores.update({n.name: n.store for n in nodes if n.store})
+            return nodes
+        return cached[1]
+
+    def cluster_node(self, name: str) -> SwarmNode | None:
+        return next((n for n in self.cluster_nodes() if n.name == name), None)
+
+    def gpu_inventories(self) -> dict[str, list[str]]:
+        """{node: GPU IDs} of the nodes that are up, have a store and take work."""
+        return {n.name: list(n.gpus) for n in self.cluster_nodes() if n.ready and n.active and n.store}
+
+    def store_of(self, node: str | None) -> HomeStore:
+        """The store of `node` (its `workspace.store`), set up once per hub process; no node: the hub's."""
+        if not node:
+            return self.home_store
+        root = SwarmWorkspaceSpawner._known_stores.get(node)
+        if root is None:
+            self.cluster_nodes()
+            root = SwarmWorkspaceSpawner._known_stores.get(node)
+        if root is None:
+            raise UserError(
+                500,
+                f"The node {node} has no home store (label {STORE_LABEL}); please tell your administrator.",
+            )
+        with self._stores_lock:
+            key = (root, "node")
+            if key not in self._stores:
+                store = BtrfsHomeStore(root=root, uid=self.home_uid, gid=self.home_gid, parent=self)
+                self._stores[key] = store.setup()
+            return self._stores[key]
+
+    @property
+    def replicates(self) -> bool:
+        return True  # a node's store is never the only copy of a saved output
+
+    @property
+    def record_store(self) -> HomeStore:
+        """The store of record: `record_store_root`, else the hub's own store."""
+        return super().record_store if self.record_store_root else self.home_store
+
+    # -- what a start needs on its node ----------------------------------------------------
+
+    def _receive_lock(self, store: HomeStore, key: str) -> threading.Lock:
+        # one replication of a key into a store at a time (replication.py); two starts may want it
+        with self._receive_locks_guard:
+            return self._receive_locks.setdefault((str(store.root), key), threading.Lock())
+
+    async def receive_inputs(self, plan, mounts: list[dict]) -> None:
+        store, node = self.execution_store, self.node
+        loop = asyncio.get_running_loop()
+
+        def reporter(percent: int, what: str):
+            def report(t) -> None:
+                loop.call_soon_threadsafe(self.emit_progress, percent, f"{what} to {node}: {t.describe()}")
+
+            return report
+
+        key = plan.restore_snapshot
+        if key and not store.has_snapshot(key):
+            sources = [self.record_store] + [self.store_of(n) for n in await self.run_blocking(self._holders, key)]
+            source_of = f"#{plan.restore_from}" if plan.restore_from else "the course's starter"
+
+            def receive():
+                with self._receive_lock(store, key):
+                    if store.has_snapshot(key):
+                        return None
+                    return lifecycle.receive(
+                        self.db, key, store, sources, reporter(12, f"Sending the home of {source_of}")
+                    )
+
+            stats = await self.run_blocking(receive)
+            if stats is not None:
+                self.emit_progress(
+                    14,
+                    f"The home of {source_of} is on {node}: {stats.bytes / 1e6:,.1f} MB sent in "
+                    f"{stats.seconds:.1f} s ({'changes since ' + stats.parent if stats.parent else 'whole home'})",
+                )
+        for m in mounts:
+            version = m["key"]
+            if store.dataset_path(version).exists():
+                continue
+
+            def send(version=version, ref=m["ref"]):
+                with self._receive_lock(store, version):
+                    if not store.dataset_path(version).exists():
+                        replication.replicate_dataset(
+                            self.home_store, version, store, progress=reporter(13, f"Sending dataset {ref}")
+                        )
+
+            await self.run_blocking(send)
+
+    def _holders(self, key: str) -> list[str]:
+        """The nodes whose stores may hold output `key` (the one that saved it)."""
+        from ..executions import Snapshot
+
+        with self.db.session() as s:
+            node = s.query(Snapshot.node).filter(Snapshot.key == key).scalar()
+        return [node] if node and node in self._known_stores else []
+
+    # -- the service -------------------------------------------------------------------------
+
+    async def prepare_image(self) -> None:
+        await super().prepare_image()
+        # by ID: the nodes hold the same image (loaded, no registry) and ask no registry for an ID
+        self.current.image_id = (await self.docker("inspect_image", self.image))["Id"]
+
+    async def create_object(self):
+        node = self.node
+        self.emit_progress(70, f"Creating the workspace's service on {node}")
+        container = dict(
+            image=self.current.image_id or self.image,
+            env=self.get_env(),
+            args=await self.get_command(),
+            mounts=self.mounts,
+            labels=self.container_labels(),
+            init=True,  # tini as PID 1 reaps terminals' and kernels' zombies
+            cap_drop=["ALL"],  # the student runs any code here
+            **self.extra_container_spec,
+        )
+        resources = Resources(
+            cpu_limit=int(self.cpu_limit * 1e9) if self.cpu_limit else None,
+            mem_limit=self.mem_limit,
+            **self.extra_resources_spec,
+        )
+        if self.pids_limit:  # API 1.41: tasks' process limit (a fork bomb stays inside)
+            resources.setdefault("Limits", {})["Pids"] = self.pids_limit
+        task = TaskTemplate(
+            container_spec=ContainerSpec(**container),
+            resources=resources,
+            # a dead server ends its execution (saved, `lost`); the swarm must not start another
+            restart_policy=RestartPolicy(condition="none"),
+            placement=Placement(constraints=[f"node.hostname=={node}"], **self.extra_placement_spec),
+            networks=list(self.service_networks),
+            **self.extra_task_spec,
+        )
+        endpoint = EndpointSpec(mode="dnsrr", ports={None: (self.port, "tcp", "host")}, **self.extra_endpoint_spec)
+        return await self.docker(
+            "create_service",
+            task_template=task,
+            endpoint_spec=endpoint,
+            name=self.service_name,
+            labels=self.container_labels(),
+            **self.extra_create_kwargs,
+        )
+
+    async def start_object(self):
+        """Wait until the service's task runs on its node (dockerspawner backs off to 11 s; a start
+        waits for it, so look often), or fail with the task's own error."""
+        self.emit_progress(80, f"Starting the workspace on {self.node}")
+        delay = 0.2
+        while True:
+            task = await self.get_task()
+            if task is None:
+                raise RuntimeError(f"The service {self.service_name} has no task.")
+            status = task["Status"]
+            state = status["State"]
+            if state == "running":
+                return
+            if state not in PENDING_STATES:
+                raise RuntimeError(f"The workspace's task on {self.node} is {state}: {status.get('Err') or status}")
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    async def get_ip_and_port(self):
+        node = await self.run_blocking(self.cluster_node, self.node)
+        if node is None or not node.address:
+            raise RuntimeError(f"The node {self.node} is not in the swarm.")
+        for _ in range(50):  # the port is in the task's status once it runs
+            port = published_port(await self.get_task() or {}, self.port)
+            if port:
+                return node.address, port
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"The task of {self.service_name} publishes no port for {self.port}.")
+
+    async def _node_up(self, task: dict) -> bool:
+        def ask():
+            SwarmWorkspaceSpawner._nodes = None  # a fresh look: the answer ends an execution
+            return next((n.ready for n in self.cluster_nodes() if n.id == task.get("NodeID")), False)
+
+        try:
+            return await self.run_blocking(ask)
+        except docker.errors.DockerException:
+            return True  # the manager did not answer: no verdict on the node
+
+    async def poll(self):
+        try:
+            task = await self.get_task()
+        except docker.errors.DockerException as e:
+            self.log.warning("Could not ask the manager about %s: %s", self._log_name, e)
+            return None  # a manager that does not answer is no proof the workspace ended
+        if task is None:
+            return 0
+        state = task["Status"]["State"]
+        if state == "running" or state in PENDING_STATES:
+            return None if await self._node_up(task) else f"node {self.node} lost"
+        return state
+
+    async def _container_exit(self) -> tuple[str, str | None]:
+        try:
+            task = await self.get_task()
+        except docker.errors.DockerException as e:
+            self.log.warning("Could not inspect the task of %s: %s", self._log_name, e)
+            return "user", None
+        if task is None:
+            return ("lost", "The workspace's service disappeared.") if self.object_id else ("user", None)
+        status = task["Status"]
+        state = status["State"]
+        if state == "running" or state in PENDING_STATES:
+            if await self._node_up(task):
+                return "user", None
+            return "lost", f"The node {self.node} stopped answering."
+        code = (status.get("ContainerStatus") or {}).get("ExitCode")
+        if state == "complete" or code == 0:
+            return "user", "Shut down from inside the workspace."
+        what = " (killed, perhaps out of memory)" if code == 137 else ""
+        if code is None:
+            return "lost", f"The workspace's task ended as {state}: {status.get('Err') or ''}".rstrip(": ")
+        return "lost", f"The container exited with status {code}{what}."
+
+    async def stop_object(self):
+        """Stop the task before its service is removed, so that its home is saved after the last write
+        (removing a service stops its container later, on its node): scale to 0 and wait."""
+        if not self.object_id:
+            return
+        try:
+            task = await self.get_task()
+            if task is None or task["Status"]["State"] not in PENDING_STATES | {"running"}:
+                return
+            if not await self._node_up(task):
+                return  # nothing answers there; its home is saved as it is
+            service = await self.docker("inspect_service", self.object_id)
+            await self.docker(
+                "update_service",
+                self.object_id,
+                service["Version"]["Index"],
+                mode=ServiceMode("replicated", replicas=0),
+                fetch_current_spec=True,
+            )
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                tasks = await self.docker("tasks", filters={"service": self.object_id})
+                if all(t["Status"]["State"] not in PENDING_STATES | {"running"} for t in tasks):
+                    return
+                await asyncio.sleep(0.2)
+            self.log.warning("The task of %s did not stop in 30 s; removing its service", self._log_name)
+        except docker.errors.NotFound:
+            return
+
+    def container_record_id(self) -> str:
+        return self.object_id or ""

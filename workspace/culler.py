@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -57,6 +58,7 @@ from . import config, lifecycle, origins, paths
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .idle import IdlePolicy, Observation, Verdict, Watch
+from .nodes import NodeStores
 from .quotas import home_files_notice, home_notice
 from .usage import ContainerCgroup, CpuMeter
 
@@ -140,6 +142,7 @@ class Server:
     resource_type: str | None = None
     max_runtime: float | None = None  # the resource type's, recorded on the execution
     live_key: str | None = None
+    node: str | None = None  # where it runs (whose store holds its live home)
     home_limit: int | None = None  # bytes
     home_files: int | None = None  # files its home may hold
     report_key: str | None = None  # the execution's own secret for its extension
@@ -214,10 +217,10 @@ class Culler(Application):
         config.load(self, argv)
         if self.config_file and Path(self.config_file).is_file():
             self.load_config_file(self.config_file)
-        if not (self.db_url and self.store_dir):
-            spawner = config.SpawnerOptions(self.config)
-            self.db_url = self.db_url or spawner.db_url
-            self.store_dir = self.store_dir or spawner.store_root
+        spawner = config.SpawnerOptions(self.config)
+        self.db_url = self.db_url or spawner.db_url
+        self.store_dir = self.store_dir or spawner.store_root
+        self._engine_nodes = functools.partial(spawner.spawner_class.engine_nodes, spawner)
         self.policy = IdlePolicy(parent=self)
         self.tracked: dict[int, Tracked] = {}
         self._http = None
@@ -306,7 +309,7 @@ class Culler(Application):
                     server.execution_id, server.number = ex.id, ex.number
                     server.container_id, server.started = ex.container_id, _epoch(ex.started)
                     server.resource_type, server.max_runtime = ex.resource_type, ex.max_runtime
-                    server.live_key, server.home_limit = ex.live_key, ex.home_limit
+                    server.live_key, server.home_limit, server.node = ex.live_key, ex.home_limit, ex.node
                     server.home_files = ex.home_files
                     server.report_key = ex.report_key
 
@@ -470,6 +473,12 @@ class Culler(Application):
             self._store = store_for(self.store_dir, clean=False)
         return self._store
 
+    def store_of(self, server: Server):
+        """The store holding the server's live home: its node's (a swarm's node has its own)."""
+        if getattr(self, "_stores", None) is None:
+            self._stores = NodeStores(self.store, getattr(self, "_engine_nodes", None) or list)
+        return self._stores.of(server.node)
+
     async def _watch_home(self, server: Server, sample: UsageSample) -> None:
         """Measure a limited home into its sample; show, change or withdraw its notices."""
         if server.home_files:
@@ -484,7 +493,7 @@ class Culler(Application):
         if tracked is None or now - tracked.files_counted < self.files_interval:
             return
         tracked.files_counted = now
-        live = self.store.live_path(server.live_key)
+        live = self.store_of(server).live_path(server.live_key)
         try:
             _, files = await asyncio.get_running_loop().run_in_executor(
                 None, lambda: paths.measure(live, limit_files=server.home_files)
@@ -525,13 +534,14 @@ class Culler(Application):
     async def _measure_bytes(self, server: Server, sample: UsageSample) -> None:
         loop = asyncio.get_running_loop()
         try:
-            used = await loop.run_in_executor(None, self.store.home_usage, server.live_key)
+            store = self.store_of(server)
+            used = await loop.run_in_executor(None, store.home_usage, server.live_key)
         except Exception as e:  # its live home went (a stop under way)
             log.info("%s: the home could not be measured: %s", server.label, e)
             return
         sample.home_bytes = used
         tracked = self.tracked.get(server.execution_id)
-        enforced = self.store.kind == "btrfs"
+        enforced = store.kind == "btrfs"
         message = home_notice(used, server.home_limit, enforced, self.home_warn_fraction)
         if tracked is None or message == tracked.home_notice:
             return

@@ -91,6 +91,12 @@ def source(session: Session, store, data: dict, user: str, admin: bool) -> tuple
             raise UserError(400, f"Execution {src['workspace']}#{number} has no saved output.")
         label = f"{src['workspace']}#{number}" + (f":{path}" if path else "")
         snapshot = ex.snapshot.key
+        if not store.has_snapshot(snapshot):  # saved on a swarm's node, not yet in the store of record
+            raise UserError(
+                409,
+                f"The output of {src['workspace']}#{number} is still being copied from {ex.snapshot.node} to the "
+                "central store; please try again in a minute.",
+            )
         return "execution", label, lambda key, check: store.dataset_from_snapshot(snapshot, path, key, check)
     if "from_path" in data:
         if not admin:

@@ -451,9 +451,10 @@ def snapshot_key_of(db: Database, execution_id: int) -> str | None:
         return ex.snapshot.key if ex is not None and ex.has_output else None
 
 
-def replicate_pending(db: Database, store: HomeStore, record: HomeStore, limit: int = 20) -> int:
-    """Replicate this node's outputs that are not in the store of record yet (oldest first, leaving the
-    newest to the save that made them for REPLICATION_GRACE); how many arrived."""
+def replicate_pending(db: Database, store: HomeStore, record: HomeStore, limit: int = 20, node: str = NODE) -> int:
+    """Replicate the outputs `node` (`store`, this process's by default) saved that are not in the store of
+    record yet (oldest first, leaving the newest to the save that made them for REPLICATION_GRACE); how
+    many arrived."""
     with db.session() as s:
         keys = list(
             s.scalars(
@@ -462,7 +463,7 @@ def replicate_pending(db: Database, store: HomeStore, record: HomeStore, limit: 
                     Snapshot.replicated_at.is_(None),
                     Snapshot.deleted.is_(None),
                     Snapshot.backend == "btrfs",
-                    (Snapshot.node == NODE) | Snapshot.node.is_(None),
+                    (Snapshot.node == node) | Snapshot.node.is_(None),
                     Snapshot.created < utcnow() - REPLICATION_GRACE,
                 )
                 .order_by(Snapshot.created, Snapshot.id)
@@ -470,6 +471,21 @@ def replicate_pending(db: Database, store: HomeStore, record: HomeStore, limit: 
             )
         )
     return sum(1 for key in keys if store.has_snapshot(key) and replicate(db, store, record, key))
+
+
+def purge_deleted_copies(db: Database, store: HomeStore, within: dt.timedelta = dt.timedelta(days=30)) -> int:
+    """Delete from a node's store the copies of outputs their owners deleted (in the last `within`: a node
+    down longer than that keeps them until an administrator cleans its store); how many."""
+    with db.session() as s:
+        keys = list(
+            s.scalars(select(Snapshot.key).where(Snapshot.deleted.is_not(None), Snapshot.deleted > utcnow() - within))
+        )
+    gone = 0
+    for key in keys:
+        if store.has_snapshot(key):
+            store.delete(key)
+            gone += 1
+    return gone
 
 
 def purge_deleted_replicas(db: Database, record: HomeStore) -> int:

@@ -10,6 +10,11 @@ Each network gets an explicit subnet from a pool (default 10.213.0.0/16 in
 /27s, 2,048 owners running at once), so the daemon's small default pool of
 about 30 networks is never the limit. A network is removed when its
 owner's last workspace stops.
+
+On a Docker Swarm the network is an attachable overlay (SwarmWorkspaceSpawner):
+an owner's workspaces on different nodes reach each other by name, and
+overlays are isolated from each other as bridges are (measured on the
+three-node swarm: another owner's workspace on the same node does not answer).
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ def _client(client) -> docker.APIClient:
     return client.api if isinstance(client, docker.DockerClient) else client
 
 
-def ensure(client, deployment: str, owner: str, pool: str, prefix: int) -> str:
-    """The owner's network, created if missing (blocking); its name."""
+def ensure(client, deployment: str, owner: str, pool: str, prefix: int, driver: str = "bridge") -> str:
+    """The owner's network, created if missing (blocking); its name. `driver`: `bridge` on one engine,
+    `overlay` (attachable, created through a swarm's manager) across nodes."""
     api = _client(client)
     name = name_for(deployment, owner)
     if any(n["Name"] == name for n in api.networks(names=[name])):
@@ -49,7 +55,8 @@ def ensure(client, deployment: str, owner: str, pool: str, prefix: int) -> str:
         try:
             api.create_network(
                 name,
-                driver="bridge",
+                driver=driver,
+                attachable=driver == "overlay" or None,
                 ipam=ipam,
                 check_duplicate=True,
                 labels={LABEL: owner, "workspace.deployment": deployment},
@@ -78,7 +85,8 @@ def remove_if_unused(client, deployment: str, owner: str) -> bool:
             api.remove_network(net["Id"])
             return True
         except docker.errors.APIError as e:
-            if "active endpoints" in str(e) or e.status_code in (403, 409):
+            # in use: a container on this engine, or (an overlay) a task of the swarm's
+            if "active endpoints" in str(e) or "in use" in str(e) or e.status_code in (403, 409):
                 return False
             raise
     return False

@@ -153,7 +153,7 @@ def spread(db: Database, execution_id: int, nodes: Sequence[str], prefer: Sequen
 
     Of the nodes in `prefer` (they hold the home's snapshot: no transfer), else
     of all, the one running the fewest executions, so that a class's starts
-    spread over the cluster. Under the admission lock, so that fifty
+    spread over the cluster (a tie: the first in `nodes`). Under the admission lock, so that fifty
     simultaneous starts do not all count the same idle node.
     """
     if not nodes:
@@ -165,7 +165,7 @@ def spread(db: Database, execution_id: int, nodes: Sequence[str], prefer: Sequen
             for (node,) in s.execute(select(Execution.node).where(Execution.state.in_(HOLDING))):
                 counts[node] = counts.get(node, 0) + 1
             preferred = [n for n in nodes if n in prefer]
-            node = min(preferred or nodes, key=lambda n: (counts.get(n, 0), n))
+            node = min(preferred or nodes, key=lambda n: (counts.get(n, 0), nodes.index(n)))
             s.get(Execution, execution_id).node = node
             return node
 
@@ -203,6 +203,45 @@ def overview(db: Database) -> list[dict]:
                 }
             )
         return rows
+
+
+def node_overview(db: Database, nodes: list) -> list[dict]:
+    """The nodes (workspace/nodes.py) with their free GPU IDs and how many executions hold a place on each,
+    for the admin page (blocking)."""
+    with db.session() as s:
+        used = used_gpus(s)
+        counts: dict[str, int] = {}
+        for (node,) in s.execute(select(Execution.node).where(Execution.state.in_(HOLDING))):
+            counts[node] = counts.get(node, 0) + 1
+    return [
+        {
+            "name": n.name,
+            "state": n.state,
+            "address": n.address,
+            "gpu_model": n.gpu_model,
+            "gpus": list(n.gpus),
+            "free_gpus": [g for g in n.gpus if g not in used.get(n.name, ())],
+            "executions": counts.get(n.name, 0),
+        }
+        for n in nodes
+    ]
+
+
+def by_gpu_model(rows: list[dict]) -> list[dict]:
+    """node_overview's rows summed per GPU model (of the nodes that are up): total, free, and the most free
+    on one node, which is what decides whether a multi-GPU start waits."""
+    models: dict[str, dict] = {}
+    for row in rows:
+        if not row["gpus"] or row["state"] == "down":
+            continue
+        m = models.setdefault(
+            row["gpu_model"] or "", {"model": row["gpu_model"] or "", "total": 0, "free": 0, "most": 0}
+        )
+        free = len(row["free_gpus"]) if row["state"] == "up" else 0  # a paused node takes nothing new
+        m["total"] += len(row["gpus"])
+        m["free"] += free
+        m["most"] = max(m["most"], free)
+    return sorted(models.values(), key=lambda m: m["model"])
 
 
 def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:

@@ -19,6 +19,7 @@ from . import queue
 from .datasets import Dataset
 from .db import Database
 from .executions import Execution, find_workspace
+from .nodes import inventories
 
 
 def execution_choices(db: Database, owner: str, name: str) -> list[dict]:
@@ -74,7 +75,7 @@ def page_form(
     selected="latest",
     *,
     types,
-    inventory: list[str],
+    nodes: list,
     images: list[str],
     image: str,
     default_type: str | None,
@@ -96,7 +97,7 @@ def page_form(
         selected=selected,
         datasets=readable_datasets(db, owner, groups, admin),
         bound=(chosen or {}).get("datasets", []),
-        types=type_choices(db, types, groups, inventory) if types else [],
+        types=type_choices(db, types, groups, nodes) if types else [],
         current_type=current_type,
         continue_choice=name is not None,
     )
@@ -217,12 +218,18 @@ def options_from_form(formdata: dict) -> dict:
     return options
 
 
-def type_choices(db: Database, types, groups, inventory: list[str]) -> list[dict]:
-    """The resource types the user may choose, with what is free now (blocking)."""
+def type_choices(db: Database, types, groups, nodes: list) -> list[dict]:
+    """The resource types the user may choose, with what is free now on the `nodes` (workspace/nodes.py) that
+    take each (blocking). A GPU start runs on one node: the most free on one node is said when it matters."""
     out = []
     with db.session() as s:
-        free = len(queue.free_gpus(s, inventory, queue.node_name())) if inventory else 0
+        used = queue.used_gpus(s)
         for t in types:
+            free_per_node = [
+                len([g for g in ids if g not in used.get(node, ())])
+                for node, ids in inventories(nodes, t.gpu_model if t.gpus else None).items()
+            ]
+            free = sum(free_per_node)
             if not t.allowed(groups):
                 continue
             active = (
@@ -234,6 +241,9 @@ def type_choices(db: Database, types, groups, inventory: list[str]) -> list[dict
                 parts.append(f"{max(0, t.capacity - active)} of {t.capacity} free")
             if t.gpus:
                 parts.append(f"{free} GPU(s) free")
+                most = max(free_per_node, default=0)
+                if most < t.gpus <= free:  # enough in all, not on one node: a start is never split
+                    parts.append(f"at most {most} on one node")
             if queued:
                 parts.append(f"{queued} waiting")
             out.append(
@@ -252,6 +262,7 @@ def type_choices(db: Database, types, groups, inventory: list[str]) -> list[dict
                     "active": active,
                     "queued": queued,
                     "gpus_free": free if t.gpus else None,
+                    "gpus_free_on_one_node": max(free_per_node, default=0) if t.gpus else None,
                 }
             )
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -17,8 +18,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.integration.hub import Hub
-from workspace import homes
+from tests.integration.hub import ADMIN_PASSWORD, Hub
+from workspace import homes, networks
 from workspace.setup.cluster import Cluster
 
 TYPES = [
@@ -53,6 +54,8 @@ def swarm_hub(cluster: Cluster, tmp_path_factory):
         manager = cluster.manager.client()
         for service in manager.services.list(filters={"label": f"workspace.deployment={hub.deployment}"}):
             service.remove()
+        time.sleep(2)  # the tasks' containers leave the owners' overlays
+        networks.remove_all(manager, hub.deployment)
 
 
 def set_availability(cluster: Cluster, availability: dict[str, str]) -> None:
@@ -128,6 +131,15 @@ def test_gpu_starts_land_where_their_devices_are_free_and_are_never_split(cluste
     time.sleep(3)
     waiting = latest(hub, "gpd", "w")
     assert waiting["state"] == "queued" and not waiting["gpu_ids"], waiting
+    # what is free is counted over the cluster and per node: the types' API and the admin page
+    types = {t["name"]: t for t in hub.service_api("/resource-types", tokens["gpd"]).json()["types"]}
+    assert (types["gpu2"]["gpus_free"], types["gpu2"]["gpus_free_on_one_node"]) == (1, 1)
+    admin = hub.user_token(hub.settings.admin_user, password=ADMIN_PASSWORD)
+    page = requests.get(f"{hub.url}/services/workspace/admin", headers={"Authorization": f"token {admin}"}, timeout=30)
+    assert page.status_code == 200, page.text
+    rows = dict(re.findall(r'<tr data-node="(node\d)">(.*?)</tr>', page.text, re.S))
+    assert 'class="free-gpus">1 (1)<' in rows["node2"] and 'class="free-gpus">0<' in rows["node3"], rows
+    assert "none (CPU only)" in rows["node1"]
     hub.stop_workspace("gpa", "w")  # node2 has two free GPUs again
     events = hub.progress("gpd", "w", tokens["gpd"])
     assert events[-1].get("ready"), events
@@ -171,6 +183,75 @@ def test_continue_on_another_node_receives_only_the_delta(cluster, swarm_hub, on
     third = latest(hub, user, "w")
     assert third["node"] == "node1"
     hub.stop_workspace(user, "w")
+
+
+def reaches(cluster: Cluster, hub: Hub, user: str, server: str, address: str) -> bool:
+    """Whether the workspace user/server opens a connection to address:8888 (a workspace's Jupyter port)."""
+    _, container = container_of(cluster, hub, user, server)
+    code, _ = container.exec_run(
+        ["python3", "-c", f"import socket; socket.create_connection(({address!r}, 8888), timeout=3)"], user="1000"
+    )
+    return code == 0
+
+
+def overlay_address(cluster: Cluster, hub: Hub, user: str, server: str) -> str:
+    _, container = container_of(cluster, hub, user, server)
+    (net,) = [
+        n
+        for n in container.attrs["NetworkSettings"]["Networks"].items()
+        if n[0] == networks.name_for(hub.deployment, user)
+    ]
+    return net[1]["IPAddress"]
+
+
+def test_an_owners_workspaces_reach_each_other_across_nodes_and_nobody_elses(cluster, swarm_hub, only_on):
+    hub = swarm_hub
+    ada, bob = hub.user_token("isoada"), hub.user_token("isobob")
+    only_on("node1")
+    hub.start_workspace("isoada", "one", ada, resource_type="cpu")
+    only_on("node2")
+    hub.start_workspace("isoada", "two", ada, resource_type="cpu")
+    hub.start_workspace("isobob", "w", bob, resource_type="cpu")
+    two = overlay_address(cluster, hub, "isoada", "two")
+    assert reaches(cluster, hub, "isoada", "one", two)  # node1 -> node2, on ada's own overlay
+    # bob's workspace runs on the same node as ada's second one: it reaches neither by address
+    assert not reaches(cluster, hub, "isobob", "w", two)
+    assert not reaches(cluster, hub, "isobob", "w", overlay_address(cluster, hub, "isoada", "one"))
+    # the workspace's task runs without capabilities, as on one engine
+    assert sh(cluster, hub, "isobob", "w", "grep CapBnd /proc/self/status").split()[1] == "0000000000000000"
+    for user, server in (("isoada", "one"), ("isoada", "two"), ("isobob", "w")):
+        hub.stop_workspace(user, server)
+
+
+def test_a_dataset_version_reaches_a_node_on_first_use_and_stays(cluster, swarm_hub, only_on):
+    hub, user = swarm_hub, "dsuser"
+    token = hub.user_token(user)
+    only_on("node2")
+    hub.start_workspace(user, "maker", token, resource_type="cpu")
+    sh(cluster, hub, user, "maker", "mkdir -p ~/data && head -c 3000000 /dev/urandom > ~/data/train.bin")
+    digest = sh(cluster, hub, user, "maker", "sha256sum ~/data/train.bin").split()[0]
+    hub.stop_workspace(user, "maker")
+    deadline = time.monotonic() + 30  # the output reaches the store of record after its save
+    while not latest(hub, user, "maker")["replicated"] and time.monotonic() < deadline:
+        time.sleep(0.3)
+    r = hub.service_call("POST", "/datasets", token, json={"name": "train"})
+    assert r.status_code == 201, r.text
+    r = hub.service_call(
+        "POST",
+        f"/datasets/{user}/train/versions",
+        token,
+        json={"from_execution": {"workspace": "maker", "number": 1, "path": "data"}},
+    )
+    assert r.status_code == 201, r.text
+    only_on("node3")  # node3 has never seen the dataset
+    events = hub.start_workspace(user, "reader", token, resource_type="cpu", datasets=[f"{user}/train"])
+    assert "Sending dataset" in messages(events) and "to node3" in messages(events), messages(events)
+    assert sh(cluster, hub, user, "reader", "sha256sum /input0/train.bin").split()[0] == digest
+    assert "Read-only" in sh(cluster, hub, user, "reader", "touch /input0/x 2>&1 || true")
+    hub.stop_workspace(user, "reader")
+    events = hub.start_workspace(user, "reader", token, resource_type="cpu", datasets=[f"{user}/train"])
+    assert "Sending dataset" not in messages(events)  # kept on node3
+    hub.stop_workspace(user, "reader")
 
 
 def test_a_hub_restart_keeps_a_workspace_running_on_its_node(cluster, swarm_hub, only_on):

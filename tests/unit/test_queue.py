@@ -6,11 +6,13 @@ import threading
 import time
 
 import pytest
+from sqlalchemy import select
 
 from workspace import queue
 from workspace.db import Database, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, get_or_create_workspace, new_execution
+from workspace.nodes import Node
 from workspace.queue import admit, free_gpus
 from workspace.resource_types import ResourceType, choose
 
@@ -206,3 +208,49 @@ def test_two_hub_processes_on_postgresql_never_take_the_same_gpus(postgres_url, 
     assert sorted(r.admitted for r in results.values()) == [False, True]
     for db in hubs:
         db.engine.dispose()
+
+
+# -- types that never wait: spread over the nodes --------------------------------------------
+
+
+def test_starts_that_never_wait_spread_over_the_nodes_and_prefer_the_home(db):
+    nodes = ["node1", "node2", "node3"]
+    placed = []
+    for owner in "abc":
+        execution_id = queued(db, owner, ONE)
+        placed.append(queue.spread(db, execution_id, nodes))
+        with db.session() as s:
+            s.get(Execution, execution_id).to(s, "preparing")  # holds its node now
+    assert sorted(placed) == nodes  # one each, not three on the first
+    # the node holding the home's snapshot wins over a less busy one
+    assert queue.spread(db, queued(db, "d", ONE), nodes, prefer=["node2"]) == "node2"
+    with db.session() as s:
+        assert s.scalars(select(Execution.node).where(Execution.id == 4)).one() == "node2"  # recorded
+    # a preferred node that is gone (not among `nodes`) is no preference
+    assert queue.spread(db, queued(db, "e", ONE), ["node1"], prefer=["node9"]) == "node1"
+    with pytest.raises(UserError) as e:
+        queue.spread(db, queued(db, "f", ONE), [])
+    assert e.value.status_code == 503 and "No node" in e.value.message
+
+
+def test_the_admin_overview_of_nodes_counts_free_gpus_per_node_and_model(db):
+    nodes = [
+        Node("node1"),
+        Node("node2", gpus=["0", "1"], gpu_model="A100"),
+        Node("node3", gpus=["0", "1", "2", "3"], gpu_model="A100"),
+        Node("node4", gpus=["0"], gpu_model="V100", active=False),
+    ]
+    inventories = {n.name: n.gpus for n in nodes}
+    place_on(db, queued(db, "a", GPU1), GPU1, inventories)  # node4 (best fit, 1 GPU)
+    place_on(db, queued(db, "b", GPU2), GPU2, inventories)  # node2
+    rows = queue.node_overview(db, nodes)
+    assert [(r["name"], r["state"], r["free_gpus"], r["executions"]) for r in rows] == [
+        ("node1", "up", [], 0),
+        ("node2", "up", [], 1),
+        ("node3", "up", ["0", "1", "2", "3"], 0),
+        ("node4", "paused", [], 1),
+    ]
+    assert queue.by_gpu_model(rows) == [
+        {"model": "A100", "total": 6, "free": 4, "most": 4},
+        {"model": "V100", "total": 1, "free": 0, "most": 0},
+    ]

@@ -33,7 +33,7 @@ def form(db, name, selected="latest", default_type="small"):
         name,
         selected,
         types=TYPES,
-        inventory=[],
+        nodes=[],
         images=["img:a"],
         image="img:a",
         default_type=default_type,

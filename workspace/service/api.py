@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from functools import partial
 from pathlib import Path
 from urllib.parse import quote
@@ -50,6 +51,15 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
 
     async def blocking(self, fn, *args, **kwargs):
         return await IOLoop.current().run_in_executor(None, partial(fn, *args, **kwargs))
+
+    async def engine_nodes(self) -> list:
+        """The nodes starts are placed on (workspace/nodes.py); none when the engine does not answer (a
+        swarm's manager down), which the pages show as nothing free rather than as an error."""
+        try:
+            return await self.blocking(self.settings["engine_nodes"])
+        except Exception as e:
+            logging.getLogger("workspace.service").warning("Could not list the nodes: %s", e)
+            return []
 
     def caller(self) -> dict:
         user = self.get_current_user()

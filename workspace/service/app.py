@@ -16,6 +16,7 @@ and token).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ from .. import config, lifecycle, queue, uploads
 from ..datasets import DatasetRules
 from ..db import database
 from ..homes import BtrfsHomeStore, store_for
+from ..nodes import NodeStores
 from ..process import die_with_the_hub
 from ..quotas import StorageQuota
 from ..sandbox import Sandbox
@@ -124,7 +126,8 @@ class WorkspaceService(Application):
             # users' servers on their own subdomains (workspace/origins.py); None: on the hub's origin
             subdomain_host=self.config.JupyterHub.get("subdomain_host") or None,
             courses=self.courses,
-            gpu_inventory=list(spawner.gpu_inventory),
+            # the nodes starts are placed on, with their GPUs (blocking: a swarm's manager is asked)
+            engine_nodes=functools.partial(spawner.spawner_class.engine_nodes, spawner),
             record_store_root=spawner.record_store_root,
             cookie_secret=os.urandom(32),
         )
@@ -132,28 +135,39 @@ class WorkspaceService(Application):
 
 async def retry_saves(service: WorkspaceService) -> None:
     """Forever: finish the saves that failed or were interrupted; end queued starts whose hub is gone."""
-    db = database(service.spawner.db_url)
-    store = store_for(service.spawner.store_root, clean=False)
+    spawner = service.spawner
+    db = database(spawner.db_url)
+    store = store_for(spawner.store_root, clean=False)
     expire_after = service.upload_policy.expire_after
+    # each node's store (a swarm's nodes have their own; a single host's is `store`)
+    stores = NodeStores(store, functools.partial(spawner.spawner_class.engine_nodes, spawner))
     record = None
-    if service.spawner.record_store_root:  # the store of record: outputs whose save did not replicate them
-        record = BtrfsHomeStore(root=service.spawner.record_store_root).setup(clean=False)
+    if spawner.record_store_root:  # the store of record: outputs whose save did not replicate them
+        record = BtrfsHomeStore(root=spawner.record_store_root).setup(clean=False)
+    elif spawner.spawner_class.nodes_have_own_stores:
+        record = store  # on a swarm the hub's own store is the store of record
     loop = asyncio.get_running_loop()
     while True:
         try:
-            done = await loop.run_in_executor(None, lifecycle.finish_pending_saves, db, store)
+            done = await loop.run_in_executor(None, lifecycle.finish_pending_saves, db, store, None, None, stores.of)
             if done:
                 log.info("finished %d pending save(s)", len(done))
             gone = await loop.run_in_executor(None, queue.expire_stale_queue, db)
             if gone:
                 log.info("%d queued start(s) whose hub had gone left the queue", gone)
             if record is not None:
-                sent = await loop.run_in_executor(None, lifecycle.replicate_pending, db, store, record)
-                if sent:
-                    log.info("%d output(s) reached the store of record", sent)
+                own = await loop.run_in_executor(None, stores.own)
+                for node, node_store in own or [(lifecycle.NODE, store)]:
+                    sent = await loop.run_in_executor(
+                        None, functools.partial(lifecycle.replicate_pending, db, node_store, record, node=node)
+                    )
+                    if sent:
+                        log.info("%d output(s) of %s reached the store of record", sent, node)
                 purged = await loop.run_in_executor(None, lifecycle.purge_deleted_replicas, db, record)
+                for node, node_store in own:
+                    purged += await loop.run_in_executor(None, lifecycle.purge_deleted_copies, db, node_store)
                 if purged:
-                    log.info("removed %d deleted output(s) from the store of record", purged)
+                    log.info("removed %d copies of deleted outputs", purged)
             gone = await loop.run_in_executor(None, uploads.expire, store.uploads_dir, expire_after)
             if gone:
                 log.info("removed %d abandoned upload(s)", gone)

@@ -137,7 +137,7 @@ class PageHandler(APIHandler):
             name,
             selected,
             types=types,
-            inventory=queue.gpu_inventory(self.settings["gpu_inventory"]) if types else [],
+            nodes=await self.engine_nodes() if types else [],
             images=self.settings["images"],
             image=self.settings["image"],
             default_type=self.settings["default_resource_type"],
@@ -478,8 +478,11 @@ class AdminPage(PageHandler):
 
         running = await self.blocking(queue.overview, self.db)
         storage = await self.blocking(quotas.per_user, self.db)
+        nodes = await self.blocking(queue.node_overview, self.db, await self.engine_nodes())
         self.set_status(status)
-        self.render_page("admin.html", running=running, storage=storage, error=error)
+        self.render_page(
+            "admin.html", running=running, storage=storage, nodes=nodes, models=queue.by_gpu_model(nodes), error=error
+        )
 
     @web.authenticated
     async def post(self):

@@ -8,7 +8,7 @@ spawn form shows it.
 
 from __future__ import annotations
 
-from .. import queue, resource_types, spawnform
+from .. import resource_types, spawnform
 from .api import APIHandler
 
 
@@ -16,8 +16,8 @@ class ResourceTypesHandler(APIHandler):
     async def get(self):
         _, groups, _ = self.who()
         types = self.settings["resource_types"]
-        inventory = queue.gpu_inventory(self.settings["gpu_inventory"])
-        choices = await self.blocking(spawnform.type_choices, self.db, types, groups, inventory) if types else []
+        nodes = await self.engine_nodes() if types else []
+        choices = await self.blocking(spawnform.type_choices, self.db, types, groups, nodes) if types else []
         default = resource_types.default_name(types, self.settings["default_resource_type"])
         self.write_json({"default": default, "types": choices})
 

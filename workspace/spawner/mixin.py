@@ -19,12 +19,13 @@ from pathlib import Path
 from traitlets import Dict, Float, Instance, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from .. import courses, datasets, lifecycle, queue, quotas, resource_types, spawnform, start_request
+from .. import courses, datasets, lifecycle, nodes, queue, quotas, resource_types, spawnform, start_request
 from ..copier import Transfer
 from ..db import database
 from ..errors import UserError
 from ..executions import parse_continue_from
 from ..homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
+from ..nodes import Node
 from ..start_request import StartRequest, StartState
 
 
@@ -150,6 +151,10 @@ class WorkspaceMixin(LoggingConfigurable):
         must be btrfs, each mounted at its filesystem's top level.""",
     )
 
+    # whether the engine's nodes keep homes in stores of their own (a swarm's), which the service then
+    # replicates from and cleans
+    nodes_have_own_stores = False
+
     execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
     live_key = Unicode("", help="Store key of the current execution's live home.")
     node = Unicode("", help="The node the current execution was placed on (spawner state).")
@@ -193,7 +198,7 @@ class WorkspaceMixin(LoggingConfigurable):
         types = self.parsed_resource_types()
         choices = (
             await self.run_blocking(
-                spawnform.type_choices, self.db, types, groups, queue.gpu_inventory(self.gpu_inventory)
+                spawnform.type_choices, self.db, types, groups, await self.run_blocking(self.cluster_nodes)
             )
             if types
             else []
@@ -529,17 +534,19 @@ class WorkspaceMixin(LoggingConfigurable):
         """The node this start runs on, chosen before its home is restored (the home is restored into
         that node's store): by admission for a type that may wait, else the least busy node; nodes
         that hold the home's snapshot first."""
-        inventories = await self.run_blocking(self.gpu_inventories)
+        inventories = await self.run_blocking(self.gpu_inventories, rtype)
         prefer = await self.run_blocking(self.nodes_holding, plan.restore_snapshot, list(inventories))
         if queued:
             return await self._wait_in_queue(plan, rtype, inventories, prefer)
-        return await self.run_blocking(queue.spread, self.db, plan.execution_id, list(inventories), prefer)
+        # a start without GPUs: CPU-only nodes first, so that GPU nodes stay free for GPU work
+        names = sorted(inventories, key=lambda n: (bool(inventories[n]), n))
+        return await self.run_blocking(queue.spread, self.db, plan.execution_id, names, prefer)
 
-    def nodes_holding(self, snapshot: str | None, nodes: list[str]) -> list[str]:
-        """Of `nodes`, those whose store holds `snapshot` (blocking)."""
+    def nodes_holding(self, snapshot: str | None, names: list[str]) -> list[str]:
+        """Of the nodes `names`, those whose store holds `snapshot` (blocking)."""
         if not snapshot:
             return []
-        return [n for n in nodes if self.store_of(n).has_snapshot(snapshot)]
+        return [n for n in names if self.store_of(n).has_snapshot(snapshot)]
 
     async def receive_inputs(self, plan, mounts: list[dict]) -> None:
         """Bring what the start needs (the snapshot it restores, its dataset versions) into the store of
@@ -596,9 +603,18 @@ class WorkspaceMixin(LoggingConfigurable):
                 )
             await asyncio.sleep(self.queue_poll_interval)
 
-    def gpu_inventories(self) -> dict[str, list[str]]:
-        """{node: GPU IDs} of the nodes this spawner's engine places starts on (here: this host)."""
-        return {queue.node_name(): queue.gpu_inventory(self.gpu_inventory)}
+    @classmethod
+    def engine_nodes(cls, options) -> list[Node]:
+        """The nodes this engine places starts on (blocking): here, this host with its GPUs.
+        `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
+        return [Node(queue.node_name(), gpus=queue.gpu_inventory(options.gpu_inventory))]
+
+    def cluster_nodes(self) -> list[Node]:
+        return self.engine_nodes(self)
+
+    def gpu_inventories(self, rtype: resource_types.ResourceType | None = None) -> dict[str, list[str]]:
+        """{node: GPU IDs} of the nodes that take a start of `rtype` now (blocking)."""
+        return nodes.inventories(self.cluster_nodes(), rtype.gpu_model if rtype is not None and rtype.gpus else None)
 
     def apply_limits(self, limits: dict) -> None:
         """CPU, memory and process limits of this start (engine-specific: see DockerWorkspaceSpawner)."""

@@ -36,54 +36,21 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import dataclass, field
 
 import docker
 from docker.types import ContainerSpec, EndpointSpec, Placement, Resources, RestartPolicy, ServiceMode, TaskTemplate
+from docker.utils import kwargs_from_env
 from dockerspawner import SwarmSpawner
 from traitlets import Float, List, Unicode, default
 
-from .. import lifecycle, replication
+from .. import lifecycle, networks, replication
 from ..errors import UserError
 from ..homes import BtrfsHomeStore, HomeStore
+from ..nodes import STORE_LABEL, Node, parse_swarm
 from .docker_spawner import DockerWorkspaceSpawner
 
-# task states on the way to running (docker's TaskState), and those of a task that ended
+# task states on the way to running (docker's TaskState)
 PENDING_STATES = {"new", "pending", "assigned", "accepted", "ready", "preparing", "starting"}
-STORE_LABEL, GPUS_LABEL = "workspace.store", "workspace.gpus"
-
-
-@dataclass(frozen=True)
-class SwarmNode:
-    """A node of the swarm that may run workspaces, from the manager's view of it."""
-
-    name: str  # its hostname (the placement constraint and the executions' `node`)
-    id: str
-    address: str  # where the hub reaches its published ports
-    store: str  # its home store (the `workspace.store` label)
-    gpus: list[str] = field(default_factory=list)  # its GPU device IDs (the `workspace.gpus` label)
-    ready: bool = True  # up (its engine answers the manager)
-    active: bool = True  # takes new work (an admin may pause or drain it)
-
-
-def parse_nodes(listing: list[dict]) -> list[SwarmNode]:
-    """The nodes of a `GET /nodes` answer (pure)."""
-    nodes = []
-    for attrs in listing:
-        spec, status = attrs.get("Spec", {}), attrs.get("Status", {})
-        labels = spec.get("Labels") or {}
-        nodes.append(
-            SwarmNode(
-                name=attrs["Description"]["Hostname"],
-                id=attrs["ID"],
-                address=status.get("Addr", ""),
-                store=labels.get(STORE_LABEL, ""),
-                gpus=[g.strip() for g in labels.get(GPUS_LABEL, "").split(",") if g.strip()],
-                ready=status.get("State") == "ready",
-                active=spec.get("Availability", "active") == "active",
-            )
-        )
-    return nodes
 
 
 def published_port(task: dict, target: int) -> int | None:
@@ -110,15 +77,11 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         Empty (the default): none; the hub reaches each on its node's address.""",
     )
 
-    _nodes: tuple[float, list[SwarmNode]] | None = None
+    nodes_have_own_stores = True
+    _nodes: tuple[float, list[Node]] | None = None
     _known_stores: dict[str, str] = {}  # node -> store path, kept while a node is down
     _receive_locks: dict[tuple[str, str], threading.Lock] = {}
     _receive_locks_guard = threading.Lock()
-
-    @default("owner_networks")
-    def _default_owner_networks(self):
-        # a bridge per owner is one engine's; on a swarm it is an overlay per owner (not built yet)
-        return False
 
     @default("use_internal_ip")
     def _default_use_internal_ip(self):
@@ -126,23 +89,29 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
 
     # -- the nodes ----------------------------------------------------------------------
 
-    def cluster_nodes(self) -> list[SwarmNode]:
-        """Every node of the swarm (blocking; cached `node_refresh` seconds)."""
+    @classmethod
+    def engine_nodes(cls, options) -> list[Node]:
+        """The swarm's nodes that have a home store, asked of the manager `options.client_kwargs` names
+        (blocking; for the processes that show them, such as the workspace service)."""
+        client = docker.APIClient(**{"version": "auto", **kwargs_from_env(), **(options.client_kwargs or {})})
+        try:
+            return [n for n in parse_swarm(client.nodes()) if n.store]
+        finally:
+            client.close()
+
+    def cluster_nodes(self) -> list[Node]:
+        """The swarm's nodes that have a home store (blocking; cached `node_refresh` seconds)."""
         cls = SwarmWorkspaceSpawner
         cached = cls._nodes
         if cached is None or time.monotonic() - cached[0] > self.node_refresh:
-            nodes = parse_nodes(self.client.nodes())
+            nodes = [n for n in parse_swarm(self.client.nodes()) if n.store]
             cls._nodes = (time.monotonic(), nodes)
             cls._known_stores.update({n.name: n.store for n in nodes if n.store})
             return nodes
         return cached[1]
 
-    def cluster_node(self, name: str) -> SwarmNode | None:
+    def cluster_node(self, name: str) -> Node | None:
         return next((n for n in self.cluster_nodes() if n.name == name), None)
-
-    def gpu_inventories(self) -> dict[str, list[str]]:
-        """{node: GPU IDs} of the nodes that are up, have a store and take work."""
-        return {n.name: list(n.gpus) for n in self.cluster_nodes() if n.ready and n.active and n.store}
 
     def store_of(self, node: str | None) -> HomeStore:
         """The store of `node` (its `workspace.store`), set up once per hub process; no node: the hub's."""
@@ -265,7 +234,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             # a dead server ends its execution (saved, `lost`); the swarm must not start another
             restart_policy=RestartPolicy(condition="none"),
             placement=Placement(constraints=[f"node.hostname=={node}"], **self.extra_placement_spec),
-            networks=list(self.service_networks),
+            networks=await self._networks(),
             **self.extra_task_spec,
         )
         endpoint = EndpointSpec(mode="dnsrr", ports={None: (self.port, "tcp", "host")}, **self.extra_endpoint_spec)
@@ -277,6 +246,23 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             labels=self.container_labels(),
             **self.extra_create_kwargs,
         )
+
+    async def _networks(self) -> list[str]:
+        """The owner's overlay (their workspaces reach each other on any node, nobody else's: the tasks
+        would otherwise share their node's default bridge with every other owner's), and `service_networks`."""
+        nets = list(self.service_networks)
+        if self.owner_networks:
+            own = await self.run_blocking(
+                networks.ensure,
+                self.client,
+                self.deployment,
+                self.user.name,
+                self.owner_network_pool,
+                self.owner_network_prefix,
+                "overlay",
+            )
+            nets.insert(0, own)
+        return nets
 
     async def start_object(self):
         """Wait until the service's task runs on its node (dockerspawner backs off to 11 s; a start

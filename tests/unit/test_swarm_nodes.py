@@ -1,0 +1,50 @@
+"""Nodes (workspace/nodes.py) as a swarm manager describes them, and what the swarm spawner reads of a task (pure)."""
+
+from workspace.nodes import Node, inventories, parse_swarm
+from workspace.spawner.swarm_spawner import published_port
+
+
+def node(hostname, state="ready", availability="active", **labels):
+    return {
+        "ID": f"id-{hostname}",
+        "Description": {"Hostname": hostname},
+        "Spec": {"Availability": availability, "Labels": labels},
+        "Status": {"State": state, "Addr": f"10.0.0.{hostname[-1]}"},
+    }
+
+
+def test_nodes_their_stores_gpus_and_whether_they_take_work():
+    nodes = parse_swarm(
+        [
+            node("node1", **{"workspace.store": "/s1"}),
+            node("node2", **{"workspace.store": "/s2", "workspace.gpus": "0, 1,", "workspace.gpu-model": "A100"}),
+            node("node3", state="down", **{"workspace.store": "/s3", "workspace.gpus": "0"}),
+            node("node4", availability="pause", **{"workspace.store": "/s4"}),
+            node("node5"),  # no store: never given a workspace
+        ]
+    )
+    assert nodes[0] == Node("node1", "id-node1", "10.0.0.1", "/s1", [], "", True, True)
+    assert (nodes[1].gpus, nodes[1].gpu_model) == (["0", "1"], "A100")
+    assert (nodes[2].ready, nodes[2].active) == (False, True)  # its workspaces are lost
+    assert (nodes[3].ready, nodes[3].active) == (True, False)  # its workspaces run on; nothing new
+    assert nodes[4].store == ""
+    assert [n.state for n in nodes] == ["up", "up", "down", "paused", "up"]
+    # what admission places on: nodes that take work, and for a model, those of that model (or unlabelled)
+    assert inventories(nodes) == {"node1": [], "node2": ["0", "1"], "node5": []}
+    assert inventories(nodes, "a100") == {"node1": [], "node2": ["0", "1"], "node5": []}
+    labelled = [Node("n1", gpus=["0"], gpu_model="V100"), Node("n2", gpus=["0"], gpu_model="A100")]
+    assert inventories(labelled, "A100") == {"n2": ["0"]}
+
+
+def test_the_port_a_task_publishes_is_read_from_its_own_status():
+    task = {
+        "Status": {
+            "PortStatus": {
+                "Ports": [{"TargetPort": 22, "PublishedPort": 30022}, {"TargetPort": 8888, "PublishedPort": 30888}]
+            }
+        }
+    }
+    assert published_port(task, 8888) == 30888
+    assert published_port(task, 9999) is None
+    assert published_port({"Status": {}}, 8888) is None  # not running yet
+    assert published_port({}, 8888) is None

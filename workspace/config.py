@@ -160,10 +160,18 @@ def configurables() -> list[type]:
     from .datasets import DatasetRules
     from .quotas import StorageQuota
     from .service.app import WorkspaceService
-    from .spawner import DockerWorkspaceSpawner, WorkspaceMixin
+    from .spawner import DockerWorkspaceSpawner, SwarmWorkspaceSpawner, WorkspaceMixin
     from .uploads import UploadPolicy
 
-    return [WorkspaceMixin, DockerWorkspaceSpawner, StorageQuota, DatasetRules, UploadPolicy, WorkspaceService]
+    return [
+        WorkspaceMixin,
+        DockerWorkspaceSpawner,
+        SwarmWorkspaceSpawner,
+        StorageQuota,
+        DatasetRules,
+        UploadPolicy,
+        WorkspaceService,
+    ]
 
 
 def reference() -> str:

@@ -111,6 +111,7 @@ class Snapshot(Base):
     node: Mapped[str | None] = mapped_column(String(255), nullable=True)
     replicated_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True, index=True)
     replica_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # what the send carried
+    replica_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # how long it took
     replica_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the last failure, until one succeeds
 
 

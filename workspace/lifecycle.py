@@ -410,6 +410,7 @@ def replicate(db: Database, store: HomeStore, record: HomeStore, snapshot_key: s
     with db.session() as s:
         snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
         snap.replicated_at, snap.replica_bytes, snap.replica_error = utcnow(), sent.bytes, None
+        snap.replica_seconds = round(sent.seconds, 3)
     log.info("output %s is in the store of record: %s", snapshot_key, sent.describe())
     return True
 

@@ -11,7 +11,10 @@ read from them (or from the store's filesystem) when Prometheus asks:
     workspace_{restore,save}_duration_seconds   histogram: seconds per restore / save
     workspace_{restore,save}_size_bytes         histogram: bytes per restore / save
     workspace_{restore,save}_files              histogram: files per restore / save
-    workspace_store_{size,used,available}_bytes{node}   gauge: the filesystem of this node's home store
+    workspace_store_{size,used,available}_bytes{node}   gauge: the filesystem of each node's home store
+    workspace_node_{up,executions,gpus,gpus_free}{node} gauge: each node: up, executions placed, its GPUs, free
+    workspace_outputs_unreplicated, workspace_replication_lag_seconds   gauges (with a store of record)
+    workspace_replication_duration_seconds      histogram: seconds per send to the store of record
 
 No label carries a user's or a workspace's name: only states, resource types
 (the site's configuration), the node and the histograms' `le`.
@@ -30,9 +33,13 @@ as integers (milliseconds for seconds), so a re-aggregation in another order
 never makes a counter go down. Measured on SQLite with a million executions
 (300 unfinished): the full pass 2-3 s, a scrape after it under 30 ms.
 
-**Replication** (seconds, lag, outputs not yet replicated) is not here: the
-execution records have nothing about replication yet. It belongs beside these
-once the records do.
+**Replication and nodes.** The outputs waiting for the store of record and
+the oldest one's age are read through the index on `replicated_at`; the
+replication histogram is one aggregate over the snapshots that were sent
+(a full pass of that index: about a tenth of a second per million). The nodes
+are the engine's (workspace/nodes.py: one on a single host, the swarm's on a
+cluster), asked at each scrape; a node's store is measured by statvfs, as the
+hub's own.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -51,6 +59,7 @@ from sqlalchemy import bindparam, case, func, or_, select
 
 from .db import Database, utcnow
 from .executions import FINAL, STATES, Execution, Snapshot
+from .queue import HOLDING, used_gpus
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +173,7 @@ class WorkspaceCollector(Collector):
         node: str | None = None,
         refresh_every: float = 3600,
         replication: bool = False,
+        engine_nodes: Callable[[], list] | None = None,
     ):
         self.db = db
         self.replication = replication  # a store of record is configured: outputs not yet in it are counted
@@ -171,6 +181,7 @@ class WorkspaceCollector(Collector):
         self.resource_types = list(resource_types)
         self.node = node
         self.refresh_every = refresh_every
+        self.engine_nodes = engine_nodes  # the nodes starts are placed on (workspace/nodes.py), asked per scrape
         self._lock = threading.Lock()  # scrapes run in threads; the totals are updated under it
         self._ended: Tally | None = None  # the executions with id <= _high that are not in _open
         self._high = 0
@@ -188,6 +199,14 @@ class WorkspaceCollector(Collector):
             )
             tally = self._tally(s)
             behind = self._replication(s) if self.replication else None
+            sends = self._sends(s) if self.replication else None
+            nodes = self._nodes()
+            placed = dict(
+                s.execute(
+                    select(Execution.node, func.count()).where(Execution.state.in_(HOLDING)).group_by(Execution.node)
+                ).all()
+            )
+            used = used_gpus(s) if nodes else {}
         states = tally.states
 
         executions = GaugeMetricFamily(
@@ -207,7 +226,10 @@ class WorkspaceCollector(Collector):
         yield waiting
 
         yield from tally.families()
-        yield from self._store()
+        yield from self._store(nodes)
+        yield from self._node_families(nodes, placed, used)
+        if sends is not None:
+            yield sends
         if behind is not None:
             count, oldest = behind
             yield GaugeMetricFamily(
@@ -225,6 +247,51 @@ class WorkspaceCollector(Collector):
         """(how many, the oldest's time) of the outputs waiting for the store of record (an index on it)."""
         waiting = (Snapshot.replicated_at.is_(None), Snapshot.deleted.is_(None), Snapshot.backend == "btrfs")
         return s.execute(select(func.count(), func.min(Snapshot.created)).where(*waiting)).one()
+
+    def _sends(self, s) -> Metric:
+        """The histogram of the sends to the store of record (every one recorded, deleted outputs' too)."""
+        col = Snapshot.replica_seconds
+        row = s.execute(
+            select(
+                *(func.sum(case((col <= b, 1), else_=0)) for b in SECONDS_BUCKETS), func.count(col), func.sum(col)
+            ).where(col.is_not(None))
+        ).one()
+        counts = [int(v or 0) for v in row[:-1]]
+        buckets = [(floatToGoString(b), counts[i]) for i, b in enumerate(SECONDS_BUCKETS)] + [("+Inf", counts[-1])]
+        return HistogramMetricFamily(
+            "workspace_replication_duration_seconds",
+            "Seconds per send of an output to the store of record (every send recorded).",
+            buckets=buckets,
+            sum_value=float(row[-1] or 0),
+        )
+
+    def _nodes(self) -> list:
+        if self.engine_nodes is None:
+            return []
+        try:
+            return list(self.engine_nodes())
+        except Exception as e:  # the engine (a swarm's manager) does not answer: no node figures this scrape
+            log.warning("metrics: cannot list the nodes: %s", e)
+            return []
+
+    def _node_families(self, nodes: list, placed: dict, used: dict):
+        families = {
+            "up": GaugeMetricFamily("workspace_node_up", "1 when the node is up, 0 when down.", labels=["node"]),
+            "executions": GaugeMetricFamily(
+                "workspace_node_executions", "Executions placed on the node and not ended.", labels=["node"]
+            ),
+            "gpus": GaugeMetricFamily("workspace_node_gpus", "GPUs of the node.", labels=["node"]),
+            "free": GaugeMetricFamily(
+                "workspace_node_gpus_free", "GPUs of the node no execution holds.", labels=["node"]
+            ),
+        }
+        for n in nodes:
+            families["up"].add_metric([n.name], 1 if n.ready else 0)
+            families["executions"].add_metric([n.name], placed.get(n.name, 0))
+            families["gpus"].add_metric([n.name], len(n.gpus))
+            families["free"].add_metric([n.name], len([g for g in n.gpus if g not in used.get(n.name, ())]))
+        if nodes:
+            yield from families.values()
 
     def _tally(self, s) -> Tally:
         """Every record's figures: the ended ones' kept totals plus a read of the new and the unfinished."""
@@ -262,24 +329,31 @@ class WorkspaceCollector(Collector):
         self._ended, self._high, self._open = ended, high, unfinished
         self._refreshed = time.monotonic()
 
-    def _store(self):
-        """The filesystem of this node's home store (statvfs: constant time, no walk of the trees)."""
-        if not self.store_root:
-            return
-        try:
-            st = os.statvfs(self.store_root)
-        except OSError as e:
-            log.warning("metrics: cannot read the filesystem of the home store %s: %s", self.store_root, e)
-            return
-        where = "the filesystem of this node's home store (statvfs of its root; shared with whatever else is on it)"
-        for name, value, what in (
-            ("size", st.f_blocks * st.f_frsize, "Size of"),
-            ("used", (st.f_blocks - st.f_bfree) * st.f_frsize, "Bytes used on"),
-            ("available", st.f_bavail * st.f_frsize, "Bytes available to unprivileged users on"),
-        ):
-            g = GaugeMetricFamily(f"workspace_store_{name}_bytes", f"{what} {where}.", labels=["node"])
-            g.add_metric([self.node or ""], value)
-            yield g
+    def _store(self, nodes: list):
+        """The filesystems of the home stores: this process's and each node's of its own (statvfs: constant
+        time, no walk of the trees)."""
+        stores = [(self.node or "", self.store_root)] if self.store_root else []
+        stores += [(n.name, n.store) for n in nodes if n.store and n.store != self.store_root]
+        where = "the filesystem of the node's home store (statvfs of its root; shared with whatever else is on it)"
+        families = {
+            name: GaugeMetricFamily(f"workspace_store_{name}_bytes", f"{what} {where}.", labels=["node"])
+            for name, what in (
+                ("size", "Size of"),
+                ("used", "Bytes used on"),
+                ("available", "Bytes available to unprivileged users on"),
+            )
+        }
+        for node, root in stores:
+            try:
+                st = os.statvfs(root)
+            except OSError as e:
+                log.warning("metrics: cannot read the filesystem of the home store %s: %s", root, e)
+                continue
+            families["size"].add_metric([node], st.f_blocks * st.f_frsize)
+            families["used"].add_metric([node], (st.f_blocks - st.f_bfree) * st.f_frsize)
+            families["available"].add_metric([node], st.f_bavail * st.f_frsize)
+        if stores:
+            yield from families.values()
 
 
 def registry(collector: WorkspaceCollector) -> CollectorRegistry:

@@ -355,3 +355,51 @@ def test_outputs_waiting_for_the_store_of_record_and_the_lag(database):
     assert 29 * 60 < value(samples, "workspace_replication_lag_seconds") < 31 * 60
     # without a store of record, no such figures at all
     assert not any(name.startswith("workspace_replication") for name, _ in scrape(WorkspaceCollector(database)))
+
+
+def test_sends_to_the_store_of_record_as_a_histogram(database):
+    from workspace.db import utcnow
+    from workspace.executions import Snapshot
+
+    with database.session() as s:
+        for key, seconds in (("a", 0.2), ("b", 3.0), ("c", 400.0)):
+            s.add(Snapshot(key=key, backend="btrfs", replicated_at=utcnow(), replica_seconds=seconds))
+        s.add(Snapshot(key="waiting", backend="btrfs"))  # not sent: not in the histogram
+    samples = scrape(WorkspaceCollector(database, replication=True))
+    assert value(samples, "workspace_replication_duration_seconds_count") == 3
+    assert value(samples, "workspace_replication_duration_seconds_sum") == pytest.approx(403.2)
+    assert value(samples, "workspace_replication_duration_seconds_bucket", le="0.25") == 1
+    assert value(samples, "workspace_replication_duration_seconds_bucket", le="5.0") == 2
+    assert value(samples, "workspace_replication_duration_seconds_bucket", le="+Inf") == 3
+
+
+def test_each_node_its_executions_its_free_gpus_and_its_store(database, tmp_path, monkeypatch):
+    from workspace.nodes import Node
+
+    fake = os.statvfs_result((4096, 4096, 1000, 400, 300, 0, 0, 0, 0, 255))
+    seen = []
+    monkeypatch.setattr(metrics.os, "statvfs", lambda path: seen.append(path) or fake)
+    with database.session() as s:
+        ex = execution(s, "ada", "running")
+        ex.node, ex.gpu_ids = "node2", ["1"]
+        execution(s, "bob", "stopped").node = "node2"  # ended: holds nothing
+    nodes = [
+        Node("node1", store="/stores/1"),
+        Node("node2", store="/stores/2", gpus=["0", "1"]),
+        Node("node3", store="/stores/3", gpus=["0"], ready=False),
+    ]
+    samples = scrape(WorkspaceCollector(database, store_root="/central", node="hub", engine_nodes=lambda: nodes))
+    assert seen == ["/central", "/stores/1", "/stores/2", "/stores/3"]
+    assert value(samples, "workspace_store_used_bytes", node="node2") == 600 * 4096
+    assert [value(samples, "workspace_node_up", node=n) for n in ("node1", "node2", "node3")] == [1, 1, 0]
+    assert value(samples, "workspace_node_executions", node="node2") == 1
+    assert value(samples, "workspace_node_gpus", node="node2") == 2
+    assert value(samples, "workspace_node_gpus_free", node="node2") == 1
+
+    # an engine that does not answer costs the node figures of this scrape, not the scrape
+    def down():
+        raise OSError("manager unreachable")
+
+    samples = scrape(WorkspaceCollector(database, engine_nodes=down))
+    assert not any(name.startswith("workspace_node_") for name, _ in samples)
+    assert value(samples, "workspace_executions", state="running") == 1

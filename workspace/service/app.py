@@ -129,6 +129,7 @@ class WorkspaceService(Application):
             # the nodes starts are placed on, with their GPUs (blocking: a swarm's manager is asked)
             engine_nodes=functools.partial(spawner.spawner_class.engine_nodes, spawner),
             record_store_root=spawner.record_store_root,
+            own_node_stores=spawner.spawner_class.nodes_have_own_stores,  # a swarm's: replicated to the hub's
             cookie_secret=os.urandom(32),
         )
 

@@ -57,7 +57,8 @@ class MetricsHandler(APIHandler):
                 store_root=self.settings["workspace_store"].root,
                 resource_types=[t.name for t in self.settings.get("resource_types") or ()],
                 node=queue.node_name(),
-                replication=bool(self.settings.get("record_store_root")),
+                replication=bool(self.settings.get("record_store_root")) or self.settings.get("own_node_stores", False),
+                engine_nodes=self.settings.get("engine_nodes"),
             )
             registry = self.settings.setdefault("workspace_metrics", metrics.registry(collector))
         return registry

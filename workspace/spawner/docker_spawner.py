@@ -35,7 +35,8 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         config=True,
         help="""Put each user's workspaces on a network of their own: they
         reach each other, nobody else's (Docker isolates bridges from each
-        other), and the hub's API on the host. Off: `network_name` for all.""",
+        other), and the hub's API on the host. Off: `network_name` for all.
+        On a swarm the network is an attachable overlay across the nodes.""",
     )
     owner_network_pool = Unicode(
         "10.213.0.0/16",

@@ -62,7 +62,13 @@ def published_port(task: dict, target: int) -> int | None:
 
 
 class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
-    """A workspace as a Swarm service on one node (`client_kwargs` / DOCKER_HOST: the manager)."""
+    """A workspace as a Swarm service on one of the swarm's nodes; every `c.DockerWorkspaceSpawner`
+    option applies too, and `client_kwargs` names the manager (WORKSPACE_SWARM_MANAGER sets both the
+    class and it).
+
+    See docs/swarm.md: nodes are labelled `workspace.store` (required), `workspace.gpus` and
+    `workspace.gpu-model`.
+    """
 
     node_refresh = Float(
         5.0,
@@ -73,8 +79,9 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     service_networks = List(
         Unicode(),
         config=True,
-        help="""Networks (attachable overlays) the workspaces' services join.
-        Empty (the default): none; the hub reaches each on its node's address.""",
+        help="""More networks (attachable overlays) every workspace's service
+        joins, besides its owner's own overlay (`owner_networks`). Empty (the
+        default): none; the hub reaches each workspace on its node's address.""",
     )
 
     nodes_have_own_stores = True

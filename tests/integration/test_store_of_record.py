@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 from workspace import lifecycle, replication
-from workspace.db import Database, move_clock
+from workspace.db import Database, move_clock, utcnow
 from workspace.executions import Execution, Snapshot
 from workspace.homes import HomeStoreError
+from workspace.nodes import Node, NodeStores
 
 from .test_replication import node  # noqa: F401  (fixture)
 
@@ -97,6 +98,37 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
     assert lifecycle.purge_deleted_replicas(db, record) == 1
     assert not record.has_snapshot(key2) and record.has_snapshot(key1) and record.has_snapshot(key3)
     assert lifecycle.purge_deleted_replicas(db, record) == 0
+
+
+def test_a_node_s_own_store_its_pending_save_a_received_output_and_deleted_copies(node, tmp_path):  # noqa: F811
+    """A swarm's nodes keep homes in stores of their own: what the service does to each (nodes.NodeStores)."""
+    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+    node_a, node_b, central = node("swarm-a", "1G"), node("swarm-b", "1G"), node("central", "1G")
+    stores = NodeStores(central, lambda: [Node("a", store=node_a.root), Node("b", store=node_b.root)])
+    assert stores.of("a").root == node_a.root and stores.of(None) is central and stores.of("gone") is central
+    # #1 ran on node a and its save failed there (a full disk): the retry saves it in a's store, not central's
+    plan = lifecycle.begin(db, "ada", "thesis", "latest", None)
+    with db.session() as s:
+        s.get(Execution, plan.execution_id).node = "a"
+    lifecycle.restore(db, node_a, plan, None)
+    write(node_a.live_path(plan.live_key) / "model.bin", 5 * MB)
+    lifecycle.transition(db, plan.execution_id, "running")
+    with db.session() as s:
+        s.get(Execution, plan.execution_id).to(s, "saving")
+        s.get(Execution, plan.execution_id).to(s, "save_failed")
+    assert lifecycle.finish_pending_saves(db, central, store_of=stores.of) == [plan.execution_id]
+    key = lifecycle.snapshot_key_of(db, plan.execution_id)
+    assert node_a.has_snapshot(key) and not central.has_snapshot(key) and snapshot(db, key).node == "a"
+    # a start on node b receives it from whichever store holds it (central has not got it yet)
+    got = lifecycle.receive(db, key, node_b, [central, node_a])
+    assert got.sent and got.parent is None and digest(node_b.snapshot_path(key)) == digest(node_a.snapshot_path(key))
+    assert lifecycle.replicate_pending(db, node_a, central, node="b") == 0  # only what `node` saved
+    # the owner deletes it: the copies on the nodes go too, and only those
+    with db.session() as s:
+        s.query(Snapshot).filter_by(key=key).one().deleted = utcnow()
+    assert [lifecycle.purge_deleted_copies(db, st) for _, st in stores.own()] == [1, 1]
+    assert not node_a.has_snapshot(key) and not node_b.has_snapshot(key)
+    assert lifecycle.purge_deleted_copies(db, node_a) == 0
 
 
 def test_a_hub_sends_each_saved_output_to_the_store_of_record(start_hub, node, tmp_path):  # noqa: F811

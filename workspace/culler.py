@@ -54,12 +54,13 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode, default
 from traitlets.config import Application
 
-from . import config, lifecycle, origins, paths
+from . import config, lifecycle, origins
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .idle import IdlePolicy, Observation, Verdict, Watch
 from .nodes import NodeStores
 from .quotas import home_files_notice, home_notice
+from .store_agent import read_token
 from .usage import ContainerCgroup, CpuMeter
 
 log = logging.getLogger("workspace.culler")
@@ -221,6 +222,7 @@ class Culler(Application):
         self.db_url = self.db_url or spawner.db_url
         self.store_dir = self.store_dir or spawner.store_root
         self._engine_nodes = functools.partial(spawner.spawner_class.engine_nodes, spawner)
+        self._agent_token = read_token(getattr(spawner, "store_agent_token_file", ""))
         self.policy = IdlePolicy(parent=self)
         self.tracked: dict[int, Tracked] = {}
         self._http = None
@@ -476,7 +478,8 @@ class Culler(Application):
     def store_of(self, server: Server):
         """The store holding the server's live home: its node's (a swarm's node has its own)."""
         if getattr(self, "_stores", None) is None:
-            self._stores = NodeStores(self.store, getattr(self, "_engine_nodes", None) or list)
+            nodes = getattr(self, "_engine_nodes", None) or list
+            self._stores = NodeStores(self.store, nodes, getattr(self, "_agent_token", ""))
         return self._stores.of(server.node)
 
     async def _watch_home(self, server: Server, sample: UsageSample) -> None:
@@ -493,10 +496,10 @@ class Culler(Application):
         if tracked is None or now - tracked.files_counted < self.files_interval:
             return
         tracked.files_counted = now
-        live = self.store_of(server).live_path(server.live_key)
-        try:
-            _, files = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: paths.measure(live, limit_files=server.home_files)
+        store = self.store_of(server)
+        try:  # in its node's store (through its agent, on another machine)
+            files = await asyncio.get_running_loop().run_in_executor(
+                None, store.count_files, server.live_key, server.home_files
             )
         except Exception as e:  # its live home went (a stop under way)
             log.info("%s: the home's files could not be counted: %s", server.label, e)

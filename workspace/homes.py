@@ -175,6 +175,24 @@ class HomeStore(LoggingConfigurable):
     def dataset_path(self, key: str) -> Path:
         return Path(self.root) / "datasets" / _valid_key(key)
 
+    def has_dataset(self, key: str) -> bool:
+        return self.dataset_path(key).exists()
+
+    def count_files(self, live: str, limit: int | None = None) -> int:
+        """Files in a live home (counting stops past `limit`); links are counted, never followed."""
+        from .paths import measure as walk
+
+        return walk(self.live_path(live), limit_files=limit)[1]
+
+    def filesystem(self) -> dict:
+        """The store's filesystem: size, used and available bytes (statvfs: constant time)."""
+        st = os.statvfs(self.root)
+        return {
+            "size": st.f_blocks * st.f_frsize,
+            "used": (st.f_blocks - st.f_bfree) * st.f_frsize,
+            "available": st.f_bavail * st.f_frsize,
+        }
+
     def dataset_from_snapshot(self, snapshot: str, subdir: str, key: str, check=None) -> None:
         """Make dataset version `key` from a snapshot (or one of its directories), sharing its data.
 

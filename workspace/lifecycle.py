@@ -440,7 +440,14 @@ def receive(
     with db.session() as s:
         snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
         parents, size = lineage(s, snap), snap.bytes
-    source = next((store for store in sources if store.has_snapshot(snapshot_key)), None)
+    source = None
+    for store in sources:
+        try:
+            if store.has_snapshot(snapshot_key):
+                source = store
+                break
+        except HomeStoreError as e:  # a node that does not answer (its store agent is gone): the next one
+            log.warning("looking for output %s: %s", snapshot_key, e)
     if source is None:
         raise HomeStoreError(f"no reachable store holds output {snapshot_key}")
     return replication.replicate(source, snapshot_key, target, parents, progress, size=size)

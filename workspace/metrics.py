@@ -174,6 +174,7 @@ class WorkspaceCollector(Collector):
         refresh_every: float = 3600,
         replication: bool = False,
         engine_nodes: Callable[[], list] | None = None,
+        node_stores=None,
     ):
         self.db = db
         self.replication = replication  # a store of record is configured: outputs not yet in it are counted
@@ -182,6 +183,7 @@ class WorkspaceCollector(Collector):
         self.node = node
         self.refresh_every = refresh_every
         self.engine_nodes = engine_nodes  # the nodes starts are placed on (workspace/nodes.py), asked per scrape
+        self.node_stores = node_stores  # nodes.NodeStores: a node's store measured by its agent where it has one
         self._lock = threading.Lock()  # scrapes run in threads; the totals are updated under it
         self._ended: Tally | None = None  # the executions with id <= _high that are not in _open
         self._high = 0
@@ -345,13 +347,20 @@ class WorkspaceCollector(Collector):
         }
         for node, root in stores:
             try:
-                st = os.statvfs(root)
-            except OSError as e:
-                log.warning("metrics: cannot read the filesystem of the home store %s: %s", root, e)
+                if self.node_stores is not None and node != (self.node or ""):
+                    fs = self.node_stores.of(node).filesystem()  # on its node, maybe through its agent
+                else:
+                    st = os.statvfs(root)
+                    fs = {
+                        "size": st.f_blocks * st.f_frsize,
+                        "used": (st.f_blocks - st.f_bfree) * st.f_frsize,
+                        "available": st.f_bavail * st.f_frsize,
+                    }
+            except Exception as e:
+                log.warning("metrics: cannot read the filesystem of the home store of %s: %s", node or "this node", e)
                 continue
-            families["size"].add_metric([node], st.f_blocks * st.f_frsize)
-            families["used"].add_metric([node], (st.f_blocks - st.f_bfree) * st.f_frsize)
-            families["available"].add_metric([node], st.f_bavail * st.f_frsize)
+            for name in ("size", "used", "available"):
+                families[name].add_metric([node], fs[name])
         if stores:
             yield from families.values()
 

@@ -7,6 +7,8 @@ with what the administrator labelled them with:
     workspace.store       the node's home store (a btrfs filesystem; required)
     workspace.gpus        its GPU device IDs, comma-separated ("0,1,2,3"; none: a CPU-only node)
     workspace.gpu-model   their model ("A100"), which a resource type's `gpu_model` asks for
+    workspace.store-agent the URL of the node's store agent (workspace/store_agent.py), where the
+                          hub cannot reach the store as a mount of its own (separate machines)
 
 Admission places starts by these (workspace/queue.py); the admin page shows
 them with their free GPUs.
@@ -21,6 +23,7 @@ from typing import Callable
 
 log = logging.getLogger("workspace.nodes")
 STORE_LABEL, GPUS_LABEL, MODEL_LABEL = "workspace.store", "workspace.gpus", "workspace.gpu-model"
+AGENT_LABEL = "workspace.store-agent"
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Node:
     store: str = ""  # its home store
     gpus: list[str] = field(default_factory=list)  # GPU device IDs
     gpu_model: str = ""
+    agent: str = ""  # its store agent's URL ("": the store is reached as a mount)
     ready: bool = True  # up (its engine answers the manager)
     active: bool = True  # takes new work (an admin may pause or drain it)
 
@@ -62,6 +66,7 @@ def parse_swarm(listing: list[dict]) -> list[Node]:
                 store=labels.get(STORE_LABEL, ""),
                 gpus=[g.strip() for g in labels.get(GPUS_LABEL, "").split(",") if g.strip()],
                 gpu_model=labels.get(MODEL_LABEL, ""),
+                agent=labels.get(AGENT_LABEL, ""),
                 ready=status.get("State") == "ready",
                 active=spec.get("Availability", "active") == "active",
             )
@@ -84,11 +89,17 @@ class NodeStores:
     store agent on each node would answer (docs/swarm.md).
     """
 
-    def __init__(self, central, list_nodes: Callable[[], list[Node]]):
+    def __init__(
+        self, central, list_nodes: Callable[[], list[Node]], agent_token: str = "", clean: bool = False, **store_kwargs
+    ):
         self.central = central
         self._list = list_nodes
+        self.agent_token = agent_token  # the store agents' token, where nodes have agents
+        # only the process that saves (the hub) cleans a mounted store's partial saves, once
+        self.clean, self.store_kwargs = clean, store_kwargs
         self._roots: dict[str, str] = {}  # node -> store, kept while a node is down
-        self._stores: dict[str, object] = {}
+        self._agents: dict[str, str] = {}  # node -> its store agent's URL
+        self._stores: dict[tuple[str, str], object] = {}
         self._lock = threading.Lock()
 
     def nodes(self) -> list[Node]:
@@ -99,6 +110,7 @@ class NodeStores:
             log.warning("Could not list the nodes: %s", e)
             return []
         self._roots.update({n.name: n.store for n in nodes if n.store})
+        self._agents.update({n.name: n.agent for n in nodes if n.agent})
         return nodes
 
     def of(self, node: str | None):
@@ -110,12 +122,28 @@ class NodeStores:
         root = self._roots.get(node)
         if not root:
             return self.central
-        with self._lock:
-            if root not in self._stores:
-                from .homes import BtrfsHomeStore
+        return self.store(root, self._agents.get(node, ""))
 
-                self._stores[root] = BtrfsHomeStore(root=root).setup(clean=False)
-            return self._stores[root]
+    def store(self, root: str, agent: str = ""):
+        """The store at `root` (on its node), through `agent` when it has one (set up once)."""
+        with self._lock:
+            if (root, agent) not in self._stores:
+                if agent:
+                    from .store_agent import AgentStore
+
+                    if not self.agent_token:
+                        raise RuntimeError(f"{agent} is a store agent, but no agent token is configured")
+                    self._stores[(root, agent)] = AgentStore(agent, root, self.agent_token)
+                else:
+                    from .homes import BtrfsHomeStore
+
+                    store = BtrfsHomeStore(root=root, **self.store_kwargs)
+                    self._stores[(root, agent)] = store.setup(clean=self.clean)
+            return self._stores[(root, agent)]
+
+    def known(self, node: str) -> bool:
+        """Whether `node`'s store is known (it has one, and was seen)."""
+        return node in self._roots
 
     def own(self) -> list[tuple[str, object]]:
         """(node, store) of the nodes that have a store of their own."""

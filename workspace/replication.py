@@ -232,6 +232,10 @@ def _replicate(
     size: int | None,
     interval: float,
 ) -> Replication:
+    if getattr(source, "remote", False) or getattr(target, "remote", False):
+        from . import store_agent  # a node's store on another machine: the agents move it
+
+        return store_agent.replicate(source, target, area, key, parents, progress, size, interval)
     for store in (source, target):
         if not isinstance(store, BtrfsHomeStore):
             raise HomeStoreError(

@@ -34,6 +34,7 @@ import hmac
 import json
 import logging
 import os
+import socketserver
 import ssl
 import subprocess
 import tempfile
@@ -67,7 +68,7 @@ def _key(value) -> str:
         raise BadCall("a store key must be a string")
     try:
         return _valid_key(value)
-    except HomeStoreError as e:
+    except (ValueError, HomeStoreError) as e:
         raise BadCall(str(e)) from None
 
 
@@ -108,6 +109,8 @@ OPS: dict[str, dict[str, Callable]] = {
     "limit_home": {"live": _key, "limit": _count_or_none},
     "home_usage": {"live": _key},
     "usage": {},
+    "count_files": {"live": _key, "limit": _count_or_none},
+    "filesystem": {},
     "ids": {"area": _area, "key": _key},
     "changes": {"area": _area, "key": _key, "since": _count},
 }
@@ -163,6 +166,10 @@ class Agent:
             return store.home_usage(args["live"])
         if op == "usage":
             return store.usage()
+        if op == "count_files":
+            return store.count_files(args["live"], args["limit"])
+        if op == "filesystem":
+            return store.filesystem()
         path = Path(store.root) / args["area"] / args["key"]
         if op == "ids":
             if not path.exists():
@@ -398,11 +405,20 @@ class Handler(BaseHTTPRequestHandler):
             self._error(e)
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def server_bind(self):
+        # http.server looks up the address's fully qualified name here: a DNS query that waits out its
+        # timeouts (10 s) on a node without a resolver. The name is not needed.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
 def serve(agent: Agent, host: str, port: int, certfile: str | None = None, keyfile: str | None = None):
     """The agent's HTTP server (not yet serving: call serve_forever())."""
     handler = type("BoundHandler", (Handler,), {"agent": agent})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+    server = Server((host, port), handler)
     if certfile:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(certfile, keyfile)
@@ -502,6 +518,12 @@ class AgentStore:
     def usage(self) -> int:
         return int(self.call("usage"))
 
+    def count_files(self, live: str, limit: int | None = None) -> int:
+        return int(self.call("count_files", live=live, limit=limit))
+
+    def filesystem(self) -> dict:
+        return self.call("filesystem")
+
     def ids(self, area: str, key: str) -> replication.Ids | None:
         found = self.call("ids", area=area, key=key)
         return replication.Ids(**found) if found else None
@@ -523,6 +545,11 @@ class AgentStore:
                         yield json.loads(line)
         except requests.RequestException as e:
             raise HomeStoreError(f"the store agent at {self.url} stopped answering during a receive ({e})") from e
+
+
+def read_token(path: str) -> str:
+    """The agents' token from its file ("" where none is configured)."""
+    return Path(path).read_text().strip() if path else ""
 
 
 def _transfer(d: dict) -> Transfer:

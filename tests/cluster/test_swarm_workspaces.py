@@ -12,15 +12,15 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
-from pathlib import Path
 
 import pytest
 import requests
 
-from tests.integration.hub import ADMIN_PASSWORD, Hub
+from tests.integration.hub import ADMIN_PASSWORD, Hub, free_port
 from workspace import homes, networks
-from workspace.setup.cluster import Cluster
+from workspace.setup.cluster import NET, Cluster
 
 TYPES = [
     {"name": "cpu", "description": "CPU only"},
@@ -28,29 +28,57 @@ TYPES = [
     {"name": "gpu2", "description": "two GPUs", "gpus": 2},
 ]
 MB = 1_000_000
+NET_GATEWAY = f"{NET}.1"  # the host on the cluster's bridge
 
 
 @pytest.fixture(scope="module")
 def swarm_hub(cluster: Cluster, tmp_path_factory):
     central = cluster.root / "central"
     homes.mount_loop_btrfs(cluster.root / "central.btrfs", central, size="2G")  # unmounted by cluster.down
+    # the hub's own store has an agent too: the nodes' agents pull from it and send to it, node to node
+    port = free_port(NET_GATEWAY)
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workspace.store_agent",
+            "--root",
+            str(central / "store"),
+            "--listen",
+            f"{NET_GATEWAY}:{port}",
+            "--token-file",
+            str(cluster.agent_token_file),
+        ],
+        stdout=open(cluster.root / "central-agent.log", "ab"),
+        stderr=subprocess.STDOUT,
+    )
     data = tmp_path_factory.mktemp("swarm-hub")
     site = data / "jupyterhub_config.d"
     site.mkdir()
-    # the hub notices a dead workspace (a lost node) within seconds; node changes are seen at once
-    (site / "cluster.py").write_text("c.Spawner.poll_interval = 2\nc.SwarmWorkspaceSpawner.node_refresh = 0.5\n")
+    # the hub notices a dead workspace (a lost node) within seconds; node changes are seen at once; the
+    # nodes' stores are reached only through their agents, as on separate machines
+    (site / "cluster.py").write_text(
+        "c.Spawner.poll_interval = 2\n"
+        "c.SwarmWorkspaceSpawner.node_refresh = 0.5\n"
+        f"c.SwarmWorkspaceSpawner.store_agent_url = 'http://{NET_GATEWAY}:{port}'\n"
+        f"c.SwarmWorkspaceSpawner.store_agent_token_file = {str(cluster.agent_token_file)!r}\n"
+    )
     hub = Hub(
         data,
-        store_dir=central,
+        store_dir=central / "store",
         WORKSPACE_SWARM_MANAGER=cluster.manager.socket,
         WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES),
         WORKSPACE_GPU_DEVICE_MODE="env",
         WORKSPACE_CULL_BROWSER_TIMEOUT="86400",
-    ).start()
+        WORKSPACE_SAVE_RETRY_INTERVAL="2",
+    )
     try:
+        hub.start()
         yield hub
     finally:
         hub.stop()
+        agent.terminate()
+        agent.wait(10)
         manager = cluster.manager.client()
         for service in manager.services.list(filters={"label": f"workspace.deployment={hub.deployment}"}):
             service.remove()
@@ -288,24 +316,32 @@ def test_a_killed_worker_ends_its_executions_lost_and_their_outputs_restore_else
     sh(cluster, hub, user, "w", "echo running > ~/second.txt")
     node3 = cluster.nodes[2]
     try:
-        # the node dies: its engine, containerd and the workspace's processes at once
+        # the machine dies: its engine, its store agent and the workspace's processes at once
         pids = subprocess.run(["ip", "netns", "pids", node3.name], capture_output=True, text=True).stdout.split()
         for pid in pids:
             os.kill(int(pid), signal.SIGKILL)
         deadline = time.monotonic() + 120
-        while latest(hub, user, "w")["state"] not in ("stopped", "failed") and time.monotonic() < deadline:
+        while latest(hub, user, "w")["state"] not in ("save_failed", "stopped") and time.monotonic() < deadline:
             time.sleep(1)
         lost = latest(hub, user, "w")
-        assert lost["state"] == "stopped" and lost["stop_reason"] == "lost", lost
+        # its home is on the dead machine: the save waits (kept, retried), the execution is over
+        assert lost["state"] == "save_failed" and lost["stop_reason"] == "lost", lost
         assert "node3" in (lost["stop_detail"] or ""), lost
         hub.wait_stopped(user, "w")
-        # nothing saved is lost: the next start runs elsewhere, from the store of record
+        # the last saved output continues elsewhere, from the store of record
         only_on("node1", "node2")
         events = hub.start_workspace(user, "w", token, resource_type="cpu")
-        assert "Sending the home of #2" in messages(events), messages(events)
+        text = messages(events)
+        # the latest saved output is #1's (#2's save waits on the dead machine)
+        assert "continues from #1" in text and "Sending the home of #1" in text, text
         assert latest(hub, user, "w")["node"] in ("node1", "node2")
-        assert sh(cluster, hub, user, "w", "cat ~/first.txt ~/second.txt").split() == ["saved", "running"]
+        assert sh(cluster, hub, user, "w", "cat ~/first.txt; ls ~").split() == ["saved", "first.txt"]
         hub.stop_workspace(user, "w")
     finally:
         cluster.up(cluster.recorded()["image"], cluster.recorded()["gpus"], store_size="2G")  # node3 again
-    assert Path(node3.store).is_dir()
+    # back, node3's agent gives the service the kept home: #2's save finishes, nothing written was lost
+    deadline = time.monotonic() + 60
+    while hub.executions(user, "w")[1]["state"] != "stopped" and time.monotonic() < deadline:
+        time.sleep(1)
+    second = sorted(hub.executions(user, "w"), key=lambda e: e["number"])[1]
+    assert second["state"] == "stopped" and second["has_output"] and second["output_node"] == "node3", second

@@ -1,5 +1,7 @@
 """Nodes (workspace/nodes.py) as a swarm manager describes them, and what the swarm spawner reads of a task (pure)."""
 
+import pytest
+
 from workspace.nodes import Node, inventories, parse_swarm
 from workspace.spawner.swarm_spawner import published_port
 
@@ -21,13 +23,16 @@ def test_nodes_their_stores_gpus_and_whether_they_take_work():
             node("node3", state="down", **{"workspace.store": "/s3", "workspace.gpus": "0"}),
             node("node4", availability="pause", **{"workspace.store": "/s4"}),
             node("node5"),  # no store: never given a workspace
+            node("node6", **{"workspace.store": "/s6", "workspace.store-agent": "http://10.0.0.6:8765"}),
         ]
     )
-    assert nodes[0] == Node("node1", "id-node1", "10.0.0.1", "/s1", [], "", True, True)
+    assert nodes[0] == Node("node1", "id-node1", "10.0.0.1", "/s1", [], "", "", True, True)
     assert (nodes[1].gpus, nodes[1].gpu_model) == (["0", "1"], "A100")
     assert (nodes[2].ready, nodes[2].active) == (False, True)  # its workspaces are lost
     assert (nodes[3].ready, nodes[3].active) == (True, False)  # its workspaces run on; nothing new
     assert nodes[4].store == ""
+    assert (nodes[0].agent, nodes[5].agent) == ("", "http://10.0.0.6:8765")  # a mount here; an agent there
+    nodes = nodes[:5]
     assert [n.state for n in nodes] == ["up", "up", "down", "paused", "up"]
     # what admission places on: nodes that take work, and for a model, those of that model (or unlabelled)
     assert inventories(nodes) == {"node1": [], "node2": ["0", "1"], "node5": []}
@@ -48,3 +53,28 @@ def test_the_port_a_task_publishes_is_read_from_its_own_status():
     assert published_port(task, 9999) is None
     assert published_port({"Status": {}}, 8888) is None  # not running yet
     assert published_port({}, 8888) is None
+
+
+def test_each_node_s_store_is_its_agent_where_it_has_one():
+    from workspace.nodes import NodeStores
+    from workspace.store_agent import AgentStore
+
+    central = object()
+    listed = [Node("n1", store="/s1", agent="http://10.0.0.1:8765/"), Node("n2", store="")]
+    stores = NodeStores(central, lambda: listed, agent_token="t" * 40)
+    remote = stores.of("n1")
+    assert isinstance(remote, AgentStore) and remote.url == "http://10.0.0.1:8765" and remote.root == "/s1"
+    assert remote.dataset_path("v1").as_posix() == "/s1/datasets/v1"  # the node's path, for its engine's binds
+    assert stores.of("n1") is remote  # made once
+    assert stores.of("n2") is central and stores.of(None) is central and stores.of("unknown") is central
+    assert stores.known("n1") and not stores.known("n2")
+    # an agent without the token to call it is a configuration error, said at once
+    with pytest.raises(RuntimeError, match="agent token"):
+        NodeStores(central, lambda: listed).of("n1")
+
+    # an engine that does not answer: no nodes now, the stores seen before still known
+    def down():
+        raise OSError("no manager")
+
+    stores._list = down
+    assert stores.nodes() == [] and stores.known("n1")

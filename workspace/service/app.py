@@ -38,6 +38,7 @@ from ..nodes import NodeStores
 from ..process import die_with_the_hub
 from ..quotas import StorageQuota
 from ..sandbox import Sandbox
+from ..store_agent import read_token
 from ..uploads import UploadPolicy
 from . import accounting_api, courses_api, datasets_api, pages, resource_types_api, storage_api, uploads_api
 from .api import handlers
@@ -128,10 +129,17 @@ class WorkspaceService(Application):
             courses=self.courses,
             # the nodes starts are placed on, with their GPUs (blocking: a swarm's manager is asked)
             engine_nodes=functools.partial(spawner.spawner_class.engine_nodes, spawner),
+            node_stores=node_stores(spawner, store_for(spawner.store_root, clean=False)),
             record_store_root=spawner.record_store_root,
             own_node_stores=spawner.spawner_class.nodes_have_own_stores,  # a swarm's: replicated to the hub's
             cookie_secret=os.urandom(32),
         )
+
+
+def node_stores(spawner, central) -> NodeStores:
+    """Every node's store as this process reaches it (mounted, or through the node's store agent)."""
+    token = read_token(getattr(spawner, "store_agent_token_file", ""))
+    return NodeStores(central, functools.partial(spawner.spawner_class.engine_nodes, spawner), token)
 
 
 async def retry_saves(service: WorkspaceService) -> None:
@@ -141,12 +149,14 @@ async def retry_saves(service: WorkspaceService) -> None:
     store = store_for(spawner.store_root, clean=False)
     expire_after = service.upload_policy.expire_after
     # each node's store (a swarm's nodes have their own; a single host's is `store`)
-    stores = NodeStores(store, functools.partial(spawner.spawner_class.engine_nodes, spawner))
+    stores = node_stores(spawner, store)
     record = None
     if spawner.record_store_root:  # the store of record: outputs whose save did not replicate them
         record = BtrfsHomeStore(root=spawner.record_store_root).setup(clean=False)
     elif spawner.spawner_class.nodes_have_own_stores:
-        record = store  # on a swarm the hub's own store is the store of record
+        # on a swarm the hub's own store is the store of record (through its agent where nodes have agents)
+        agent = getattr(spawner, "store_agent_url", "")
+        record = stores.store(spawner.store_root, agent) if agent else store
     loop = asyncio.get_running_loop()
     while True:
         try:

@@ -30,12 +30,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shlex
+import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import docker
 
@@ -60,6 +63,7 @@ FORWARD_RULE = [
     "workspace-cluster",
 ]
 MAX_NODES = 9  # node i is 10.250.0.1i
+AGENT_PORT = 8765  # each node's store agent, on the node's address
 
 # Runs inside a node's mount namespace (after `ip netns exec`), before its dockerd.
 NODE_INIT = """\
@@ -103,16 +107,30 @@ class Node:
         """This node's home store (a btrfs image of its own)."""
         return self.dir / "store"
 
+    @property
+    def agent_url(self) -> str:
+        """Its store agent (workspace/store_agent.py), which the hub and the other agents call."""
+        return f"http://{self.address}:{AGENT_PORT}"
+
+    def agent_pid(self) -> int | None:
+        return _running(self.dir / "agent.pid")
+
     def client(self, timeout: int = 30) -> docker.DockerClient:
         return docker.DockerClient(base_url=self.socket, timeout=timeout)
 
     def pid(self) -> int | None:
-        try:
-            pid = int((self.dir / "dockerd.pid").read_text())
-            os.kill(pid, 0)
-            return pid
-        except (OSError, ValueError):
-            return None
+        """Its engine's process, if it runs."""
+        return _running(self.dir / "dockerd.pid")
+
+
+def _running(pid_file: Path) -> int | None:
+    """The process a pid file names, if it runs."""
+    try:
+        pid = int(pid_file.read_text())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
 
 
 def run(*cmd: str, check: bool = True, log: Path | None = None) -> subprocess.CompletedProcess:
@@ -173,6 +191,8 @@ class Cluster:
                     homes.mount_loop_btrfs(node.dir / "store.btrfs", node.store, size=store_size)
         with step(PREFIX, f"{len(self.nodes)} engines"):
             self._engines()
+        with step(PREFIX, "a store agent per node (its home store for the hub, node to node)"):
+            self._agents()
         with step(PREFIX, f"image {image} on every node"):
             self._copy_image(image)
         with step(PREFIX, "swarm: node1 manages, the others join; node labels"):
@@ -258,6 +278,49 @@ class Cluster:
                         raise SetupError(f"The engine of {node.name} did not answer in 90 s.", node.dir / "dockerd.log")
                     time.sleep(0.25)
 
+    @property
+    def agent_token_file(self) -> Path:
+        """The store agents' shared token (a Docker secret on a real swarm)."""
+        return self.root / "agent-token"
+
+    def _agents(self) -> None:
+        if not self.agent_token_file.exists():
+            self.agent_token_file.write_text(secrets.token_urlsafe(33))
+            self.agent_token_file.chmod(0o600)
+        for node in self.nodes:
+            if node.agent_pid():
+                continue
+            with open(node.dir / "agent.log", "ab") as out:
+                proc = subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        node.name,
+                        sys.executable,
+                        "-m",
+                        "workspace.store_agent",
+                        "--root",
+                        str(node.store),
+                        "--listen",
+                        f"{node.address}:{AGENT_PORT}",
+                        "--token-file",
+                        str(self.agent_token_file),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    cwd=Path(__file__).resolve().parents[2],
+                )
+            (node.dir / "agent.pid").write_text(str(proc.pid))
+        deadline = time.monotonic() + 30
+        for node in self.nodes:
+            while not _answers(node.agent_url):
+                if time.monotonic() > deadline:
+                    raise SetupError(f"The store agent of {node.name} did not answer in 30 s.", node.dir / "agent.log")
+                time.sleep(0.1)
+
     def _copy_image(self, image: str) -> None:
         host = docker.from_env(timeout=300)
         try:
@@ -305,7 +368,11 @@ class Cluster:
         for node in self.nodes:
             swarm_node = by_name[node.name]
             spec = swarm_node.attrs["Spec"]
-            labels = dict(spec.get("Labels") or {}, node=node.name, **{"workspace.store": str(node.store)})
+            labels = dict(
+                spec.get("Labels") or {},
+                node=node.name,
+                **{"workspace.store": str(node.store), "workspace.store-agent": node.agent_url},
+            )
             if gpus.get(node.name):
                 labels["workspace.gpus"] = ",".join(gpus[node.name])
             else:
@@ -378,6 +445,16 @@ class Cluster:
 
 def _mountinfo() -> list[str]:
     return Path("/proc/self/mountinfo").read_text().splitlines()
+
+
+def _answers(url: str) -> bool:
+    """Whether something listens at `url`'s address (the agent, once started)."""
+    where = urlparse(url)
+    try:
+        with socket.create_connection((where.hostname, where.port), 1):
+            return True
+    except OSError:
+        return False
 
 
 def _has_image(node: Node, image_id: str) -> bool:

@@ -258,16 +258,23 @@ class WorkspaceMixin(LoggingConfigurable):
     def _home_store(self, key) -> HomeStore:
         if key not in WorkspaceMixin._stores:
             kwargs = {"uid": self.home_uid, "gid": self.home_gid, "parent": self}
+            clean = self.cleans_home_store
             if self.store_backend == "auto":
-                store = store_for(self.store_root, **kwargs)
+                store = store_for(self.store_root, clean=clean, **kwargs)
             else:
                 cls = {"btrfs": BtrfsHomeStore, "copy": CopyHomeStore}[self.store_backend]
-                store = cls(root=self.store_root, **kwargs).setup()
+                store = cls(root=self.store_root, **kwargs).setup(clean=clean)
             self.log.info("Home store: %s at %s", store.kind, self.store_root)
             # workspace.* loggers (lifecycle, homes) write to the hub's log
             logging.getLogger("workspace").parent = self.log
             WorkspaceMixin._stores[key] = store
         return WorkspaceMixin._stores[key]
+
+    @property
+    def cleans_home_store(self) -> bool:
+        """Whether this hub removes its store's partial saves at its start: it does when it is the one
+        that writes them."""
+        return True
 
     def store_of(self, node: str | None) -> HomeStore:
         """The store where executions placed on `node` keep their homes (one store here: `home_store`)."""

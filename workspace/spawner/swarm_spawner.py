@@ -45,8 +45,9 @@ from traitlets import Float, List, Unicode, default
 
 from .. import lifecycle, networks, replication
 from ..errors import UserError
-from ..homes import BtrfsHomeStore, HomeStore
-from ..nodes import STORE_LABEL, Node, parse_swarm
+from ..homes import HomeStore, HomeStoreError
+from ..nodes import STORE_LABEL, Node, NodeStores, parse_swarm
+from ..store_agent import read_token
 from .docker_spawner import DockerWorkspaceSpawner
 
 # task states on the way to running (docker's TaskState)
@@ -85,8 +86,25 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     )
 
     nodes_have_own_stores = True
+    store_agent_url = Unicode(
+        "",
+        config=True,
+        help="""The URL of the store agent (workspace/store_agent.py) serving
+        the hub's own store (`store_root`), for swarms of separate machines:
+        nodes whose `workspace.store-agent` label names their agent are
+        reached only through it, and snapshots move between agents, node to
+        node. Empty (the default): every node's store is a mount the hub
+        reaches itself (one machine).""",
+    )
+    store_agent_token_file = Unicode(
+        "",
+        config=True,
+        help="""A file holding the store agents' shared token (a Docker secret
+        on a swarm); needed with store agents.""",
+    )
+
     _nodes: tuple[float, list[Node]] | None = None
-    _known_stores: dict[str, str] = {}  # node -> store path, kept while a node is down
+    _node_stores: NodeStores | None = None
     _receive_locks: dict[tuple[str, str], threading.Lock] = {}
     _receive_locks_guard = threading.Lock()
 
@@ -113,32 +131,49 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         if cached is None or time.monotonic() - cached[0] > self.node_refresh:
             nodes = [n for n in parse_swarm(self.client.nodes()) if n.store]
             cls._nodes = (time.monotonic(), nodes)
-            cls._known_stores.update({n.name: n.store for n in nodes if n.store})
             return nodes
         return cached[1]
 
     def cluster_node(self, name: str) -> Node | None:
         return next((n for n in self.cluster_nodes() if n.name == name), None)
 
+    @property
+    def node_stores(self) -> NodeStores:
+        """Every node's store (through its agent where it has one), for this hub process."""
+        cls = SwarmWorkspaceSpawner
+        if cls._node_stores is None:
+            central = self.home_store
+            token = read_token(self.store_agent_token_file)
+            # the hub is the process that saves: it cleans a mounted store's partial saves, once
+            cls._node_stores = NodeStores(
+                central, self.cluster_nodes, token, clean=True, uid=self.home_uid, gid=self.home_gid
+            )
+        return cls._node_stores
+
     def store_of(self, node: str | None) -> HomeStore:
-        """The store of `node` (its `workspace.store`), set up once per hub process; no node: the hub's."""
+        """The store of `node` (its `workspace.store`, through its `workspace.store-agent`); no node: the hub's."""
         if not node:
             return self.home_store
-        root = SwarmWorkspaceSpawner._known_stores.get(node)
-        if root is None:
-            self.cluster_nodes()
-            root = SwarmWorkspaceSpawner._known_stores.get(node)
-        if root is None:
+        stores = self.node_stores
+        if not stores.known(node):
+            stores.nodes()
+        if not stores.known(node):
             raise UserError(
                 500,
                 f"The node {node} has no home store (label {STORE_LABEL}); please tell your administrator.",
             )
-        with self._stores_lock:
-            key = (root, "node")
-            if key not in self._stores:
-                store = BtrfsHomeStore(root=root, uid=self.home_uid, gid=self.home_gid, parent=self)
-                self._stores[key] = store.setup()
-            return self._stores[key]
+        return stores.of(node)
+
+    @property
+    def cleans_home_store(self) -> bool:
+        return not self.store_agent_url  # with an agent, the agent receives into it (and cleans at its start)
+
+    @property
+    def central_store(self):
+        """The hub's own store as the nodes reach it: through its agent where the nodes have agents."""
+        if self.store_agent_url:
+            return self.node_stores.store(self.store_root, self.store_agent_url)
+        return self.home_store
 
     @property
     def replicates(self) -> bool:
@@ -147,7 +182,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     @property
     def record_store(self) -> HomeStore:
         """The store of record: `record_store_root`, else the hub's own store."""
-        return super().record_store if self.record_store_root else self.home_store
+        return super().record_store if self.record_store_root else self.central_store
 
     # -- what a start needs on its node ----------------------------------------------------
 
@@ -167,7 +202,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             return report
 
         key = plan.restore_snapshot
-        if key and not store.has_snapshot(key):
+        if key and not await self.run_blocking(store.has_snapshot, key):
             sources = [self.record_store] + [self.store_of(n) for n in await self.run_blocking(self._holders, key)]
             source_of = f"#{plan.restore_from}" if plan.restore_from else "the course's starter"
 
@@ -179,7 +214,15 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
                         self.db, key, store, sources, reporter(12, f"Sending the home of {source_of}")
                     )
 
-            stats = await self.run_blocking(receive)
+            try:
+                stats = await self.run_blocking(receive)
+            except HomeStoreError as e:
+                raise UserError(
+                    503,
+                    f"The saved home of {source_of} could not be brought to {node} ({e}). If the node that "
+                    "saved it is down, its copy reaches the central store once it is back; try again later, "
+                    "or continue from an earlier execution.",
+                ) from e
             if stats is not None:
                 self.emit_progress(
                     14,
@@ -188,14 +231,14 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
                 )
         for m in mounts:
             version = m["key"]
-            if store.dataset_path(version).exists():
+            if await self.run_blocking(store.has_dataset, version):
                 continue
 
             def send(version=version, ref=m["ref"]):
                 with self._receive_lock(store, version):
-                    if not store.dataset_path(version).exists():
+                    if not store.has_dataset(version):
                         replication.replicate_dataset(
-                            self.home_store, version, store, progress=reporter(13, f"Sending dataset {ref}")
+                            self.central_store, version, store, progress=reporter(13, f"Sending dataset {ref}")
                         )
 
             await self.run_blocking(send)
@@ -206,7 +249,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
 
         with self.db.session() as s:
             node = s.query(Snapshot.node).filter(Snapshot.key == key).scalar()
-        return [node] if node and node in self._known_stores else []
+        return [node] if node and self.node_stores.known(node) else []
 
     # -- the service -------------------------------------------------------------------------
 

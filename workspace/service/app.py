@@ -40,7 +40,16 @@ from ..quotas import StorageQuota
 from ..sandbox import Sandbox
 from ..store_agent import read_token
 from ..uploads import UploadPolicy
-from . import accounting_api, courses_api, datasets_api, pages, resource_types_api, storage_api, uploads_api
+from . import (
+    accounting_api,
+    courses_api,
+    datasets_api,
+    pages,
+    resource_types_api,
+    ssh_keys_api,
+    storage_api,
+    uploads_api,
+)
 from .api import handlers
 from .metrics_api import handlers as metrics_handlers
 
@@ -109,6 +118,7 @@ class WorkspaceService(Application):
                 *accounting_api.handlers(prefix),
                 *resource_types_api.handlers(prefix),
                 *courses_api.handlers(prefix),
+                *ssh_keys_api.handlers(prefix),
                 *metrics_handlers(prefix, self.authenticate_prometheus),
             ],
             prefix=prefix,

@@ -1,0 +1,65 @@
+"""REST API: SSH public keys (workspace/ssh_keys.py).
+
+    GET    /api/ssh-keys                      my keys (type, fingerprint, comment, added, last used)
+    POST   /api/ssh-keys                      {"key": "ssh-ed25519 AAAA... comment", "comment"?: "my laptop"}
+    DELETE /api/ssh-keys/{id or SHA256:...}   remove one (revoked at once)
+
+Keys are their owner's. An administrator may list or remove anyone's (`?user=NAME`: a key that leaked is
+revoked without its owner), never add one: a key added for someone would let its holder in as them.
+"""
+
+from __future__ import annotations
+
+from tornado import web
+
+from .. import ssh_keys
+from .api import APIHandler
+
+
+class SshKeysHandler(APIHandler):
+    def whose(self) -> str:
+        user, _, admin = self.who()
+        wanted = self.get_argument("user", None)
+        if wanted and wanted != user:
+            if not admin or self.request.method == "POST":
+                raise web.HTTPError(
+                    403, "Only your own SSH keys can be changed here; an administrator may list or remove anyone's."
+                )
+            return wanted
+        return user
+
+    async def get(self):
+        owner = self.whose()
+
+        def load():
+            with self.db.session() as s:
+                return ssh_keys.listing(s, owner)
+
+        self.write_json(await self.blocking(load))
+
+    async def post(self):
+        owner, data = self.whose(), self.body()
+
+        def add():
+            with self.db.session() as s:
+                return ssh_keys.add(s, owner, data.get("key"), data.get("comment"))
+
+        self.write_json(await self.blocking(add), status=201)
+
+
+class OneSshKeyHandler(SshKeysHandler):
+    async def delete(self, key_id):
+        owner = self.whose()
+
+        def remove():
+            with self.db.session() as s:
+                return ssh_keys.remove(s, owner, key_id)
+
+        self.write_json({"removed": await self.blocking(remove)})
+
+
+def handlers(prefix: str) -> list:
+    return [
+        (rf"{prefix}api/ssh-keys/?", SshKeysHandler),
+        (rf"{prefix}api/ssh-keys/([^/]+)", OneSshKeyHandler),
+    ]

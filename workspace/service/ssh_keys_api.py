@@ -16,7 +16,7 @@ from .. import ssh_keys
 from .api import APIHandler
 
 
-class SshKeysHandler(APIHandler):
+class KeysOf(APIHandler):
     def whose(self) -> str:
         user, _, admin = self.who()
         wanted = self.get_argument("user", None)
@@ -28,6 +28,8 @@ class SshKeysHandler(APIHandler):
             return wanted
         return user
 
+
+class SshKeysHandler(KeysOf):
     async def get(self):
         owner = self.whose()
 
@@ -47,7 +49,7 @@ class SshKeysHandler(APIHandler):
         self.write_json(await self.blocking(add), status=201)
 
 
-class OneSshKeyHandler(SshKeysHandler):
+class OneSshKeyHandler(KeysOf):
     async def delete(self, key_id):
         owner = self.whose()
 

@@ -6,6 +6,7 @@ import workspace.courses  # noqa: F401  (the models register on Base.metadata)
 import workspace.datasets  # noqa: F401
 import workspace.executions  # noqa: F401
 import workspace.quotas  # noqa: F401
+import workspace.ssh_identities  # noqa: F401
 import workspace.ssh_keys  # noqa: F401
 from workspace.db import Base
 

@@ -26,9 +26,10 @@ per server, created through the manager's API). What differs:
 - **Exit status from the task**, and a node that stopped answering ends its
   executions as `lost`.
 
-On this machine every node's store is a host mount the hub reaches directly
-(`make cluster-up`); on separate machines the same operations are a store
-agent's on each node (docs/swarm.md).
+A node labelled with its store agent (`workspace.store-agent`) is reached
+only through it, as on separate machines (`make cluster-up`'s nodes have
+one too); a node without one has its store reached as a mount of the hub's
+(docs/swarm.md).
 """
 
 from __future__ import annotations

@@ -185,13 +185,8 @@ class HomeStore(LoggingConfigurable):
         return walk(self.live_path(live), limit_files=limit)[1]
 
     def filesystem(self) -> dict:
-        """The store's filesystem: size, used and available bytes (statvfs: constant time)."""
-        st = os.statvfs(self.root)
-        return {
-            "size": st.f_blocks * st.f_frsize,
-            "used": (st.f_blocks - st.f_bfree) * st.f_frsize,
-            "available": st.f_bavail * st.f_frsize,
-        }
+        """The store's filesystem: size, used and available bytes."""
+        return filesystem(self.root)
 
     def dataset_from_snapshot(self, snapshot: str, subdir: str, key: str, check=None) -> None:
         """Make dataset version `key` from a snapshot (or one of its directories), sharing its data.
@@ -492,6 +487,16 @@ class BtrfsHomeStore(HomeStore):
         out = self._run("filesystem", "usage", "-b", self.root)
         match = re.search(r"^\s*Used:\s*(\d+)", out, re.M)
         return int(match.group(1)) if match else 0
+
+
+def filesystem(root: str | os.PathLike) -> dict:
+    """Size, used and available bytes of the filesystem holding `root` (statvfs: constant time, no walk)."""
+    st = os.statvfs(root)
+    return {
+        "size": st.f_blocks * st.f_frsize,
+        "used": (st.f_blocks - st.f_bfree) * st.f_frsize,
+        "available": st.f_bavail * st.f_frsize,
+    }
 
 
 def is_btrfs(path: str | Path) -> bool:

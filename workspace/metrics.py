@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -59,7 +58,8 @@ from sqlalchemy import bindparam, case, func, or_, select
 
 from .db import Database, utcnow
 from .executions import FINAL, STATES, Execution, Snapshot
-from .queue import HOLDING, used_gpus
+from .homes import filesystem
+from .queue import executions_per_node, used_gpus
 
 log = logging.getLogger(__name__)
 
@@ -203,11 +203,7 @@ class WorkspaceCollector(Collector):
             behind = self._replication(s) if self.replication else None
             sends = self._sends(s) if self.replication else None
             nodes = self._nodes()
-            placed = dict(
-                s.execute(
-                    select(Execution.node, func.count()).where(Execution.state.in_(HOLDING)).group_by(Execution.node)
-                ).all()
-            )
+            placed = executions_per_node(s)
             used = used_gpus(s) if nodes else {}
         states = tally.states
 
@@ -350,12 +346,7 @@ class WorkspaceCollector(Collector):
                 if self.node_stores is not None and node != (self.node or ""):
                     fs = self.node_stores.of(node).filesystem()  # on its node, maybe through its agent
                 else:
-                    st = os.statvfs(root)
-                    fs = {
-                        "size": st.f_blocks * st.f_frsize,
-                        "used": (st.f_blocks - st.f_bfree) * st.f_frsize,
-                        "available": st.f_bavail * st.f_frsize,
-                    }
+                    fs = filesystem(root)
             except Exception as e:
                 log.warning("metrics: cannot read the filesystem of the home store of %s: %s", node or "this node", e)
                 continue

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 
 from .db import Database, utcnow
 from .errors import UserError
@@ -161,9 +161,7 @@ def spread(db: Database, execution_id: int, nodes: Sequence[str], prefer: Sequen
     with db.session() as s:
         lock_admission(s)
         with _admit_lock:
-            counts: dict[str, int] = {}
-            for (node,) in s.execute(select(Execution.node).where(Execution.state.in_(HOLDING))):
-                counts[node] = counts.get(node, 0) + 1
+            counts = executions_per_node(s)
             preferred = [n for n in nodes if n in prefer]
             node = min(preferred or nodes, key=lambda n: (counts.get(n, 0), nodes.index(n)))
             s.get(Execution, execution_id).node = node
@@ -209,10 +207,7 @@ def node_overview(db: Database, nodes: list) -> list[dict]:
     """The nodes (workspace/nodes.py) with their free GPU IDs and how many executions hold a place on each,
     for the admin page (blocking)."""
     with db.session() as s:
-        used = used_gpus(s)
-        counts: dict[str, int] = {}
-        for (node,) in s.execute(select(Execution.node).where(Execution.state.in_(HOLDING))):
-            counts[node] = counts.get(node, 0) + 1
+        used, counts = used_gpus(s), executions_per_node(s)
     return [
         {
             "name": n.name,
@@ -256,6 +251,14 @@ def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:
             e.to(session, "stopped", STALE_MESSAGE)
             ended.append(e)
     return ended
+
+
+def executions_per_node(session) -> dict[str, int]:
+    """{node: how many executions hold a place there} (one GROUP BY)."""
+    rows = session.execute(
+        select(Execution.node, func.count()).where(Execution.state.in_(HOLDING)).group_by(Execution.node)
+    )
+    return dict(rows.all())
 
 
 def used_gpus(session) -> dict[str, set[str]]:

@@ -141,7 +141,7 @@ def test_an_empty_database_gives_zeros(database):
 def test_store_use_of_this_node_from_statvfs(database, tmp_path, monkeypatch):
     fake = os.statvfs_result((4096, 4096, 1000, 400, 300, 0, 0, 0, 0, 255))  # bsize, frsize, blocks, bfree, bavail
     seen = []
-    monkeypatch.setattr(metrics.os, "statvfs", lambda path: seen.append(path) or fake)
+    monkeypatch.setattr(os, "statvfs", lambda path: seen.append(path) or fake)
     s = scrape(WorkspaceCollector(database, store_root=str(tmp_path), node="node-7"))
     assert seen == [str(tmp_path)]
     assert value(s, "workspace_store_size_bytes", node="node-7") == 1000 * 4096
@@ -378,7 +378,7 @@ def test_each_node_its_executions_its_free_gpus_and_its_store(database, tmp_path
 
     fake = os.statvfs_result((4096, 4096, 1000, 400, 300, 0, 0, 0, 0, 255))
     seen = []
-    monkeypatch.setattr(metrics.os, "statvfs", lambda path: seen.append(path) or fake)
+    monkeypatch.setattr(os, "statvfs", lambda path: seen.append(path) or fake)
     with database.session() as s:
         ex = execution(s, "ada", "running")
         ex.node, ex.gpu_ids = "node2", ["1"]

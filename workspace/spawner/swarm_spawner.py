@@ -46,6 +46,7 @@ from traitlets import Float, List, Unicode, default
 
 from .. import lifecycle, networks, replication
 from ..errors import UserError
+from ..executions import Snapshot
 from ..homes import HomeStore, HomeStoreError
 from ..nodes import STORE_LABEL, Node, NodeStores, parse_swarm
 from ..store_agent import read_token
@@ -246,8 +247,6 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
 
     def _holders(self, key: str) -> list[str]:
         """The nodes whose stores may hold output `key` (the one that saved it)."""
-        from ..executions import Snapshot
-
         with self.db.session() as s:
             node = s.query(Snapshot.node).filter(Snapshot.key == key).scalar()
         return [node] if node and self.node_stores.known(node) else []
@@ -345,9 +344,16 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         raise RuntimeError(f"The task of {self.service_name} publishes no port for {self.port}.")
 
     async def _node_up(self, task: dict) -> bool:
-        def ask():
-            SwarmWorkspaceSpawner._nodes = None  # a fresh look: the answer ends an execution
+        def ready() -> bool:
             return next((n.ready for n in self.cluster_nodes() if n.id == task.get("NodeID")), False)
+
+        def ask():
+            # every poll of every workspace asks: the cached list says "up"; a "down" that would end an
+            # execution is confirmed by a fresh look
+            if ready():
+                return True
+            SwarmWorkspaceSpawner._nodes = None
+            return ready()
 
         try:
             return await self.run_blocking(ask)

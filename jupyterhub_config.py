@@ -222,6 +222,35 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
         }
     )
 
+# workspace-ssh-gateway: `ssh -p 2222 you+workspace@host` (workspace/gateway/, docs/ssh.md). Its
+# client key's public half is authorized in every workspace (only from the gateway's address); its
+# private keys stay in data/gateway. It reads the users' keys from the workspace database, asks the
+# hub whether a workspace is ready and where (the proxy table), and starts one on `+start`.
+if settings.ssh_port:
+    from workspace.gateway.keys import ensure as ensure_gateway_keys  # noqa: E402
+
+    gateway_keys = ensure_gateway_keys(data / "gateway")
+    c.DockerWorkspaceSpawner.ssh_gateway_key = gateway_keys.client_public()
+    c.SshGateway.ip = settings.ssh_ip
+    c.SshGateway.port = settings.ssh_port
+    c.SshGateway.keys_dir = str(gateway_keys.directory)
+    c.JupyterHub.services.append(
+        {
+            "name": "workspace-ssh-gateway",
+            "command": [sys.executable, "-m", "workspace.gateway", hub_config],
+            "cwd": str(HERE),
+            "environment": service_env,
+        }
+    )
+    c.JupyterHub.load_roles.append(
+        {
+            "name": "workspace-ssh-gateway",
+            "description": "The SSH gateway: is a workspace ready and where (the proxy table); start one on +start.",
+            "scopes": ["read:users:name", "read:servers", "servers", "proxy"],
+            "services": ["workspace-ssh-gateway"],
+        }
+    )
+
 # -- site overrides -------------------------------------------------------------
 for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):
     load_subconfig(str(extra))  # noqa: F821

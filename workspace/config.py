@@ -177,6 +177,7 @@ def configurables() -> list[type]:
 def reference() -> str:
     """docs/configuration.md: every option of ours, from its help string, with its WORKSPACE_* shorthand."""
     from .culler import Culler
+    from .gateway.server import SshGateway
     from .idle import IdlePolicy
 
     lines = [
@@ -186,12 +187,13 @@ def reference() -> str:
         "",
         "Every option is a traitlet, set in `jupyterhub_config.py` or a site file in",
         "`$WORKSPACE_DATA_DIR/jupyterhub_config.d/*.py` as `c.<Class>.<option> = value`. The hub, the",
-        "workspace service and the culler all load that file, so an option set there reaches every process",
-        "that applies it. Some options have an environment variable as a shorthand (listed with them);",
-        "a site file wins over it. Deployment settings (ports, paths, passwords) are in workspace/settings.py.",
+        "workspace service, the culler and the SSH gateway all load that file, so an option set there",
+        "reaches every process that applies it. Some options have an environment variable as a shorthand",
+        "(listed with them); a site file wins over it. Deployment settings (ports, paths, passwords) are in",
+        "workspace/settings.py.",
         "",
     ]
-    for cls in [*configurables(), IdlePolicy, Culler]:
+    for cls in [*configurables(), IdlePolicy, Culler, SshGateway]:
         own = cls.class_own_traits(config=True)
         if not own:
             continue

@@ -47,7 +47,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlencode, urlparse
+from urllib.parse import quote, urlencode
 
 from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
@@ -101,6 +101,7 @@ def clean_report(raw, now: float) -> dict | None:
     terminals = _number(raw.get("terminal_connections"), 0, 10_000)
     if kernels is None or terminals is None:
         return None
+    ssh = _number(raw.get("ssh_connections", 0), 0, 10_000) or 0  # absent from images before #16
     last = raw.get("last_browser_request")
     try:
         last = min(_epoch(last), now) if isinstance(last, str) and len(last) <= 64 else None
@@ -119,7 +120,8 @@ def clean_report(raw, now: float) -> dict | None:
             )
     memory = _number(usage.get("memory_bytes"), 0, 1 << 50)
     return {
-        "browser_connections": int(kernels + terminals),
+        # an open SSH session (through the gateway, or from another of the owner's workspaces) counts as a browser
+        "browser_connections": int(kernels + terminals + ssh),
         "last_browser": last,
         "cpu_percent": _number(usage.get("cpu_percent"), 0, 100_000),
         "memory_bytes": int(memory) if memory is not None else None,
@@ -279,10 +281,8 @@ class Culler(Application):
             for name, s in (user.get("servers") or {}).items():
                 if not s.get("ready") or s.get("pending"):
                     continue
-                public = s.get("url") or ""  # a path, or a URL on the user's subdomain
-                spec, path = origins.routespec(public), urlparse(public).path
-                route = routes.get(spec) or routes.get(spec.rstrip("/"))
-                url = route["target"].rstrip("/") + path if route and route.get("target") else None
+                # its public URL is a path, or a URL on the user's subdomain
+                url = origins.server_address(s.get("url") or "", routes)
                 out.append(
                     Server(
                         user=user["name"],

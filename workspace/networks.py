@@ -72,6 +72,19 @@ def ensure(client, deployment: str, owner: str, pool: str, prefix: int, driver: 
     raise RuntimeError(f"no free subnet for the network of {owner} in {pool}: {last_error}")
 
 
+def gateway_address(client, name: str) -> str | None:
+    """The address the host has on network `name` (its gateway), where the host's connections
+    into the network come from; None when Docker does not say (blocking)."""
+    try:
+        info = _client(client).inspect_network(name)
+    except docker.errors.NotFound:
+        return None
+    for pool in (info.get("IPAM") or {}).get("Config") or []:
+        if pool.get("Gateway"):
+            return pool["Gateway"].split("/")[0]
+    return None
+
+
 def remove_if_unused(client, deployment: str, owner: str) -> bool:
     """Remove the owner's network if no container is on it (blocking); True if it went."""
     api = _client(client)

@@ -46,3 +46,14 @@ def routespec(url: str) -> str:
     """The proxy's route key of a server URL (host-based when the URL has a host)."""
     parsed = urlparse(url)
     return f"/{parsed.hostname}{parsed.path}" if parsed.netloc else url
+
+
+def server_address(public_url: str, routes: dict) -> str | None:
+    """Where the proxy sends a server's requests (`http://10.213.0.2:8888/user/ada/thesis/`), from the
+    hub's proxy table (`GET /hub/api/proxy`), or None when it has no route: the culler asks the
+    workspace there, past the proxy; the SSH gateway connects to the container's sshd on that host."""
+    spec = routespec(public_url)
+    route = routes.get(spec) or routes.get(spec.rstrip("/"))
+    if not route or not route.get("target"):
+        return None
+    return route["target"].rstrip("/") + urlparse(public_url).path

@@ -26,6 +26,9 @@ are in workspace/config.py and docs/configuration.md.)
 - `WORKSPACE_SWARM_MANAGER`   a Docker Swarm's manager (e.g. `unix:///run/manager.sock`,
                               `tcp://10.0.0.1:2376`): workspaces run as services on its nodes
                               (SwarmWorkspaceSpawner; docs/swarm.md); unset: containers on this host
+- `WORKSPACE_SSH_PORT`        port of the SSH gateway (default 2222; `ssh -p 2222 you+workspace@host`,
+                              docs/ssh.md); 0: no gateway and no sshd in the workspaces
+- `WORKSPACE_SSH_IP`          address the SSH gateway listens on (default: WORKSPACE_IP; a campus: 0.0.0.0)
 - `WORKSPACE_AUTH`            `native`: self sign-up with an institution e-mail and admin approval
                               (workspace/auth.py); unset: one shared password (for trying only)
 - `WORKSPACE_SUBDOMAIN_HOST`  users' servers on their own subdomains of this origin, like
@@ -82,6 +85,8 @@ class Settings:
     db_url: str = ""
     hub_db_url: str = ""
     swarm_manager: str = ""  # a Docker Swarm manager's URL: workspaces run as services on its nodes
+    ssh_ip: str = "127.0.0.1"
+    ssh_port: int = 2222  # the SSH gateway's; 0: none
     secrets: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -107,6 +112,8 @@ class Settings:
         s.store_dir = Path(environ.get("WORKSPACE_STORE_DIR") or s.data_dir / "store")
         s.db_url = environ.get("WORKSPACE_DB_URL") or f"sqlite:///{s.data_dir / 'workspace.sqlite'}"
         s.swarm_manager = environ.get("WORKSPACE_SWARM_MANAGER", "")
+        s.ssh_ip = environ.get("WORKSPACE_SSH_IP") or s.ip
+        s.ssh_port = int(environ.get("WORKSPACE_SSH_PORT") or 2222)
         s.hub_db_url = environ.get("WORKSPACE_HUB_DB_URL") or f"sqlite:///{s.data_dir / 'jupyterhub.sqlite'}"
         stored = read_env_file(s.secrets_file)
         s.secrets = {n: environ.get(n) or stored.get(n, "") for n in SECRET_NAMES}

@@ -18,6 +18,7 @@ gateway's private key) is among them. Ed25519, made by `cryptography`.
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import (
@@ -31,6 +32,7 @@ from sqlalchemy import DateTime, ForeignKey, Integer, String, Text, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .db import Base, utcnow
+from .executions import Workspace
 from .ssh_keys import parse
 
 
@@ -90,3 +92,61 @@ def public_of(private_key: str) -> str:
     """The public key line of an OpenSSH private key (to check a stored pair)."""
     key = load_ssh_private_key(private_key.encode(), password=None)
     return key.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+
+
+# the user sshd logs in (the image's uid 1000) and the port it listens on in every workspace
+WORKSPACE_USER = "jovyan"
+WORKSPACE_PORT = 2222
+# where workspace-start writes what execution_env gives (the image's ssh_config.d includes its config)
+RUN_DIR = "/run/workspace/ssh"
+# a workspace name that may stand as an ssh_config Host and a DNS name: no dot (never
+# mistaken for a real host such as github.com), no space, no pattern character
+HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def host_alias(name: str) -> str:
+    """The name a workspace's host key is pinned under in known_hosts."""
+    return f"workspace-{name}"
+
+
+def execution_env(session, workspace: Workspace, gateway_key: str, gateway_from: str | None, by_name: bool) -> dict:
+    """The WORKSPACE_SSH_* variables of an execution of `workspace` (the image's workspace-start
+    writes them to RUN_DIR and starts sshd): its host key; authorized_keys with the gateway's
+    public key (limited to `gateway_from`, the address the gateway's connections come from) and
+    the owner's own; the owner's key pair; and, with `by_name` (the owner's workspaces reach
+    each other by name on their own network), an ssh_config entry and a pinned host key for
+    each workspace of the owner. The caller's transaction commits what is made here."""
+    host = host_key(session, workspace)
+    pair = owner_pair(session, workspace.owner)
+    limit = f'from="{gateway_from}",' if gateway_from else ""
+    authorized = [
+        f"{limit}no-agent-forwarding,no-X11-forwarding {gateway_key.strip()} workspace-gateway",
+        f"no-agent-forwarding,no-X11-forwarding {pair.public_key}",
+    ]
+    config, known = [], []
+    if by_name:
+        siblings = session.scalars(select(Workspace).where(Workspace.owner == workspace.owner).order_by(Workspace.name))
+        for other in siblings:
+            if not HOST_NAME.match(other.name):
+                continue
+            key = host_key(session, other).public_key.split()
+            known.append(f"{host_alias(other.name)} {key[0]} {key[1]}")
+            config.append(
+                f"Host {other.name}\n"
+                f"    HostName {other.name}\n"
+                f"    Port {WORKSPACE_PORT}\n"
+                f"    User {WORKSPACE_USER}\n"
+                f"    IdentityFile {RUN_DIR}/id_workspace\n"
+                f"    IdentitiesOnly yes\n"
+                f"    HostKeyAlias {host_alias(other.name)}\n"
+                f"    UserKnownHostsFile {RUN_DIR}/known_hosts\n"
+                f"    StrictHostKeyChecking yes\n"
+            )
+    return {
+        "WORKSPACE_SSH_HOST_KEY": host.private_key.strip(),
+        "WORKSPACE_SSH_AUTHORIZED_KEYS": "\n".join(authorized),
+        "WORKSPACE_SSH_ID": pair.private_key.strip(),
+        "WORKSPACE_SSH_ID_PUB": pair.public_key,
+        "WORKSPACE_SSH_CONFIG": "\n".join(config),
+        "WORKSPACE_SSH_KNOWN_HOSTS": "\n".join(known),
+    }

@@ -66,6 +66,7 @@ class StartState:
     restore: Future | None = None  # the restore running in a thread
     image_checked: str | None = None  # the image found present (so it is looked up once)
     image_id: str | None = None  # its ID, where an engine runs images by ID (a swarm's nodes)
+    ssh_env: dict[str, str] = field(default_factory=dict)  # WORKSPACE_SSH_* (the spawner's ssh_environment)
 
 
 def parse_cleanup(value) -> bool:

@@ -15,8 +15,11 @@ python3 -m venv --system-site-packages /opt/venv
 /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -q --upgrade pip
 /opt/venv/bin/pip install --no-cache-dir --disable-pip-version-check -q -r /tmp/requirements.txt
 
-# sshd is installed for a later feature but must not carry build-time host keys.
+# sshd runs as the workspace's user with the workspace's own host key (#16,
+# /usr/local/bin/workspace-start): no build-time host key may ship, and its
+# files go to /run/workspace, this user's.
 rm -f /etc/ssh/ssh_host_*
+mkdir -p /run/workspace && chown 1000:1000 /run/workspace && chmod 700 /run/workspace
 
 sed -i 's/^# *en_US.UTF-8/en_US.UTF-8/' /etc/locale.gen && locale-gen >/dev/null
 apt-get clean

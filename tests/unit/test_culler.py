@@ -138,3 +138,8 @@ def test_clean_report_bounds_every_field():
         {"kernel_connections": 0, "terminal_connections": 0, "last_browser_request": "2999-01-01T00:00:00Z"}, now
     )
     assert future["last_browser"] == now
+    # an open SSH session counts as a browser; an image without the field reports none; junk is bounded
+    ssh = clean_report({"kernel_connections": 0, "terminal_connections": 0, "ssh_connections": 2}, now)
+    assert ssh["browser_connections"] == 2
+    junk = clean_report({"kernel_connections": 0, "terminal_connections": 0, "ssh_connections": "many"}, now)
+    assert junk["browser_connections"] == 0

@@ -59,3 +59,20 @@ def test_notices_reach_open_terminals_and_their_scrollback():
     assert notices.withdraw("cull-idle", "Activity seen: this workspace keeps running.")
     assert notices.list() == [] and "keeps running" in watching.clients[0].shown[-1]
     assert not notices.withdraw("cull-idle")
+
+
+def test_ssh_sessions_are_established_connections_on_the_sshd_port(tmp_path):
+    from workspace.singleuser.activity import ssh_connections
+
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "tcp").write_text(
+        header
+        + "   0: 00000000:08AE 00000000:0000 0A 0:0 0:0 0 1000 0 1\n"  # sshd listening: not a session
+        + "   1: E297D50A:08AE E197D50A:C87A 01 0:0 0:0 0 1000 0 2\n"  # the gateway's relayed session
+        + "   2: E297D50A:08AE E397D50A:C87B 01 0:0 0:0 0 1000 0 3\n"  # another of the owner's workspaces
+        + "   3: E297D50A:8590 010011AC:08AE 01 0:0 0:0 0 1000 0 4\n"  # this workspace's own ssh out: not one in
+        + "   4: E297D50A:08AE E197D50A:C87C 06 0:0 0:0 0 1000 0 5\n"  # closing (TIME_WAIT)
+    )
+    assert ssh_connections(str(tmp_path)) == 2
+    assert ssh_connections(str(tmp_path / "nowhere")) == 0

@@ -40,3 +40,29 @@ def test_openssh_reads_the_keys_and_agrees_on_the_fingerprint(tmp_path):
     assert derived.stdout.split()[:2] == public.split()[:2]
     shown = subprocess.run(["ssh-keygen", "-lf", str(key)], capture_output=True, text=True, check=True).stdout
     assert shown.split()[1] == print_
+
+
+def test_an_execution_gets_its_host_key_the_gateway_from_its_address_and_the_owners_workspaces(database):
+    gateway = ssh_identities.new_key_pair("gw")[1].rsplit(" ", 1)[0]
+    with database.session() as s:
+        for name in ("thesis", "other", "bad.name"):
+            get_or_create_workspace(s, "ada", name)
+        get_or_create_workspace(s, "eve", "theirs")
+        env = ssh_identities.execution_env(s, get_or_create_workspace(s, "ada", "thesis"), gateway, "10.213.0.1", True)
+        pair = ssh_identities.owner_pair(s, "ada")
+    assert env["WORKSPACE_SSH_HOST_KEY"].startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    gateway_line, owner_line = env["WORKSPACE_SSH_AUTHORIZED_KEYS"].splitlines()
+    assert gateway_line.startswith('from="10.213.0.1",no-agent-forwarding,no-X11-forwarding ' + gateway)
+    assert owner_line.endswith(pair.public_key)
+    assert env["WORKSPACE_SSH_ID"].strip() == pair.private_key.strip()
+    config = env["WORKSPACE_SSH_CONFIG"]
+    # the owner's workspaces by name (a name with a dot could shadow a real host: left out), nobody else's
+    assert "Host other\n" in config and "Host thesis\n" in config
+    assert "bad.name" not in config and "theirs" not in config
+    assert "StrictHostKeyChecking yes" in config
+    hosts = [line.split()[0] for line in env["WORKSPACE_SSH_KNOWN_HOSTS"].splitlines()]
+    assert hosts == ["workspace-other", "workspace-thesis"]
+    with database.session() as s:  # without names (no owner network): no entries; without an address: no from=
+        env = ssh_identities.execution_env(s, get_or_create_workspace(s, "ada", "thesis"), gateway, None, False)
+    assert env["WORKSPACE_SSH_CONFIG"] == "" and env["WORKSPACE_SSH_KNOWN_HOSTS"] == ""
+    assert env["WORKSPACE_SSH_AUTHORIZED_KEYS"].startswith("no-agent-forwarding,no-X11-forwarding " + gateway)

@@ -16,6 +16,10 @@ the culler, the hub and scripts use tokens, so they never count as a browser.
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
+
+# the port of the workspace's sshd (workspace/ssh_identities.py WORKSPACE_PORT, /etc/workspace/sshd_config)
+SSH_PORT = 2222
 
 
 def utcnow() -> dt.datetime:
@@ -64,7 +68,25 @@ class BrowserActivity:
         return {
             "kernel_connections": kernel_connections,
             "terminal_connections": terminal_connections,
+            "ssh_connections": ssh_connections(),
             "busy_kernels": busy,
             "last_browser_request": iso(self.last_request),
             "now": iso(utcnow()),
         }
+
+
+def ssh_connections(proc: str = "/proc") -> int:
+    """Open connections to this workspace's sshd: established TCP sockets on its port, in this
+    container's network namespace (the gateway's relayed sessions and the owner's other workspaces)."""
+    port = f"{SSH_PORT:04X}"
+    count = 0
+    for table in ("net/tcp", "net/tcp6"):
+        try:
+            lines = Path(proc, table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "01" and fields[1].rsplit(":", 1)[-1] == port:
+                count += 1
+    return count

@@ -7,6 +7,8 @@ tab shows it, on reconnecting: it goes into the terminal's scroll-back too).
 
 from __future__ import annotations
 
+import psutil
+
 from .activity import iso, utcnow
 
 LEVELS = ("info", "warning", "error", "success")
@@ -45,4 +47,29 @@ class Notices:
             for client in list(term.clients):
                 client.on_pty_read(text)
                 shown += 1
-        return shown
+        return shown + to_ssh_terminals(text)
+
+
+def ssh_terminals() -> set[str]:
+    """The terminals of SSH sessions (#16): those of processes whose parent is an sshd."""
+    found = set()
+    for p in psutil.process_iter(["ppid", "terminal"]):
+        try:
+            if p.info["terminal"] and psutil.Process(p.info["ppid"]).name() == "sshd":
+                found.add(p.info["terminal"])
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def to_ssh_terminals(text: str) -> int:
+    """Write `text` on every SSH session's terminal, as `wall` would; how many got it."""
+    shown = 0
+    for tty in ssh_terminals():
+        try:
+            with open(tty, "w") as f:
+                f.write(text)
+            shown += 1
+        except OSError:
+            continue
+    return shown

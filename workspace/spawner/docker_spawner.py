@@ -79,6 +79,10 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     def _default_prefix(self):
         return self.deployment
 
+    @default("extra_create_kwargs")
+    def _default_extra_create_kwargs(self):
+        return DockerWorkspaceSpawner._create_kwargs
+
     @default("extra_host_config")
     def _default_extra_host_config(self):
         # a callable (dockerspawner evaluates it at each create): the GPUs differ per start
@@ -198,7 +202,18 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
                 self.owner_network_pool,
                 self.owner_network_prefix,
             )
+        # the gateway reaches the container from the host: on the container's network, from its gateway address
+        gateway_from = await self.run_blocking(networks.gateway_address, self.client_for_networks(), self.network_name)
+        self.current.ssh_env = await self.run_blocking(self.ssh_environment, gateway_from, self.owner_networks)
         return await super().create_object()
+
+    def _create_kwargs(self) -> dict:
+        if not self.owner_networks:
+            return {}
+        # the workspace's name is its address on the owner's network (`ssh thesis`, `curl thesis:8888`);
+        # the network is the owner's alone, so no other owner's name can collide or resolve there
+        endpoint = self.client.create_endpoint_config(aliases=[self.name] if self.name else [])
+        return {"networking_config": self.client.create_networking_config({self.network_name: endpoint})}
 
     def client_for_networks(self):
         return self.client  # dockerspawner's API client

@@ -19,11 +19,22 @@ from pathlib import Path
 from traitlets import Dict, Float, Instance, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from .. import courses, datasets, lifecycle, nodes, queue, quotas, resource_types, spawnform, start_request
+from .. import (
+    courses,
+    datasets,
+    lifecycle,
+    nodes,
+    queue,
+    quotas,
+    resource_types,
+    spawnform,
+    ssh_identities,
+    start_request,
+)
 from ..copier import Transfer
 from ..db import database
 from ..errors import UserError
-from ..executions import parse_continue_from
+from ..executions import get_or_create_workspace, parse_continue_from
 from ..homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
 from ..nodes import Node
 from ..start_request import StartRequest, StartState
@@ -71,6 +82,16 @@ class WorkspaceMixin(LoggingConfigurable):
         also HOME, the notebook directory, and the root of PYTHONUSERBASE,
         CONDA_ENVS_PATH and TORCH_HOME, so what a user installs survives into
         later executions.""",
+    )
+
+    ssh_gateway_key = Unicode(
+        "",
+        config=True,
+        help="""The SSH gateway's public key (workspace/gateway/keys.py; the hub's
+        configuration reads it from the gateway's directory). Set: every
+        execution starts sshd with the workspace's host key, this key
+        authorized from the gateway's address, and the owner's own key pair
+        (#16, docs/ssh.md). Empty: no sshd.""",
     )
 
     home_uid = Int(1000, config=True, help="uid that owns a fresh home (the image's user).")
@@ -327,9 +348,18 @@ class WorkspaceMixin(LoggingConfigurable):
             "WORKSPACE_REPORT_KEY": self.current.report_key,
         }
 
+    def ssh_environment(self, gateway_from: str | None, by_name: bool) -> dict[str, str]:
+        """The execution's SSH identity (blocking; ssh_identities.execution_env), or none without a gateway."""
+        if not self.ssh_gateway_key:
+            return {}
+        with self.db.session() as s:
+            workspace = get_or_create_workspace(s, self.user.name, self.name)
+            return ssh_identities.execution_env(s, workspace, self.ssh_gateway_key, gateway_from, by_name)
+
     def get_env(self):
         env = super().get_env()
         env.update(self.workspace_env())
+        env.update(self.current.ssh_env)
         gpus = self.current.gpu_ids
         if gpus is not None and self.parsed_resource_types():
             # also with device_requests: CUDA programs see exactly these, by the same IDs

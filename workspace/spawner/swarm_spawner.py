@@ -297,6 +297,10 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             **self.extra_create_kwargs,
         )
 
+    @default("extra_create_kwargs")
+    def _default_extra_create_kwargs(self):
+        return {}  # a service's (the Docker spawner's default is a container's networking)
+
     async def _networks(self) -> list[str]:
         """The owner's overlay (their workspaces reach each other on any node, nobody else's: the tasks
         would otherwise share their node's default bridge with every other owner's), and `service_networks`."""

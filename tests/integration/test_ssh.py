@@ -1,0 +1,302 @@
+"""SSH through the gateway into real workspaces, with Debian's OpenSSH client (#16): commands, scp, sftp,
+rsync and -L forwarding; between one owner's workspaces by name; and what another user, a removed key, a
+narrow token or a stopped workspace gets."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from workspace.gateway.keys import GatewayKeys
+
+from .hub import Hub
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="Debian's openssh-client is not installed")
+
+
+class Client:
+    """One user's OpenSSH client: their key, the gateway's host key pinned."""
+
+    def __init__(self, hub: Hub, home: Path, user: str):
+        self.hub, self.user, self.home = hub, user, home
+        home.mkdir(parents=True, exist_ok=True)
+        self.key = home / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key)], check=True)
+        public, _ = GatewayKeys(hub.data_dir / "gateway").host_public()
+        self.port = hub.env["WORKSPACE_SSH_PORT"]
+        (home / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {public}\n")
+        self.token = hub.user_token(user)
+
+    def register(self) -> dict:
+        r = self.hub.service_call(
+            "POST", "/ssh-keys", self.token, json={"key": self.key.with_suffix(".pub").read_text()}
+        )
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    def options(self, password: bool = False) -> list[str]:
+        if password:  # no key, no batch mode: the password comes from SSH_ASKPASS
+            return [
+                "-F",
+                "/dev/null",
+                "-o",
+                f"UserKnownHostsFile={self.home / 'known_hosts'}",
+                "-o",
+                "PubkeyAuthentication=no",
+                "-o",
+                "NumberOfPasswordPrompts=1",
+            ]
+        return [
+            "-F",
+            "/dev/null",
+            "-o",
+            f"UserKnownHostsFile={self.home / 'known_hosts'}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=20",
+            "-i",
+            str(self.key),
+        ]
+
+    def login(self, workspace: str, owner: str | None = None) -> str:
+        return f"{owner or self.user}+{workspace}@127.0.0.1"
+
+    def ssh(self, workspace: str, command: str, owner: str | None = None, check: bool = True, **kw):
+        r = subprocess.run(
+            ["ssh", *self.options(), "-p", self.port, self.login(workspace, owner), command],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            **kw,
+        )
+        if check:
+            assert r.returncode == 0, f"exit {r.returncode}: {r.stdout}{r.stderr}"
+        return r
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def two(hub: Hub, tmp_path_factory):
+    """ada with two running workspaces (thesis, other) and her key; eve with one (theirs) and hers."""
+    base = tmp_path_factory.mktemp("ssh")
+    ada, eve = Client(hub, base / "ada", "sshada"), Client(hub, base / "eve", "ssheve")
+    ada.register()
+    eve.register()
+    hub.start_workspace("sshada", "other", ada.token)
+    hub.start_workspace("sshada", "thesis", ada.token)
+    hub.start_workspace("ssheve", "theirs", eve.token)
+    return ada, eve
+
+
+def test_command_scp_sftp_rsync_and_forwarding_through_the_gateway(hub: Hub, two, tmp_path):
+    ada, _ = two
+    r = ada.ssh("thesis", "echo hello; id -un; pwd; echo $WORKSPACE_NAME")
+    assert r.stdout.split() == ["hello", "jovyan", "/openbayes/home", "thesis"], r.stdout
+    assert ada.ssh("thesis", "exit 7", check=False).returncode == 7
+    # scp in and out (SFTP protocol, OpenSSH's default) and the legacy protocol (-O: `scp -t` runs there)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(3 << 20))
+    scp = ["scp", *ada.options(), "-P", ada.port]
+    subprocess.run([*scp, str(data), f"{ada.login('thesis')}:data.bin"], check=True, capture_output=True, timeout=120)
+    assert ada.ssh("thesis", "sha256sum data.bin").stdout.split()[0] == _sha(data)
+    back = tmp_path / "back.bin"
+    subprocess.run(
+        [*scp, "-O", f"{ada.login('thesis')}:data.bin", str(back)], check=True, capture_output=True, timeout=120
+    )
+    assert _sha(back) == _sha(data)
+    # sftp listing
+    r = subprocess.run(
+        ["sftp", *ada.options(), "-P", ada.port, "-b", "-", ada.login("thesis")],
+        input="ls -l\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and "data.bin" in r.stdout, r.stdout + r.stderr
+    # rsync a tree, then again: nothing to send the second time
+    tree = tmp_path / "tree"
+    for i in range(20):
+        (tree / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        (tree / f"d{i % 3}" / f"f{i}.txt").write_text(f"file {i}\n" * (i + 1))
+    rsh = " ".join(["ssh", *ada.options(), "-p", ada.port])
+    subprocess.run(["rsync", "-a", "-e", rsh, f"{tree}/", f"{ada.login('thesis')}:tree/"], check=True, timeout=120)
+    listing = ada.ssh("thesis", "cd tree && find . -type f | sort | xargs sha256sum").stdout
+    local = subprocess.run(
+        "find . -type f | sort | xargs sha256sum", shell=True, cwd=tree, capture_output=True, text=True
+    )
+    assert listing == local.stdout
+    # -L to the workspace's own Jupyter port: the request is made inside the workspace
+    port = str(_free_port())
+    tunnel = subprocess.Popen(
+        ["ssh", *ada.options(), "-p", ada.port, "-N", "-L", f"{port}:127.0.0.1:8888", ada.login("thesis")]
+    )
+    try:
+        answer = _wait_http(f"http://127.0.0.1:{port}/user/sshada/thesis/api/status")
+        assert answer.status_code in (200, 302, 403), answer.status_code
+    finally:
+        tunnel.terminate()
+        tunnel.wait(10)
+
+
+def test_between_one_owners_workspaces_by_name_and_nobody_elses(hub: Hub, two):
+    ada, eve = two
+    # thesis -> other: by name, no password, other's host key pinned
+    r = ada.ssh(
+        "thesis",
+        "ssh -o BatchMode=yes other 'echo from $WORKSPACE_NAME' && echo payload > p.txt && scp -q p.txt other:",
+    )
+    assert "from other" in r.stdout, r.stdout + r.stderr
+    assert ada.ssh("other", "cat p.txt").stdout == "payload\n"
+    # eve's workspace: its name does not resolve on ada's network, and its address does not answer
+    r = ada.ssh("thesis", "ssh -o BatchMode=yes -o ConnectTimeout=5 theirs true", check=False)
+    assert r.returncode != 0
+    (theirs,) = hub.containers(user="ssheve", server="theirs")
+    address = next(iter(theirs.attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
+    r = ada.ssh("thesis", f"timeout 5 bash -c '</dev/tcp/{address}/2222' && echo OPEN || echo closed")
+    assert r.stdout.strip() == "closed", r.stdout
+    # ada's own key pair is not accepted by eve's workspace even where the network would route
+    assert "ssh-ed25519" in ada.ssh("thesis", "cat /run/workspace/ssh/id_workspace.pub").stdout
+    assert "sshada" not in eve.ssh("theirs", "cat /run/workspace/ssh/authorized_keys").stdout
+
+
+def test_other_users_keys_removed_keys_narrow_tokens_and_stopped_workspaces_are_refused(hub: Hub, two, tmp_path):
+    ada, eve = two
+    # eve's key for ada's workspace, and eve naming ada's workspace
+    r = eve.ssh("thesis", "true", owner="sshada", check=False)
+    assert r.returncode == 255 and "Permission denied" in r.stderr, r.stderr
+    # a second key of ada's works, and is refused at once when removed
+    extra = Client.__new__(Client)
+    extra.__dict__.update(ada.__dict__)
+    extra.key = tmp_path / "second"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(extra.key)], check=True)
+    added = extra.register()
+    assert extra.ssh("thesis", "true").returncode == 0
+    r = hub.service_call("DELETE", f"/ssh-keys/{added['id']}", ada.token)
+    assert r.status_code == 200, r.text
+    assert extra.ssh("thesis", "true", check=False).returncode == 255
+    # a token as the password: ada's full token works; one without access to servers does not
+    assert _with_password(ada, "thesis", ada.token).stdout.strip() == "ok"
+    r = hub.api("POST", "/users/sshada/tokens", token=ada.token, json={"scopes": ["read:users:name!user=sshada"]})
+    assert r.status_code == 201, r.text
+    assert _with_password(ada, "thesis", r.json()["token"], check=False).returncode == 255
+    assert _with_password(ada, "thesis", eve.token, check=False).returncode == 255
+    # a workspace that is not running: one line saying how to start it
+    r = ada.ssh("never", "true", check=False)
+    assert r.returncode == 1 and "never is not running" in r.stderr and "sshada+never+start" in r.stderr, r.stderr
+    # a login the gateway cannot read
+    r = subprocess.run(
+        ["ssh", *ada.options(), "-p", ada.port, "sshada@127.0.0.1", "true"], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 255 and "ada+thesis" in r.stderr, r.stderr
+
+
+def test_host_key_is_kept_and_start_flag_starts_the_workspace(hub: Hub, two):
+    ada, _ = two
+    before = ada.ssh("other", "ssh-keygen -lf /run/workspace/ssh/host_key").stdout.split()[1]
+    hub.stop_workspace("sshada", "other", ada.token)
+    r = ada.ssh("other", "true", check=False)
+    assert r.returncode == 1 and "other is not running" in r.stderr
+    # +start: progress lines, then the command runs in the new execution
+    r = ada.ssh("other+start", "echo execution $WORKSPACE_EXECUTION; ssh-keygen -lf /run/workspace/ssh/host_key")
+    assert "Starting other" in r.stderr and "%]" in r.stderr, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "execution 2", r.stdout
+    assert lines[1].split()[1] == before
+    # and the gateway verified that key: a workspace presenting another is not reached (relay.py)
+    r = ada.ssh("thesis", "ssh -o BatchMode=yes other hostname")
+    assert r.returncode == 0
+
+
+def _with_password(client: Client, workspace: str, password: str, check: bool = True):
+    askpass = client.home / "askpass.sh"
+    askpass.write_text('#!/bin/sh\ncat "$SSH_TEST_PASSWORD_FILE"\n')
+    askpass.chmod(0o700)
+    secret = client.home / "password"
+    secret.write_text(password)
+    env = dict(os.environ, SSH_ASKPASS=str(askpass), SSH_ASKPASS_REQUIRE="force", SSH_TEST_PASSWORD_FILE=str(secret))
+    r = subprocess.run(
+        ["ssh", *client.options(password=True), "-p", client.port, client.login(workspace), "echo ok"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, timeout: float = 30) -> requests.Response:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return requests.get(url, timeout=5, allow_redirects=False)
+        except requests.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+def test_an_open_session_keeps_the_workspace_and_is_told_before_it_stops(start_hub, tmp_path):
+    from .test_culler import BROWSER_TIMEOUT, CULL_ENV
+
+    hub = start_hub(**(CULL_ENV | {"WORKSPACE_CULL_MAX_RUNTIME": "45"}))
+    ada = Client(hub, tmp_path / "ada", "sshcull")
+    ada.register()
+    # kept: an interactive session (a terminal) stays open; left: a session that closes at once
+    hub.start_workspace("sshcull", "kept", ada.token)
+    session = subprocess.Popen(
+        ["ssh", *ada.options(), "-tt", "-p", ada.port, ada.login("kept"), "bash"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    printed = []
+    reader = threading.Thread(target=lambda: printed.extend(iter(lambda: session.stdout.read1(4096), b"")))
+    reader.start()
+    try:
+        hub.start_workspace("sshcull", "left", ada.token)
+        ada.ssh("left", "true")
+        # left has no browser and no session: culled as idle; kept is not, past the same timeout
+        hub.wait_stopped("sshcull", "left", timeout=BROWSER_TIMEOUT + 30)
+        (ex,) = hub.executions("sshcull", "left")
+        assert ex["stop_reason"] == "idle", ex
+        assert running(hub, "sshcull", "kept"), (hub.executions("sshcull", "kept"), b"".join(printed))
+        # the maximum run time still applies, and the session's terminal is told first
+        hub.wait_stopped("sshcull", "kept", timeout=60)
+    finally:
+        session.kill()
+        reader.join(10)
+    (ex,) = hub.executions("sshcull", "kept")
+    assert ex["stop_reason"] == "max_runtime", ex
+    text = b"".join(printed).decode(errors="replace")
+    assert "[workspace] This workspace will be stopped" in text and "maximum run time" in text, text
+
+
+def running(hub: Hub, user: str, server: str) -> bool:
+    return bool(hub.api("GET", f"/users/{user}").json().get("servers", {}).get(server))

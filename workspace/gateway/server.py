@@ -1,0 +1,366 @@
+"""The SSH gateway: a JupyterHub service on one port of the hub host.
+
+    python -m workspace.gateway --hub-config=jupyterhub_config.py    (started by the hub)
+
+`ssh -p 2222 ada+thesis@campus` reaches ada's workspace `thesis`:
+
+1. **Who**: ada's registered keys (workspace/ssh_keys.py), looked up in the
+   workspace database by fingerprint at every connection, so a removed key
+   is refused at once; or a JupyterHub API token of ada's as the password,
+   which must be allowed to use that server (`access:servers`).
+2. **Whose**: the login's owner must be the one authenticated. Admins and
+   instructors get nothing here that the API does not give them: the
+   gateway lets nobody into another user's workspace.
+3. **Where**: the hub says whether the workspace is ready and its proxy
+   table where it runs; the gateway logs into the container's sshd (port
+   2222) with its own client key, checking the workspace's host key from the
+   database. A workspace that is not running gets one line saying how to
+   start it, or is started with `ada+thesis+start`, its progress shown.
+4. **What**: sessions (shell, commands, sftp, scp, rsync) and `-L`
+   forwarding are relayed (relay.py). Remote forwarding, agent and X11
+   forwarding are refused.
+
+What comes back from a workspace is the student's: the gateway only relays
+it, and reads nothing of it but the SSH protocol itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote, urlparse
+
+import asyncssh
+from sqlalchemy import select, update
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from traitlets import Float, Int, Unicode, default
+from traitlets.config import Application
+
+from .. import config, origins, ssh_identities
+from ..db import database
+from ..errors import UserError
+from ..executions import find_workspace
+from ..ssh_keys import SshKey
+from . import keys as gateway_keys
+from .login import Login, parse
+from .relay import GatewayRefusal, SessionRelay, tunnel
+
+log = logging.getLogger("workspace.gateway")
+
+
+class SshGateway(Application):
+    """The SSH gateway (a JupyterHub service; jupyterhub_config.py sets its address from WORKSPACE_SSH_IP and
+    WORKSPACE_SSH_PORT)."""
+
+    name = "workspace-ssh-gateway"
+    description = "SSH into one's workspaces through one port of the hub host."
+
+    ip = Unicode("127.0.0.1", config=True, help="The address the gateway listens on (0.0.0.0: every interface).")
+    port = Int(2222, config=True, help="The port the gateway listens on (`ssh -p PORT you+workspace@host`).")
+    public_host = Unicode(
+        "",
+        config=True,
+        help="""The host name users give ssh (the pages and `workspace ssh-config` print it);
+        empty: the hub's public host.""",
+    )
+    keys_dir = Unicode("", config=True, help="The directory of the gateway's host and client keys (keys.py).")
+    db_url = Unicode("", config=True, help="The workspace database (default: the spawner's).")
+    hub_api_url = Unicode(config=True, help="The hub's REST API.")
+    api_token = Unicode(config=True, help="The gateway's service token (JUPYTERHUB_API_TOKEN).")
+    hub_config = Unicode("", config=True, help="The hub's configuration file, which the hub passes.")
+    connect_timeout = Float(15, config=True, help="Seconds to reach a workspace's sshd.")
+    start_timeout = Float(600, config=True, help="Seconds a `+start` login waits for its workspace.")
+    login_timeout = Float(60, config=True, help="Seconds a client has to authenticate.")
+    aliases = {"hub-config": "SshGateway.hub_config"}
+
+    @default("hub_api_url")
+    def _default_hub_api_url(self):
+        return os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api")
+
+    @default("api_token")
+    def _default_api_token(self):
+        return os.environ.get("JUPYTERHUB_API_TOKEN", "")
+
+    def initialize(self, argv=None):
+        config.load(self, argv)
+        self.db_url = self.db_url or config.SpawnerOptions(self.config).db_url
+        self.keys = gateway_keys.ensure(Path(self.keys_dir))
+        self.client_key = asyncssh.import_private_key(self.keys.client_key.read_text())
+        self.http = None
+
+    @property
+    def db(self):
+        return database(self.db_url)
+
+    # -- the hub ---------------------------------------------------------------------
+
+    async def hub(self, method: str, path: str, token: str | None = None, body=None, timeout: float = 30):
+        if self.http is None:
+            self.http = AsyncHTTPClient(force_instance=True, max_body_size=64 << 20)
+        req = HTTPRequest(
+            self.hub_api_url.rstrip("/") + path,
+            method=method,
+            headers={"Authorization": f"token {token or self.api_token}"},
+            body=None if body is None else json.dumps(body),
+            request_timeout=timeout,
+            allow_nonstandard_methods=True,
+        )
+        resp = await self.http.fetch(req)
+        return json.loads(resp.body) if resp.body else None
+
+    async def server(self, login: Login) -> dict | None:
+        """The hub's model of the login's server, or None when it has none."""
+        try:
+            user = await self.hub("GET", f"/users/{quote(login.owner, safe='')}")
+        except HTTPClientError as e:
+            if e.code == 404:
+                return None
+            raise
+        return (user.get("servers") or {}).get(login.workspace)
+
+    async def address(self, login: Login) -> str | None:
+        """The host of the workspace's container, if it is ready; from the hub's proxy table."""
+        server = await self.server(login)
+        if not server or not server.get("ready"):
+            return None
+        page = await self.hub("GET", "/proxy?offset=0&limit=100000")
+        routes = page.get("items", page) if isinstance(page, dict) and "_pagination" in page else page
+        target = origins.server_address(server.get("url") or "", routes or {})
+        return urlparse(target).hostname if target else None
+
+    async def start(self, login: Login, say) -> None:
+        """Start the workspace with its latest output, saying its progress."""
+        path = f"/users/{quote(login.owner, safe='')}/servers/{quote(login.workspace, safe='')}"
+        say(f"Starting {login.workspace} (continuing from its latest output)...")
+        try:
+            await self.hub("POST", path, body={})
+        except HTTPClientError as e:
+            text = _hub_message(e)
+            if e.code != 400 or "already" not in text.lower():
+                raise GatewayRefusal(f"{login.workspace} could not be started: {text}") from None
+        follow = asyncio.ensure_future(self._follow_progress(path, say))
+        try:
+            deadline = time.monotonic() + self.start_timeout
+            while time.monotonic() < deadline:
+                server = await self.server(login)
+                if server and server.get("ready"):
+                    return
+                if not server or not server.get("pending"):
+                    raise GatewayRefusal(f"{login.workspace} did not start; open it on the web pages to see why")
+                await asyncio.sleep(1)
+            raise GatewayRefusal(f"{login.workspace} did not start in {self.start_timeout:.0f} s")
+        finally:
+            follow.cancel()
+
+    async def _follow_progress(self, path: str, say) -> None:
+        """Say each event of the hub's progress stream (server-sent events) as it comes."""
+        buffer = b""
+
+        def chunk(data: bytes) -> None:
+            nonlocal buffer
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.startswith(b"data:"):
+                    try:
+                        event = json.loads(line[5:])
+                    except ValueError:
+                        continue
+                    if isinstance(event, dict) and event.get("message"):
+                        say(f"[{event.get('progress', '')}%] {event['message']}")
+
+        req = HTTPRequest(
+            f"{self.hub_api_url.rstrip('/')}{path}/progress",
+            headers={"Authorization": f"token {self.api_token}"},
+            streaming_callback=chunk,
+            request_timeout=self.start_timeout,
+        )
+        try:
+            await self.http.fetch(req, raise_error=False)
+        except (OSError, asyncio.TimeoutError) as e:
+            log.info("progress of %s: %s", path, e)
+
+    # -- who ---------------------------------------------------------------------------
+
+    def key_owner(self, fingerprint: str, owner: str) -> bool:
+        """Whether `owner` registered the key (blocking); its last use is recorded."""
+        with self.db.session() as s:
+            row = s.scalar(select(SshKey).where(SshKey.fingerprint == fingerprint, SshKey.owner == owner))
+            if row is None:
+                return False
+            s.execute(update(SshKey).where(SshKey.id == row.id).values(last_used=dt.datetime.utcnow()))
+            return True
+
+    async def token_allows(self, token: str, login: Login) -> bool:
+        """Whether `token` is the owner's and may use their server (the API's own rule)."""
+        try:
+            model = await self.hub("GET", "/user", token=token, timeout=10)
+        except (HTTPClientError, OSError, json.JSONDecodeError):
+            return False
+        if not isinstance(model, dict) or model.get("name") != login.owner:
+            return False
+        scopes = set(model.get("scopes") or [])
+        wanted = {
+            "access:servers",
+            f"access:servers!user={login.owner}",
+            f"access:servers!server={login.owner}/{login.workspace}",
+        }
+        return bool(scopes & wanted)
+
+    def host_key(self, login: Login) -> str | None:
+        """The workspace's public host key (blocking), which its sshd must present."""
+        with self.db.session() as s:
+            workspace = find_workspace(s, login.owner, login.workspace)
+            if workspace is None:
+                return None
+            return ssh_identities.host_key(s, workspace).public_key
+
+    # -- listening -------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        server = await asyncssh.create_server(
+            lambda: GatewayConnection(self),
+            self.ip,
+            self.port,
+            server_host_keys=[str(self.keys.host_key)],
+            login_timeout=self.login_timeout,
+            keepalive_interval=30,
+            agent_forwarding=False,
+            x11_forwarding=False,
+            allow_scp=False,
+            encoding=None,
+        )
+        log.info("SSH gateway on %s:%s, host key %s", self.ip, self.port, self.keys.host_public()[1])
+        await server.wait_closed()
+
+
+class GatewayConnection(asyncssh.SSHServer):
+    """One client connection: its login, identity, and its connection to the workspace."""
+
+    def __init__(self, gateway: SshGateway):
+        self.gateway = gateway
+        self.login: Login | None = None
+        self.peer = "?"
+        self.conn = None
+        self.upstream: asyncio.Future | None = None
+        self.lock = asyncio.Lock()
+
+    def connection_made(self, conn):
+        self.conn = conn
+        self.peer = (conn.get_extra_info("peername") or ("?",))[0]
+
+    def connection_lost(self, exc):
+        if self.upstream is not None and self.upstream.done() and not self.upstream.exception():
+            self.upstream.result().close()
+
+    def begin_auth(self, username):
+        try:
+            self.login = parse(username)
+        except UserError as e:
+            self.conn.send_auth_banner(e.jupyterhub_message + "\r\n")
+            self.login = None
+        return True
+
+    def public_key_auth_supported(self):
+        return True
+
+    def password_auth_supported(self):
+        return True
+
+    async def validate_public_key(self, username, key):
+        if self.login is None:
+            return False
+        fingerprint = key.get_fingerprint("sha256")
+        ok = await asyncio.to_thread(self.gateway.key_owner, fingerprint, self.login.owner)
+        log.info("%s key %s for %s from %s", "accepted" if ok else "refused", fingerprint, self.login.label, self.peer)
+        return ok
+
+    async def validate_password(self, username, password):
+        if self.login is None or not password or len(password) > 512:
+            return False
+        ok = await self.gateway.token_allows(password, self.login)
+        log.info("%s token for %s from %s", "accepted" if ok else "refused", self.login.label, self.peer)
+        if not ok:
+            await asyncio.sleep(1)  # a wrong password costs the guesser a second
+        return ok
+
+    def session_requested(self):
+        return SessionRelay(self.open_upstream)
+
+    def connection_requested(self, dest_host, dest_port, orig_host, orig_port):
+        return tunnel(self.open_upstream, dest_host, dest_port)
+
+    def server_requested(self, listen_host, listen_port):
+        return False  # remote forwarding would open a port on the hub host
+
+    async def open_upstream(self, chan):
+        """The connection to the workspace's sshd, made once per client connection."""
+        async with self.lock:
+            if self.upstream is None or (self.upstream.done() and self.upstream.exception()):
+                self.upstream = asyncio.ensure_future(self._connect(chan))
+        return await asyncio.shield(self.upstream)
+
+    async def _connect(self, chan):
+        gateway, login = self.gateway, self.login
+
+        def say(line: str) -> None:
+            if chan is not None:
+                chan.write(f"{line}\r\n".encode(), asyncssh.EXTENDED_DATA_STDERR)
+
+        host = await gateway.address(login)
+        if host is None:
+            if not login.start:
+                raise GatewayRefusal(
+                    f"{login.workspace} is not running. Start it on the web pages, with "
+                    f"`workspace start {login.workspace}`, or log in as "
+                    f"{login.owner}+{login.workspace}+start to start it now."
+                )
+            await gateway.start(login, say)
+            host = await gateway.address(login)
+            if host is None:
+                raise GatewayRefusal(f"{login.workspace} started but cannot be reached; try again in a moment")
+            say(f"{login.workspace} is running.")
+        host_key = await asyncio.to_thread(gateway.host_key, login)
+        if host_key is None:
+            raise GatewayRefusal(f"{login.workspace} has no SSH identity yet; restart it once to enable SSH")
+        trusted = asyncssh.import_public_key(host_key)
+        conn = await asyncio.wait_for(
+            asyncssh.connect(
+                host,
+                ssh_identities.WORKSPACE_PORT,
+                username=ssh_identities.WORKSPACE_USER,
+                client_keys=[gateway.client_key],
+                known_hosts=([trusted], [], []),
+                config=None,
+                agent_path=None,
+                preferred_auth="publickey",
+                keepalive_interval=30,
+            ),
+            gateway.connect_timeout,
+        )
+        log.info("%s from %s relayed to %s", login.label, self.peer, host)
+        return conn
+
+
+def _hub_message(e: HTTPClientError) -> str:
+    try:
+        return json.loads(e.response.body).get("message") or str(e)
+    except Exception:
+        return str(e)
+
+
+def main(argv=None) -> None:
+    from ..process import die_with_the_hub
+
+    die_with_the_hub()
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
+    app = SshGateway()
+    app.initialize(sys.argv[1:] if argv is None else argv)
+    asyncio.run(app.serve())

@@ -25,6 +25,8 @@
     workspace ssh-key add [FILE | -] [--comment TEXT]   register an SSH public key (default ~/.ssh/id_ed25519.pub)
     workspace ssh-key ls                           your SSH keys and their fingerprints
     workspace ssh-key rm N|SHA256:...              remove one (it no longer opens your workspaces)
+    workspace ssh NAME [SSH ARGUMENTS ...]         connect to a workspace through the gateway (its host key pinned)
+    workspace ssh-config [--prefix ws-]            ~/.ssh/config entries for all your workspaces (editors, scp)
 
 Every listing takes --json; --user reads another user's (administrators, and
 instructors for their course's students). The hub is $WORKSPACE_URL (default
@@ -41,10 +43,10 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
-from urllib.parse import quote
 
 import requests
+
+from . import cli_ssh
 
 UPLOAD_CHUNK = 256 << 20
 READ_BLOCK = 4 << 20
@@ -246,29 +248,10 @@ def run(args, client: Client, out=sys.stdout) -> None:
         _print(client.call("GET", "/accounting", params=params), js, accounting_lines, out)
     elif args.command == "courses":
         _print(client.call("GET", "/courses"), js, course_lines, out)
-    elif args.command == "ssh-key":
-        ssh_key(args, client, out)
+    elif args.command in cli_ssh.COMMANDS:
+        cli_ssh.run(args, client, out)
     elif args.command == "course-setup":
         print(client.call("PUT", f"/courses/{args.course}", json=course_setup_body(args))["message"], file=out)
-
-
-def ssh_key_lines(keys: list[dict]) -> list[str]:
-    return [f"{k['id']:<4} {k['type']:<22} {k['fingerprint']}  {k['comment']}".rstrip() for k in keys] or [
-        "no SSH keys yet: add one with `workspace ssh-key add ~/.ssh/id_ed25519.pub`"
-    ]
-
-
-def ssh_key(args, client: Client, out) -> None:
-    if args.ssh_key_command == "ls":
-        _print(client.call("GET", "/ssh-keys"), args.json, ssh_key_lines, out)
-    elif args.ssh_key_command == "add":
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-        body = {"key": text, **({"comment": args.comment} if args.comment is not None else {})}
-        k = client.call("POST", "/ssh-keys", json=body)
-        print(f"added {k['type']} key {k['fingerprint']} {k['comment']}".rstrip(), file=out)
-    else:
-        k = client.call("DELETE", f"/ssh-keys/{quote(args.key, safe='')}")["removed"]
-        print(f"removed {k['type']} key {k['fingerprint']}; it no longer opens your workspaces", file=out)
 
 
 def quota_lines(d: dict) -> list[str]:
@@ -579,14 +562,7 @@ def parser() -> argparse.ArgumentParser:
     d = ds.add_parser("delete")
     d.add_argument("ref")
     d.add_argument("version", type=int)
-    sk = cmds.add_parser("ssh-key", help="your SSH public keys").add_subparsers(dest="ssh_key_command", required=True)
-    k = sk.add_parser("add", help="register a public key (a .pub file, or - for standard input)")
-    k.add_argument("file", nargs="?", default=str(Path.home() / ".ssh" / "id_ed25519.pub"))
-    k.add_argument("--comment", help="a name for it, like “lab laptop” (default: the key's own comment)")
-    k = sk.add_parser("ls", help="your keys and their fingerprints")
-    k.add_argument("--json", action="store_true")
-    k = sk.add_parser("rm", help="remove a key: its number or its SHA256: fingerprint")
-    k.add_argument("key")
+    cli_ssh.add_parsers(cmds)
     return p
 
 

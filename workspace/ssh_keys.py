@@ -80,15 +80,15 @@ def parse(text) -> tuple[str, str, str]:
     if len(text) > MAX_LINE:
         raise UserError(400, f"That is longer than any public key ({len(text):,} characters). {HOW_TO}")
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    if len(lines) != 1:
-        raise UserError(400, f"Add one key at a time: that text has {len(lines)} lines. {HOW_TO}")
-    line = lines[0].strip()
-    if "PRIVATE KEY" in line:
+    if "PRIVATE KEY" in text:  # a whole private key file (many lines) or its first line
         raise UserError(
             400,
             "That is a PRIVATE key: never share it. Delete it from wherever you pasted it and paste the .pub "
             "file instead (for example ~/.ssh/id_ed25519.pub).",
         )
+    if len(lines) != 1:
+        raise UserError(400, f"Add one key at a time: that text has {len(lines)} lines. {HOW_TO}")
+    line = lines[0].strip()
     parts = line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-")):
         raise UserError(

@@ -18,6 +18,7 @@ import requests
 from workspace.gateway.keys import GatewayKeys
 
 from .hub import Hub
+from .test_cli import WORKSPACE
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="Debian's openssh-client is not installed")
 
@@ -300,3 +301,47 @@ def test_an_open_session_keeps_the_workspace_and_is_told_before_it_stops(start_h
 
 def running(hub: Hub, user: str, server: str) -> bool:
     return bool(hub.api("GET", f"/users/{user}").json().get("servers", {}).get(server))
+
+
+def test_directions_by_api_and_cli_each_users_own(hub: Hub, two, tmp_path):
+    ada, eve = two
+    d = hub.service_api("/ssh", ada.token).json()
+    _, gateway_print = GatewayKeys(hub.data_dir / "gateway").host_public()
+    assert d["enabled"] and d["gateway"]["fingerprint"] == gateway_print and d["gateway"]["port"] == int(ada.port)
+    thesis = next(w for w in d["workspaces"] if w["name"] == "thesis")
+    assert thesis["command"] == f"ssh -p {ada.port} sshada+thesis@127.0.0.1", thesis
+    inside = ada.ssh("thesis", "ssh-keygen -lf /run/workspace/ssh/host_key").stdout.split()[1]
+    assert thesis["host_key_fingerprint"] == inside
+    assert "Host ws-thesis" in d["config"] and "User sshada+thesis" in d["config"]
+    # each user is told of their own workspaces only; nobody may ask for another's; no token, nothing
+    assert [w["name"] for w in hub.service_api("/ssh", eve.token).json()["workspaces"]] == ["theirs"]
+    assert hub.service_api("/ssh", eve.token, user="sshada").status_code == 403
+    assert hub.service_api("/ssh", None).status_code in (401, 403)
+    # the CLI: ssh-config entries that work as printed (the gateway pinned in the CLI's known_hosts), and ssh NAME
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    env = dict(os.environ, HOME=str(home), WORKSPACE_URL=hub.url, WORKSPACE_TOKEN=ada.token)
+    env.pop("XDG_CONFIG_HOME", None)
+    config = subprocess.run(
+        [WORKSPACE, "ssh-config", "-i", str(ada.key)], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert f"UserKnownHostsFile {home}/.config/workspace/known_hosts" in config, config
+    assert f"IdentityFile {ada.key}" in config
+    (home / ".ssh" / "config").write_text(config)
+    r = subprocess.run(
+        ["ssh", "-F", str(home / ".ssh" / "config"), "-o", "BatchMode=yes", "ws-thesis", "echo $WORKSPACE_NAME"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.stdout.strip() == "thesis", r.stderr
+    r = subprocess.run(
+        [WORKSPACE, "ssh", "-i", str(ada.key), "other", "--", "echo", "via-cli"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.stdout.strip() == "via-cli", r.stderr

@@ -47,6 +47,7 @@ from . import (
     pages,
     resource_types_api,
     ssh_keys_api,
+    ssh_page,
     storage_api,
     uploads_api,
 )
@@ -119,6 +120,7 @@ class WorkspaceService(Application):
                 *resource_types_api.handlers(prefix),
                 *courses_api.handlers(prefix),
                 *ssh_keys_api.handlers(prefix),
+                *ssh_page.handlers(prefix),
                 *metrics_handlers(prefix, self.authenticate_prometheus),
             ],
             prefix=prefix,
@@ -137,6 +139,7 @@ class WorkspaceService(Application):
             # users' servers on their own subdomains (workspace/origins.py); None: on the hub's origin
             subdomain_host=self.config.JupyterHub.get("subdomain_host") or None,
             courses=self.courses,
+            hub_config=self.config,  # what the hub configures for others: the SSH gateway's address and keys
             # the nodes starts are placed on, with their GPUs (blocking: a swarm's manager is asked)
             engine_nodes=functools.partial(spawner.spawner_class.engine_nodes, spawner),
             node_stores=node_stores(spawner, store_for(spawner.store_root, clean=False)),

@@ -34,6 +34,7 @@ from tornado import web
 from .. import courses, datasets, executions, lifecycle, origins, outputs, queue, quotas, spawnform
 from ..errors import UserError
 from ..executions import FINAL
+from ..gateway import directions
 from .api import READ_SCOPE, APIHandler
 from .courses_api import CourseActions
 
@@ -275,6 +276,7 @@ class WorkspacePage(PageHandler):
                 404, f"{owner} has no workspace “{name}”." if readonly else f"You have no workspace “{name}”."
             )
         latest = runs[0] if runs else None
+        ssh = None if readonly else await self.ssh_directions(owner, name)
         # another's servers are not the caller's to read: the records say what runs
         state = (
             (latest["state"] if latest else "new")
@@ -297,7 +299,25 @@ class WorkspacePage(PageHandler):
             query=f"?user={quote(owner, safe='')}" if readonly else "",
             spawn_form=None if readonly else await self.spawn_form(name),
             storage_warning=None if readonly else await self.storage_warning(),
+            ssh=ssh,
         )
+
+    async def ssh_directions(self, owner: str, name: str) -> dict | None:
+        """The command that connects to this workspace, its host key and the gateway's (None: no gateway)."""
+        gateway = directions.gateway_of(self.settings["hub_config"], self.request.host_name)
+        if gateway is None:
+            return None
+
+        def load():
+            with self.db.session() as s:
+                return directions.workspaces_of(s, owner)
+
+        mine = next((w for w in await self.blocking(load) if w["name"] == name), {})
+        return {
+            "command": gateway.command(owner, name),
+            "host_key_fingerprint": mine.get("host_key_fingerprint"),
+            "gateway_fingerprint": gateway.fingerprint,
+        }
 
     @web.authenticated
     async def post(self, name: str):

@@ -1,5 +1,7 @@
-"""REST API: SSH public keys (workspace/ssh_keys.py).
+"""REST API: SSH (#16): how to connect, and public keys (workspace/ssh_keys.py).
 
+    GET    /api/ssh                           the gateway (host, port, host key to pin) and, for each of my
+                                              workspaces, its login, exact command and host key fingerprint
     GET    /api/ssh-keys                      my keys (type, fingerprint, comment, added, last used)
     POST   /api/ssh-keys                      {"key": "ssh-ed25519 AAAA... comment", "comment"?: "my laptop"}
     DELETE /api/ssh-keys/{id or SHA256:...}   remove one (revoked at once)
@@ -13,6 +15,7 @@ from __future__ import annotations
 from tornado import web
 
 from .. import ssh_keys
+from ..gateway import directions
 from .api import APIHandler
 
 
@@ -60,8 +63,26 @@ class OneSshKeyHandler(KeysOf):
         self.write_json({"removed": await self.blocking(remove)})
 
 
+class SshHandler(APIHandler):
+    async def get(self):
+        user, _, _ = self.who()
+        if self.get_argument("user", user) != user:
+            raise web.HTTPError(403, "How to connect is said to each user for their own workspaces only.")
+        gateway = directions.gateway_of(self.settings["hub_config"], self.request.host_name)
+        if gateway is None:
+            self.write_json({"enabled": False, "gateway": None, "workspaces": [], "config": ""})
+            return
+
+        def load():
+            with self.db.session() as s:
+                return directions.workspaces_of(s, user)
+
+        self.write_json(directions.directions(gateway, user, await self.blocking(load)))
+
+
 def handlers(prefix: str) -> list:
     return [
+        (rf"{prefix}api/ssh/?", SshHandler),
         (rf"{prefix}api/ssh-keys/?", SshKeysHandler),
         (rf"{prefix}api/ssh-keys/([^/]+)", OneSshKeyHandler),
     ]

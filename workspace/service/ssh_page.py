@@ -1,0 +1,58 @@
+"""The SSH page (#16), /services/workspace/ssh: my public keys (add, remove) and how to connect to each of
+my workspaces (the exact command, the host keys to check, ~/.ssh/config entries for editors)."""
+
+from __future__ import annotations
+
+from tornado import web
+
+from .. import ssh_keys
+from ..errors import UserError
+from ..gateway import directions
+from .pages import PageHandler
+
+
+class SshPage(PageHandler):
+    @web.authenticated
+    async def get(self, error: str | None = None, status: int = 200, message: str | None = None):
+        user = self.get_current_user()["name"]
+        gateway = directions.gateway_of(self.settings["hub_config"], self.request.host_name)
+
+        def load():
+            with self.db.session() as s:
+                return ssh_keys.listing(s, user), directions.workspaces_of(s, user)
+
+        keys, workspaces = await self.blocking(load)
+        self.set_status(status)
+        self.render_page(
+            "ssh.html",
+            keys=keys,
+            ssh=directions.directions(gateway, user, workspaces) if gateway else None,
+            error=error,
+            message=message,
+        )
+
+    @web.authenticated
+    async def post(self):
+        user = self.get_current_user()["name"]
+        action = self.get_body_argument("action", "")
+
+        def act():
+            with self.db.session() as s:
+                if action == "add":
+                    text, comment = self.get_body_argument("key", ""), self.get_body_argument("comment", "")
+                    key = ssh_keys.add(s, user, text, comment or None)  # none typed: the key's own
+                    return f"Added your {key['type']} key {key['fingerprint']}: it opens your workspaces now."
+                if action == "remove":
+                    key = ssh_keys.remove(s, user, self.get_body_argument("key_id", ""))
+                    return f"Removed the key {key['fingerprint']}: it no longer opens your workspaces."
+                raise UserError(400, "Say what to do: add or remove a key.")
+
+        try:
+            text = await self.blocking(act)
+        except UserError as e:
+            return await self.get(error=e.jupyterhub_message, status=e.status_code)
+        await self.get(message=text)
+
+
+def handlers(prefix: str) -> list:
+    return [(rf"{prefix}ssh/?", SshPage)]

@@ -345,3 +345,29 @@ def test_directions_by_api_and_cli_each_users_own(hub: Hub, two, tmp_path):
         stdin=subprocess.DEVNULL,
     )
     assert r.stdout.strip() == "via-cli", r.stderr
+
+
+def test_a_hostile_workspace_gets_nothing_from_the_gateway(hub: Hub, two):
+    """The student controls their container, sshd included: another sshd with another host key is not
+    relayed to (the gateway checks the workspace's key from the database), and remote forwarding, which would
+    open a port on the hub host, is refused."""
+    ada, _ = two
+    r = subprocess.run(
+        ["ssh", *ada.options(), "-p", ada.port, "-o", "ExitOnForwardFailure=yes", "-N", "-R", "0:127.0.0.1:22"]
+        + [ada.login("thesis")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 255 and "forwarding failed" in r.stderr, r.stderr
+    fake = (
+        "pkill -u jovyan -x sshd; sleep 0.5; ssh-keygen -q -t ed25519 -N '' -f /tmp/fake_key && "
+        "printf 'Port 2222\\nHostKey /tmp/fake_key\\nAuthorizedKeysFile /run/workspace/ssh/authorized_keys\\n"
+        "PidFile none\\nUsePAM no\\n' > /tmp/fake_config && /usr/sbin/sshd -f /tmp/fake_config"
+    )
+    hub.sh("sshada", "thesis", fake)
+    r = ada.ssh("thesis", "echo reached", check=False)
+    assert r.returncode == 1 and "reached" not in r.stdout and "did not answer" in r.stderr, (r.stdout, r.stderr)
+    # its own sshd back: reached again
+    hub.sh("sshada", "thesis", "pkill -u jovyan -x sshd; sleep 0.5; /usr/sbin/sshd -f /etc/workspace/sshd_config")
+    assert ada.ssh("thesis", "echo reached").stdout.strip() == "reached"

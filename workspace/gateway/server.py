@@ -53,6 +53,12 @@ from .relay import GatewayRefusal, SessionRelay, tunnel
 
 log = logging.getLogger("workspace.gateway")
 
+# AES-GCM first on both legs: one call into OpenSSL per packet, where asyncssh's chacha20-poly1305 (which
+# OpenSSH clients prefer) costs several; measured with benchmarks/ssh.py. CTR for older clients.
+CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes256-ctr")
+# a larger window than asyncssh's 2 MiB keeps a copy flowing across the two legs' round trips
+WINDOW = 8 << 20
+
 
 class SshGateway(Application):
     """The SSH gateway (a JupyterHub service; jupyterhub_config.py sets its address from WORKSPACE_SSH_IP and
@@ -235,6 +241,8 @@ class SshGateway(Application):
             x11_forwarding=False,
             allow_scp=False,
             encoding=None,
+            encryption_algs=CIPHERS,
+            window=WINDOW,
         )
         log.info("SSH gateway on %s:%s, host key %s", self.ip, self.port, self.keys.host_public()[1])
         await server.wait_closed()
@@ -341,6 +349,8 @@ class GatewayConnection(asyncssh.SSHServer):
                 agent_path=None,
                 preferred_auth="publickey",
                 keepalive_interval=30,
+                encryption_algs=CIPHERS,
+                window=WINDOW,
             ),
             gateway.connect_timeout,
         )

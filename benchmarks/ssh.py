@@ -1,0 +1,124 @@
+"""Benchmark of the SSH gateway (#16): scp throughput through it against scp to the container directly, and the
+gateway's memory with many sessions open.
+
+    .venv/bin/python benchmarks/ssh.py [--mb 1024] [--sessions 50]
+
+A real hub (the integration tests' Hub, homes on a loop-mounted btrfs), the real image, Debian's OpenSSH
+client. One workspace runs; a file of `--mb` MiB of random bytes is copied into it with `scp`:
+
+- directly: to the container's sshd on its address (the baseline; the gateway's client key, which the
+  workspace authorizes from the host's address on the owner's network),
+- through the gateway: `scp -P PORT user+workspace@127.0.0.1:`, the user's key.
+
+Each copy is checked by its hash inside. Then `--sessions` sessions are opened through the gateway at once
+(each running `sleep`), and the gateway process's resident memory is read before and with them.
+
+The last line reads `ratio=<gateway MB/s / direct MB/s> gateway_mb_s=... direct_mb_s=... rss_idle_mb=...
+rss_sessions_mb=...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.integration.hub import Hub  # noqa: E402
+from tests.integration.test_ssh import Client  # noqa: E402
+from workspace.homes import mount_loop_btrfs  # noqa: E402
+
+
+def scp(args: list[str], source: Path, target: str) -> float:
+    started = time.perf_counter()
+    subprocess.run(["scp", "-q", *args, str(source), target], check=True, timeout=1800)
+    return time.perf_counter() - started
+
+
+def gateway_rss_mb(hub: Hub) -> float:
+    """The resident memory of this hub's gateway (the service process whose data dir is the hub's)."""
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if "workspace.gateway" in " ".join(p.info["cmdline"] or []) and p.environ().get(
+                "WORKSPACE_DATA_DIR"
+            ) == str(hub.data_dir):
+                return p.memory_info().rss / 2**20
+        except psutil.Error:
+            continue
+    raise RuntimeError("the gateway's process was not found")
+
+
+def run(base: Path, mb: int, sessions: int) -> None:
+    store = base / "store"
+    mount_loop_btrfs(base / "store.img", store, size="20G")
+    hub = Hub(base / "data", store_dir=store)
+    try:
+        hub.start()
+        ada = Client(hub, base / "ada", "bench")
+        ada.register()
+        hub.start_workspace("bench", "data", ada.token)
+        data = base / "data.bin"
+        with open(data, "wb") as f:
+            for _ in range(mb):
+                f.write(os.urandom(1 << 20))
+        digest = hashlib.sha256(data.read_bytes()).hexdigest()
+
+        (container,) = hub.containers(user="bench", server="data")
+        address = next(iter(container.attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
+        known = base / "direct_known_hosts"
+        scan = subprocess.run(["ssh-keyscan", "-p", "2222", address], capture_output=True, text=True, timeout=30)
+        known.write_text(scan.stdout)
+        direct_args = ["-F", "/dev/null", "-o", f"UserKnownHostsFile={known}", "-o", "BatchMode=yes"]
+        direct_args += ["-i", str(hub.data_dir / "gateway" / "client_key"), "-P", "2222"]
+        direct = scp(direct_args, data, f"jovyan@{address}:direct.bin")
+        through = scp([*ada.options(), "-P", ada.port], data, f"{ada.login('data')}:gateway.bin")
+        sums = ada.ssh("data", "sha256sum direct.bin gateway.bin").stdout.split()
+        assert sums[0] == sums[2] == digest, sums
+        direct_mb_s, gateway_mb_s = mb / direct, mb / through
+        print(f"direct:  {mb} MiB in {direct:.1f} s, {direct_mb_s:.0f} MiB/s")
+        print(f"gateway: {mb} MiB in {through:.1f} s, {gateway_mb_s:.0f} MiB/s")
+
+        idle = gateway_rss_mb(hub)
+        procs = [
+            subprocess.Popen(
+                ["ssh", *ada.options(), "-p", ada.port, ada.login("data"), "sleep 120"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(sessions)
+        ]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            count = "python -c 'from workspace.singleuser.activity import ssh_connections as c; print(c())'"
+            open_now = int(ada.ssh("data", count).stdout) - 1  # less this one
+            if open_now >= sessions:
+                break
+            time.sleep(1)
+        loaded = gateway_rss_mb(hub)
+        print(f"gateway memory: {idle:.0f} MiB idle, {loaded:.0f} MiB with {open_now} sessions open")
+        for p in procs:
+            p.terminate()
+        print(
+            f"ratio={gateway_mb_s / direct_mb_s:.3f} gateway_mb_s={gateway_mb_s:.0f} direct_mb_s={direct_mb_s:.0f} "
+            f"rss_idle_mb={idle:.0f} rss_sessions_mb={loaded:.0f} sessions={open_now}"
+        )
+    finally:
+        hub.stop()
+        subprocess.run(["umount", "-l", str(store)], check=False)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mb", type=int, default=1024)
+    p.add_argument("--sessions", type=int, default=50)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-ssh-") as tmp:
+        run(Path(tmp), args.mb, args.sessions)

@@ -224,8 +224,8 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
 
 # workspace-ssh-gateway: `ssh -p 2222 you+workspace@host` (workspace/gateway/, docs/ssh.md). Its
 # client key's public half is authorized in every workspace (only from the gateway's address); its
-# private keys stay in data/gateway. It reads the users' keys from the workspace database, asks the
-# hub whether a workspace is ready and where (the proxy table), and starts one on `+start`.
+# private keys stay in data/gateway. It reads the users' keys and where each running workspace's sshd
+# answers from the workspace database, asks the hub whether a workspace is ready, and starts one on `+start`.
 if settings.ssh_port:
     from workspace.gateway.keys import ensure as ensure_gateway_keys  # noqa: E402
 
@@ -245,8 +245,8 @@ if settings.ssh_port:
     c.JupyterHub.load_roles.append(
         {
             "name": "workspace-ssh-gateway",
-            "description": "The SSH gateway: is a workspace ready and where (the proxy table); start one on +start.",
-            "scopes": ["read:users:name", "read:servers", "servers", "proxy"],
+            "description": "The SSH gateway: is a workspace ready; start one on +start.",
+            "scopes": ["read:users:name", "read:servers", "servers"],
             "services": ["workspace-ssh-gateway"],
         }
     )

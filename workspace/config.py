@@ -24,7 +24,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from traitlets.config import Config
+from traitlets import Unicode, default
+from traitlets.config import Application, Config
 
 
 def _bool(text: str) -> bool:
@@ -115,6 +116,25 @@ def load(app, argv=None) -> None:
     app.update_config(app.cli_config)
 
 
+class HubService(Application):
+    """What every JupyterHub service of ours that is its own process (the culler, the SSH gateway) has:
+    the hub's API and the service's token, as the hub hands them over, and the hub's configuration file,
+    which the hub passes in the command line (`--hub-config`), so the service applies the options the hub
+    does (`load`)."""
+
+    hub_api_url = Unicode(config=True, help="The hub's REST API (JupyterHub sets JUPYTERHUB_API_URL).")
+    api_token = Unicode(config=True, help="The service's token (JupyterHub sets JUPYTERHUB_API_TOKEN).")
+    hub_config = Unicode("", config=True, help="The hub's configuration file (jupyterhub_config.py).")
+
+    @default("hub_api_url")
+    def _default_hub_api_url(self):
+        return os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api")
+
+    @default("api_token")
+    def _default_api_token(self):
+        return os.environ.get("JUPYTERHUB_API_TOKEN", "")
+
+
 class SpawnerOptions:
     """The spawner's options as the hub applies them (resource types, images, the store, the
     database), for the processes that show or act on them without spawning.
@@ -193,7 +213,7 @@ def reference() -> str:
         "workspace/settings.py.",
         "",
     ]
-    for cls in [*configurables(), IdlePolicy, Culler, SshGateway]:
+    for cls in [*configurables(), IdlePolicy, HubService, Culler, SshGateway]:
         own = cls.class_own_traits(config=True)
         if not own:
             continue

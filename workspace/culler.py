@@ -41,7 +41,6 @@ import datetime as dt
 import functools
 import json
 import logging
-import os
 import signal
 import sys
 import time
@@ -51,8 +50,7 @@ from urllib.parse import quote, urlencode
 
 from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from traitlets import Float, Int, Unicode, default
-from traitlets.config import Application
+from traitlets import Float, Int, Unicode
 
 from . import config, lifecycle, origins
 from .db import database, utcnow
@@ -166,7 +164,7 @@ class Tracked:
     files_counted: float = 0.0  # when its home's files were last counted
 
 
-class Culler(Application):
+class Culler(config.HubService):
     name = "workspace-culler"
     description = "Stops idle workspaces (closed tab AND low CPU) after a warning; records usage."
     classes = [IdlePolicy]
@@ -175,8 +173,6 @@ class Culler(Application):
     sample_interval = Float(60, config=True, help="Seconds between two usage samples kept per execution.")
     concurrency = Int(32, config=True, help="Workspaces asked for their activity at the same time.")
     request_timeout = Float(10, config=True, help="Seconds to wait for a workspace or the hub to answer.")
-    hub_api_url = Unicode(config=True, help="The hub's REST API (JupyterHub sets JUPYTERHUB_API_URL).")
-    api_token = Unicode(config=True, help="The culler's token (JupyterHub sets JUPYTERHUB_API_TOKEN).")
     db_url = Unicode(config=True, help="The workspace database (default: the spawner's db_url).")
     store_dir = Unicode(
         config=True, help="The home store, where live homes are measured (default: the spawner's store_root)."
@@ -198,22 +194,7 @@ class Culler(Application):
         e.g. IdlePolicy.overrides per resource type, group or user (default
         <data dir>/culler_config.py; it need not exist).""",
     )
-    hub_config = Unicode(
-        "",
-        config=True,
-        help="""The hub's configuration file (jupyterhub_config.py), which the hub
-        passes in the culler's command line: the policy and the workspace
-        database come from the same options the hub applies.""",
-    )
     aliases = {"hub-config": "Culler.hub_config"}
-
-    @default("hub_api_url")
-    def _default_hub_api_url(self):
-        return os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api")
-
-    @default("api_token")
-    def _default_api_token(self):
-        return os.environ.get("JUPYTERHUB_API_TOKEN", "")
 
     def initialize(self, argv=None):
         # configured as the hub is (workspace/config.py), then by its own file, if there is one

@@ -136,6 +136,8 @@ class Execution(Base):
     # the secret the culler shows the workspace's extension (never a hub token):
     # it is the workspace's own, in its environment; never in an API answer
     report_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # where its sshd answers the SSH gateway (host:port; the spawner's record, never the workspace's word)
+    ssh_address: Mapped[str | None] = mapped_column(String(255), nullable=True)
     snapshot_key: Mapped[str] = mapped_column(String(64), unique=True)
     snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"), nullable=True)
     restore_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

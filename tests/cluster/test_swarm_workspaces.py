@@ -345,3 +345,22 @@ def test_a_killed_worker_ends_its_executions_lost_and_their_outputs_restore_else
         time.sleep(1)
     second = sorted(hub.executions(user, "w"), key=lambda e: e["number"])[1]
     assert second["state"] == "stopped" and second["has_output"] and second["output_node"] == "node3", second
+
+
+def test_ssh_through_the_gateway_and_between_an_owners_workspaces_on_two_nodes(cluster, swarm_hub, only_on, tmp_path):
+    from tests.integration.test_ssh import Client
+
+    hub = swarm_hub
+    ada = Client(hub, tmp_path / "ada", "sshswarm")
+    ada.register()
+    only_on("node1")
+    hub.start_workspace("sshswarm", "one", ada.token, resource_type="cpu")
+    only_on("node2")
+    hub.start_workspace("sshswarm", "two", ada.token, resource_type="cpu")
+    # through the gateway, to each node's published sshd port
+    assert ada.ssh("one", "echo $WORKSPACE_NAME").stdout.strip() == "one"
+    # node2 -> node1 by name on ada's overlay, no password, the host key pinned
+    r = ada.ssh("two", "ssh -o BatchMode=yes one 'echo from $WORKSPACE_NAME'")
+    assert r.stdout.strip() == "from one", r.stdout + r.stderr
+    for server in ("one", "two"):
+        hub.stop_workspace("sshswarm", server)

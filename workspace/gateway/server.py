@@ -11,10 +11,11 @@
 2. **Whose**: the login's owner must be the one authenticated. Admins and
    instructors get nothing here that the API does not give them: the
    gateway lets nobody into another user's workspace.
-3. **Where**: the hub says whether the workspace is ready and its proxy
-   table where it runs; the gateway logs into the container's sshd (port
-   2222) with its own client key, checking the workspace's host key from the
-   database. A workspace that is not running gets one line saying how to
+3. **Where**: the hub says whether the workspace is ready, and the running
+   execution's record where its sshd answers (the spawner's: the container's
+   address on one host, the node's published port on a swarm); the gateway
+   logs in with its own client key, checking the workspace's host key from
+   the database. A workspace that is not running gets one line saying how to
    start it, or is started with `ada+thesis+start`, its progress shown.
 4. **What**: sessions (shell, commands, sftp, scp, rsync) and `-L`
    forwarding are relayed (relay.py). Remote forwarding, agent and X11
@@ -30,19 +31,17 @@ import asyncio
 import datetime as dt
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote, urlparse
+from urllib.parse import quote
 
 import asyncssh
 from sqlalchemy import select, update
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from traitlets import Float, Int, Unicode, default
-from traitlets.config import Application
+from traitlets import Float, Int, Unicode
 
-from .. import config, origins, ssh_identities
+from .. import config, ssh_identities
 from ..db import database
 from ..errors import UserError
 from ..executions import find_workspace
@@ -60,7 +59,7 @@ CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "ae
 WINDOW = 8 << 20
 
 
-class SshGateway(Application):
+class SshGateway(config.HubService):
     """The SSH gateway (a JupyterHub service; jupyterhub_config.py sets its address from WORKSPACE_SSH_IP and
     WORKSPACE_SSH_PORT)."""
 
@@ -77,21 +76,10 @@ class SshGateway(Application):
     )
     keys_dir = Unicode("", config=True, help="The directory of the gateway's host and client keys (keys.py).")
     db_url = Unicode("", config=True, help="The workspace database (default: the spawner's).")
-    hub_api_url = Unicode(config=True, help="The hub's REST API.")
-    api_token = Unicode(config=True, help="The gateway's service token (JUPYTERHUB_API_TOKEN).")
-    hub_config = Unicode("", config=True, help="The hub's configuration file, which the hub passes.")
     connect_timeout = Float(15, config=True, help="Seconds to reach a workspace's sshd.")
     start_timeout = Float(600, config=True, help="Seconds a `+start` login waits for its workspace.")
     login_timeout = Float(60, config=True, help="Seconds a client has to authenticate.")
     aliases = {"hub-config": "SshGateway.hub_config"}
-
-    @default("hub_api_url")
-    def _default_hub_api_url(self):
-        return os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api")
-
-    @default("api_token")
-    def _default_api_token(self):
-        return os.environ.get("JUPYTERHUB_API_TOKEN", "")
 
     def initialize(self, argv=None):
         config.load(self, argv)
@@ -130,15 +118,17 @@ class SshGateway(Application):
             raise
         return (user.get("servers") or {}).get(login.workspace)
 
-    async def address(self, login: Login) -> str | None:
-        """The host of the workspace's container, if it is ready; from the hub's proxy table."""
-        server = await self.server(login)
-        if not server or not server.get("ready"):
+    def ssh_address(self, login: Login) -> tuple[str, int] | None:
+        """Where the running execution's sshd answers (blocking): the address its spawner recorded,
+        never what the workspace says."""
+        with self.db.session() as s:
+            workspace = find_workspace(s, login.owner, login.workspace)
+            running = [e for e in workspace.executions if e.state == "running"] if workspace else []
+            recorded = running[-1].ssh_address if running else None
+        if not recorded:
             return None
-        page = await self.hub("GET", "/proxy?offset=0&limit=100000")
-        routes = page.get("items", page) if isinstance(page, dict) and "_pagination" in page else page
-        target = origins.server_address(server.get("url") or "", routes or {})
-        return urlparse(target).hostname if target else None
+        host, _, port = recorded.rpartition(":")
+        return host, int(port)
 
     async def start(self, login: Login, say) -> None:
         """Start the workspace with its latest output, saying its progress."""
@@ -321,8 +311,8 @@ class GatewayConnection(asyncssh.SSHServer):
             if chan is not None:
                 chan.write(f"{line}\r\n".encode(), asyncssh.EXTENDED_DATA_STDERR)
 
-        host = await gateway.address(login)
-        if host is None:
+        server = await gateway.server(login)
+        if not server or not server.get("ready"):
             if not login.start:
                 raise GatewayRefusal(
                     f"{login.workspace} is not running. Start it on the web pages, with "
@@ -330,18 +320,22 @@ class GatewayConnection(asyncssh.SSHServer):
                     f"{login.owner}+{login.workspace}+start to start it now."
                 )
             await gateway.start(login, say)
-            host = await gateway.address(login)
-            if host is None:
-                raise GatewayRefusal(f"{login.workspace} started but cannot be reached; try again in a moment")
             say(f"{login.workspace} is running.")
+        address = await asyncio.to_thread(gateway.ssh_address, login)
+        if address is None:
+            raise GatewayRefusal(
+                f"{login.workspace} runs without SSH (it started before SSH was set up here, or on an engine "
+                "without it); restart it to connect"
+            )
         host_key = await asyncio.to_thread(gateway.host_key, login)
         if host_key is None:
             raise GatewayRefusal(f"{login.workspace} has no SSH identity yet; restart it once to enable SSH")
         trusted = asyncssh.import_public_key(host_key)
+        host, port = address
         conn = await asyncio.wait_for(
             asyncssh.connect(
                 host,
-                ssh_identities.WORKSPACE_PORT,
+                port,
                 username=ssh_identities.WORKSPACE_USER,
                 client_keys=[gateway.client_key],
                 known_hosts=([trusted], [], []),
@@ -354,7 +348,7 @@ class GatewayConnection(asyncssh.SSHServer):
             ),
             gateway.connect_timeout,
         )
-        log.info("%s from %s relayed to %s", login.label, self.peer, host)
+        log.info("%s from %s relayed to %s:%s", login.label, self.peer, host, port)
         return conn
 
 

@@ -356,6 +356,13 @@ class WorkspaceMixin(LoggingConfigurable):
             workspace = get_or_create_workspace(s, self.user.name, self.name)
             return ssh_identities.execution_env(s, workspace, self.ssh_gateway_key, gateway_from, by_name)
 
+    async def ssh_address(self, ip_and_port) -> str | None:
+        """Where the SSH gateway reaches this execution's sshd (`host:port`), from the server's address
+        (`start`'s result); None without sshd."""
+        if not self.current.ssh_env:
+            return None
+        return f"{ip_and_port[0]}:{ssh_identities.WORKSPACE_PORT}"
+
     def get_env(self):
         env = super().get_env()
         env.update(self.workspace_env())
@@ -535,6 +542,7 @@ class WorkspaceMixin(LoggingConfigurable):
             current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
             await self._restore(plan)
             result = await super().start()
+            ssh_address = await self.ssh_address(result)
             await self.run_blocking(
                 lambda: lifecycle.transition(
                     db,
@@ -543,6 +551,7 @@ class WorkspaceMixin(LoggingConfigurable):
                     container_id=self.container_record_id(),
                     node=self.node,
                     image=self.image,
+                    ssh_address=ssh_address,
                 )
             )
         except asyncio.CancelledError:

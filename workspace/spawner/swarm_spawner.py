@@ -39,12 +39,21 @@ import threading
 import time
 
 import docker
-from docker.types import ContainerSpec, EndpointSpec, Placement, Resources, RestartPolicy, ServiceMode, TaskTemplate
+from docker.types import (
+    ContainerSpec,
+    EndpointSpec,
+    NetworkAttachmentConfig,
+    Placement,
+    Resources,
+    RestartPolicy,
+    ServiceMode,
+    TaskTemplate,
+)
 from docker.utils import kwargs_from_env
 from dockerspawner import SwarmSpawner
 from traitlets import Float, List, Unicode, default
 
-from .. import lifecycle, networks, replication
+from .. import lifecycle, networks, replication, ssh_identities
 from ..errors import UserError
 from ..executions import Snapshot
 from ..homes import HomeStore, HomeStoreError
@@ -261,6 +270,9 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     async def create_object(self):
         node = self.node
         self.emit_progress(70, f"Creating the workspace's service on {node}")
+        # sshd's port is published on the node (host mode, as the server's): the gateway's connections come
+        # from the hub's host through the node's address, so its key is not limited to one source address
+        self.current.ssh_env = await self.run_blocking(self.ssh_environment, None, self.owner_networks)
         container = dict(
             image=self.current.image_id or self.image,
             env=self.get_env(),
@@ -287,7 +299,10 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             networks=await self._networks(),
             **self.extra_task_spec,
         )
-        endpoint = EndpointSpec(mode="dnsrr", ports={None: (self.port, "tcp", "host")}, **self.extra_endpoint_spec)
+        ports = [{"Protocol": "tcp", "TargetPort": self.port, "PublishMode": "host"}]
+        if self.current.ssh_env:
+            ports.append({"Protocol": "tcp", "TargetPort": ssh_identities.WORKSPACE_PORT, "PublishMode": "host"})
+        endpoint = EndpointSpec(mode="dnsrr", ports=ports, **self.extra_endpoint_spec)
         return await self.docker(
             "create_service",
             task_template=task,
@@ -301,10 +316,11 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     def _default_extra_create_kwargs(self):
         return {}  # a service's (the Docker spawner's default is a container's networking)
 
-    async def _networks(self) -> list[str]:
+    async def _networks(self) -> list:
         """The owner's overlay (their workspaces reach each other on any node, nobody else's: the tasks
-        would otherwise share their node's default bridge with every other owner's), and `service_networks`."""
-        nets = list(self.service_networks)
+        would otherwise share their node's default bridge with every other owner's), where the workspace's
+        name is its address (`ssh thesis`), and `service_networks`."""
+        nets: list = list(self.service_networks)
         if self.owner_networks:
             own = await self.run_blocking(
                 networks.ensure,
@@ -315,7 +331,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
                 self.owner_network_prefix,
                 "overlay",
             )
-            nets.insert(0, own)
+            nets.insert(0, NetworkAttachmentConfig(own, aliases=[self.name] if self.name else None))
         return nets
 
     async def start_object(self):
@@ -346,6 +362,13 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
                 return node.address, port
             await asyncio.sleep(0.1)
         raise RuntimeError(f"The task of {self.service_name} publishes no port for {self.port}.")
+
+    async def ssh_address(self, ip_and_port) -> str | None:
+        """The node's address and the port the task publishes sshd's on."""
+        if not self.current.ssh_env:
+            return None
+        port = published_port(await self.get_task() or {}, ssh_identities.WORKSPACE_PORT)
+        return f"{ip_and_port[0]}:{port}" if port else None
 
     async def _node_up(self, task: dict) -> bool:
         def ready() -> bool:

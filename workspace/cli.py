@@ -27,6 +27,10 @@
     workspace ssh-key rm N|SHA256:...              remove one (it no longer opens your workspaces)
     workspace ssh NAME [SSH ARGUMENTS ...]         connect to a workspace through the gateway (its host key pinned)
     workspace ssh-config [--prefix ws-]            ~/.ssh/config entries for all your workspaces (editors, scp)
+    workspace download NAME[#N] [PATH] [-o DEST] [--user U]   a saved output (or a directory or file of it):
+                                                   a directory is unpacked safely, or kept as .tar.gz/.zip
+    workspace collect COURSE --path DIR [--before TIME] [-o FILE]   instructors: each student's DIR of their
+                                                   latest output, in one archive with a manifest
 
 Every listing takes --json; --user reads another user's (administrators, and
 instructors for their course's students). The hub is $WORKSPACE_URL (default
@@ -46,7 +50,7 @@ import time
 
 import requests
 
-from . import cli_ssh
+from . import cli_outputs, cli_ssh
 
 UPLOAD_CHUNK = 256 << 20
 READ_BLOCK = 4 << 20
@@ -250,6 +254,8 @@ def run(args, client: Client, out=sys.stdout) -> None:
         _print(client.call("GET", "/courses"), js, course_lines, out)
     elif args.command in cli_ssh.COMMANDS:
         cli_ssh.run(args, client, out)
+    elif args.command in cli_outputs.COMMANDS:
+        cli_outputs.run(args, client, out)
     elif args.command == "course-setup":
         print(client.call("PUT", f"/courses/{args.course}", json=course_setup_body(args))["message"], file=out)
 
@@ -563,6 +569,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("ref")
     d.add_argument("version", type=int)
     cli_ssh.add_parsers(cmds)
+    cli_outputs.add_parsers(cmds)
     return p
 
 

@@ -1,4 +1,9 @@
-"""Deleting outputs: one on request, or the old ones of every workspace at once.
+"""Outputs (executions' saved homes): where one is to be read, deleting one or the old ones of every
+workspace at once, and collecting a course's work.
+
+Reading an output's files (listing, download, previews) is workspace/output_files.py, its archives
+workspace/archives.py; here is which tree that is (`locate`): the store of record's copy (the central
+store), or on a swarm whose nodes' stores are mounted here, the node's own while the copy is on its way.
 
 An output (an execution's snapshot) is what later executions continue from.
 Deleting one is refused while something still depends on it: an execution
@@ -9,16 +14,33 @@ restores its nearest earlier output instead, and says so.
 
 The record is marked first, so nothing restores from an output being
 removed; then its files go.
+
+Collecting (`collection`, `write_collection`): an instructor's one archive of what each enrolled
+student saved at a path of the course's workspace, the latest output (or the latest saved before a
+deadline), with a manifest that says for every student what was taken or why nothing was.
 """
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import io
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
 from sqlalchemy import select
 
-from . import courses
-from .db import Database, utcnow
+from . import archives, courses, paths
+from .db import Database, iso, utcnow
 from .errors import UserError
-from .executions import UNFINISHED, Execution, Workspace, execution_by_number, find_workspace
+from .executions import UNFINISHED, Execution, Snapshot, Workspace, execution_by_number, find_workspace
+from .homes import HomeStore
+
+log = logging.getLogger("workspace.outputs")
 
 
 def dependants(session, ex: Execution) -> list[Execution]:
@@ -94,3 +116,199 @@ def cleanup(db: Database, store, owner: str, keep: int = 1) -> dict:
         except UserError as e:  # it changed meanwhile (a new start continues from it)
             kept.append({"workspace": name, "number": number, "reason": e.jupyterhub_message})
     return {"deleted": deleted, "kept": kept}
+
+
+# -- where an output is read ------------------------------------------------------------------------
+
+
+def tree_of(store, node_stores, snap: Snapshot) -> Path | None:
+    """The directory of a saved output on this machine, or None: the central store's (where every output
+    is, or arrives after its save on a swarm), else its node's store where that is mounted here."""
+    if store.has_snapshot(snap.key):
+        return store.snapshot_path(snap.key)
+    if node_stores is not None and snap.node:
+        own = node_stores.of(snap.node)
+        # a store agent's node is another machine: its files are not here to read
+        if own is not store and isinstance(own, HomeStore) and own.has_snapshot(snap.key):
+            return own.snapshot_path(snap.key)
+    return None
+
+
+@dataclass
+class Located:
+    """A saved output to read: its tree's directory, and what to call it."""
+
+    root: Path
+    workspace: str
+    number: int
+    saved: str | None
+    label: str  # “thesis-3”: the top directory of an archive of all of it
+
+
+def _output_of(session, ex: Execution, name: str, number: int) -> Snapshot:
+    """The execution's snapshot, or the user's 4xx saying why it has none to read."""
+    if ex.snapshot is not None and ex.snapshot.deleted is not None:
+        raise UserError(410, f"The output of “{name}” #{number} was deleted on {iso(ex.snapshot.deleted)[:10]}.")
+    if ex.snapshot is None:
+        if ex.state in UNFINISHED:
+            raise UserError(
+                409, f"“{name}” #{number} is {ex.state.replace('_', ' ')}: its output exists once its home is saved."
+            )
+        raise UserError(404, f"“{name}” #{number} has no saved output (it ended before its home was saved).")
+    return ex.snapshot
+
+
+def locate(db: Database, store, node_stores, owner: str, name: str, number: int) -> Located:
+    """The saved output of execution `number` of the owner's workspace; the user's 404, 409 or 410
+    otherwise (blocking)."""
+    with db.session() as s:
+        ws = find_workspace(s, owner, name)
+        ex = execution_by_number(s, ws, number) if ws is not None else None
+        if ex is None:
+            if ws is None:
+                raise UserError(404, f"There is no workspace “{name}”.")
+            raise UserError(404, f"Workspace “{name}” has no execution #{number}.")
+        snap = _output_of(s, ex, name, number)
+        root = tree_of(store, node_stores, snap)
+        if root is None:
+            raise UserError(
+                409,
+                f"The output of “{name}” #{number} is still being copied from {snap.node or 'its node'} to the "
+                "central store; please try again in a minute.",
+            )
+        return Located(root, name, number, iso(snap.created), f"{name}-{number}")
+
+
+# -- collecting a course's work ------------------------------------------------------------------------
+
+
+@dataclass
+class Collected:
+    """One student's line of a collection's manifest: what was taken, or why nothing was."""
+
+    student: str
+    workspace: str
+    execution: int | None = None
+    saved_at: str | None = None
+    path: str = ""
+    files: int = 0
+    bytes: int = 0
+    links: int = 0
+    status: str = "missing"  # collected | missing (no output, or not the path) | skipped (no student) | error
+    reason: str = ""
+    root: Path | None = field(default=None, repr=False)
+
+    def row(self) -> dict:
+        row = asdict(self)
+        row.pop("root")
+        return row
+
+
+MANIFEST_FIELDS = (
+    "student",
+    "workspace",
+    "execution",
+    "saved_at",
+    "path",
+    "files",
+    "bytes",
+    "links",
+    "status",
+    "reason",
+)
+
+
+def course_workspace(db: Database, course: str) -> str:
+    """The workspace a course's students work in: its set-up's, or the course's name (blocking)."""
+    with db.session() as s:
+        c = s.get(courses.Course, course)
+        return c.workspace if c is not None else course
+
+
+def collection(
+    db: Database,
+    store,
+    node_stores,
+    students: list[str],
+    workspace: str,
+    before: dt.datetime | None,
+    not_collected: dict[str, str] | None = None,
+) -> list[Collected]:
+    """For each of `students` (a course's enrolled students, nobody else), their latest saved output of
+    `workspace` (saved at or before `before`, when given), or why there is none; `not_collected`:
+    members left out, with why (blocking)."""
+    out = []
+    not_collected = not_collected or {}
+    with db.session() as s:
+        for student in sorted(set(students) | set(not_collected)):
+            item = Collected(student, workspace)
+            out.append(item)
+            if student in not_collected:
+                item.status, item.reason = "skipped", not_collected[student]
+                continue
+            ws = find_workspace(s, student, workspace)
+            if ws is None:
+                item.reason = f"has no workspace “{workspace}”"
+                continue
+            saved = [e for e in ws.executions if e.has_output and (before is None or e.snapshot.created <= before)]
+            if not saved:
+                started = any(e.has_output for e in ws.executions)
+                item.reason = (
+                    f"saved nothing of “{workspace}” before {iso(before)}"
+                    if before is not None and started
+                    else f"has no saved output of “{workspace}” yet"
+                )
+                continue
+            ex = max(saved, key=lambda e: e.snapshot.created)
+            item.execution, item.saved_at = ex.number, iso(ex.snapshot.created)
+            item.root = tree_of(store, node_stores, ex.snapshot)
+            if item.root is None:
+                item.reason = f"its output #{ex.number} is still being copied to the central store"
+    return out
+
+
+def write_collection(
+    w, items: list[Collected], rel: bytes, top: str, check: Callable[[], None] | None = None
+) -> list[Collected]:
+    """Write each collected student's `rel` into the archive writer `w` under `TOP/students/NAME/`, then
+    `TOP/manifest.csv` and `TOP/manifest.json` (what each got, or why not); the items, completed
+    (blocking: it reads the outputs)."""
+    shown = rel.decode("utf-8", "replace")
+    for item in items:
+        item.path = shown
+        if item.root is None:
+            continue
+        folder = item.student.replace("/", "_").replace("\\", "_")
+        folder = f"_{folder}" if folder in (".", "..") else folder
+        name = f"{top}/students/{folder}" + (f"/{os.fsdecode(rel)}" if rel else "")
+        try:
+            with paths.Tree(item.root) as tree:
+                try:
+                    st = tree.lstat(rel)
+                except paths.Escape:
+                    item.reason = f"“{shown}” leads through a link in the output; links are not followed"
+                    continue
+                except (FileNotFoundError, NotADirectoryError):
+                    item.reason = f"there is no “{shown}” in output #{item.execution}"
+                    continue
+                if archives.kind_of(st) not in ("file", "dir"):
+                    item.reason = f"“{shown}” is a {archives.kind_of(st)} in output #{item.execution}, not collected"
+                    continue
+                got = archives.add_tree(w, tree, rel, name, check)
+        except archives.Cancelled:
+            raise
+        except (OSError, paths.Escape) as e:
+            log.warning("collecting %s's %s #%s: %s", item.student, item.workspace, item.execution, e)
+            item.status, item.reason = "error", "its output could not be read whole; what was read is in the archive"
+            continue
+        item.status, item.files, item.bytes, item.links = "collected", got.files, got.bytes, got.links
+        if got.skipped:
+            item.reason = f"{len(got.skipped)} entr{'y' if len(got.skipped) == 1 else 'ies'} left out (links, pipes)"
+    rows = [item.row() for item in items]
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=MANIFEST_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    w.data(f"{top}/manifest.csv", text.getvalue().encode())
+    w.data(f"{top}/manifest.json", json.dumps(rows, indent=2).encode())
+    return items

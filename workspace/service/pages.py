@@ -3,6 +3,8 @@
     /services/workspace/workspaces           my workspaces: state, start (with the spawn choices), stop, open
     /services/workspace/workspaces/{name}    one workspace: every execution as a timeline, live usage and
                                              save progress, "continue from here"
+    /services/workspace/workspaces/{name}/executions/{n}/files/{path}
+                                             a saved output: browse, preview, download (outputs_page.py)
     /services/workspace/datasets             mine, shared with me, public: create, upload with progress and
                                              resume, share
     /services/workspace/storage              my storage against my quota, what takes the space, delete an

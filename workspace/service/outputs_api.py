@@ -1,0 +1,292 @@
+"""REST API of outputs' files and of collecting a course's work, under /services/workspace/api/.
+
+    GET /api/workspaces/{name}/executions/{n}/files/{path}
+            a directory: one page of its listing (?offset=&limit=, at most 1,000 entries a page);
+            with ?archive=tar.gz or ?archive=zip: all of it as one archive, streamed;
+            a file: its bytes, as an attachment (?inline=1: a preview, an image as itself and anything
+            else as plain text), with a single byte range if asked
+    GET /api/courses/{course}/collect?path=&before=&archive=&workspace=
+            instructors of the course and administrators: one archive holding, for each enrolled student,
+            `path` of their latest saved output of the course's workspace (or the latest saved before
+            `before`), and manifest.csv / manifest.json
+
+Who may read whose output is the API's rule (api.py): one's own; `?user=` for administrators, and for
+instructors, read-only, their course's students. The tree is read by workspace/output_files.py and
+written into archives by workspace/archives.py, in threads of this module's own pool (a 5 GB download
+must not take the threads every other request waits on): an archive is written by one thread into a
+bounded queue that this handler empties into the response, flushing each chunk, so a download holds
+a few MiB whatever its size, and a slow client slows the writer instead of filling memory.
+
+A file is served with `X-Content-Type-Options: nosniff` and a CSP sandbox: an HTML file in an output
+never runs script with this origin's rights, even opened directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote
+
+from jupyterhub.scopes import Scope, parse_scopes
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from .. import accounting, archives, output_files, outputs, paths
+from ..errors import UserError
+from ..executions import check_workspace_name
+from .api import READ_SCOPE, APIHandler
+
+log = logging.getLogger("workspace.service")
+
+# threads that read outputs: archives being written and files being sent, apart from the default pool
+POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="outputs")
+QUEUE_CHUNKS = 8  # chunks of archives.CHUNK between a writer thread and its response
+CSP = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
+_RANGE = re.compile(r"^bytes=(\d{0,18})-(\d{0,18})$")
+
+
+class Pipe:
+    """Chunks from a writer thread to the handler's coroutine, at most `depth` waiting."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, depth: int = QUEUE_CHUNKS):
+        self.loop = loop
+        self.queue: asyncio.Queue = asyncio.Queue(depth)
+        self.gone = threading.Event()
+
+    def put(self, item) -> None:
+        """(writer thread) Hand over a chunk, waiting while the queue is full; Cancelled once nobody reads."""
+        self.check()
+        fut = asyncio.run_coroutine_threadsafe(self.queue.put(item), self.loop)
+        while True:
+            try:
+                return fut.result(timeout=1)
+            except concurrent.futures.TimeoutError:
+                if self.gone.is_set():
+                    fut.cancel()
+                    raise archives.Cancelled() from None
+
+    def check(self) -> None:
+        if self.gone.is_set():
+            raise archives.Cancelled()
+
+    async def get(self):
+        return await self.queue.get()
+
+    def close(self) -> None:
+        self.gone.set()
+
+
+def _pool_run(fn, *args):
+    return asyncio.get_running_loop().run_in_executor(POOL, fn, *args)
+
+
+class OutputsHandler(APIHandler):
+    @property
+    def store(self):
+        return self.settings["workspace_store"]
+
+    @property
+    def node_stores(self):
+        return self.settings.get("node_stores")
+
+    def decode_argument(self, value: bytes, name: str | None = None) -> str:
+        # a path in an output need not be UTF-8 (a name is bytes): its other bytes become surrogate escapes
+        if name is None and value is not None:
+            return value.decode("utf-8", "surrogateescape")
+        return super().decode_argument(value, name)
+
+    def archive_format(self, default: str | None = None) -> str | None:
+        kind = self.get_argument("archive", default)
+        if kind is not None and kind not in archives.FORMATS:
+            raise UserError(400, f"“archive” must be {' or '.join(archives.FORMATS)}, not {kind[:40]!r}.")
+        return kind
+
+    async def stream_archive(self, produce, kind: str, name: str) -> None:
+        """Send the archive `produce(writer, check)` writes (in a thread of POOL), chunk by chunk."""
+        loop = asyncio.get_running_loop()
+        pipe = Pipe(loop)
+
+        def run():
+            try:
+                w = archives.writer(kind, pipe.put)
+                produce(w, pipe.check)
+                w.close()
+                pipe.put(None)
+            except archives.Cancelled:
+                pass
+            except BaseException as e:  # the handler says so, and logs it
+                try:
+                    pipe.put(e)
+                except archives.Cancelled:
+                    pass
+
+        self.set_header("Content-Type", archives.CONTENT_TYPES[kind])
+        self.set_header("Content-Disposition", output_files.disposition(os.fsencode(f"{name}.{kind}"), False))
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Cache-Control", "no-store")
+        writer = loop.run_in_executor(POOL, run)
+        sent = 0
+        try:
+            while True:
+                item = await pipe.get()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    if sent == 0 and isinstance(item, web.HTTPError):
+                        raise item
+                    log.error("writing the archive %s failed after %d bytes", name, sent, exc_info=item)
+                    if sent == 0:
+                        raise web.HTTPError(500)
+                    # the client must see a cut download, not an archive that looks whole
+                    self.request.connection.close()
+                    return
+                self.write(item)
+                await self.flush()
+                sent += len(item)
+        except StreamClosedError:
+            log.info("the download of %s stopped after %d bytes: the client went away", name, sent)
+        finally:
+            pipe.close()
+            await writer
+
+
+def _open(root, rel: bytes):
+    with paths.Tree(root) as tree:
+        return output_files.open_file(tree, rel)
+
+
+def _stat(root, rel: bytes):
+    with paths.Tree(root) as tree:
+        return output_files.resolve(tree, rel)
+
+
+def _listing(root, rel: bytes, offset: int, limit: int) -> dict:
+    with paths.Tree(root) as tree:
+        return output_files.listing(tree, rel, offset, limit)
+
+
+def _tree_archive(root, rel: bytes, name: str):
+    def produce(w, check):
+        with paths.Tree(root) as tree:
+            archives.add_tree(w, tree, rel, name, check)
+
+    return produce
+
+
+class FilesHandler(OutputsHandler):
+    """A directory's listing, a directory as an archive, or a file, of a saved output."""
+
+    async def get(self, name: str, number: str, path: str | None):
+        rel = output_files.parse_path(path)
+        kind = self.archive_format()
+        offset, limit = output_files.page_args(self.get_argument("offset", None), self.get_argument("limit", None))
+        inline = self.get_argument("inline", "") in ("1", "true", "yes")
+        owner = await self.owner()
+        number = int(number) if len(number) < 12 else 0  # no such execution (and no 4,300-digit int to parse)
+        out = await self.blocking(outputs.locate, self.db, self.store, self.node_stores, owner, name, number)
+        st = await _pool_run(_stat, out.root, rel)
+        if archives.kind_of(st) == "dir":
+            if kind:
+                top = output_files.archive_name(out.label, rel)
+                return await self.stream_archive(_tree_archive(out.root, rel, top), kind, top)
+            page = await _pool_run(_listing, out.root, rel, offset, limit)
+            return self.write_json(
+                {"owner": owner, "workspace": name, "number": out.number, "saved": out.saved, **page}
+            )
+        if kind:
+            raise UserError(400, f"“{output_files.shown(rel)}” is not a directory; download it without “archive”.")
+        fd, st = await _pool_run(_open, out.root, rel)
+        try:
+            await self.send_file(fd, st.st_size, rel, inline)
+        finally:
+            os.close(fd)
+
+    async def send_file(self, fd: int, size: int, rel: bytes, inline: bool) -> None:
+        start, end = 0, size  # [start, end)
+        wanted = self.request.headers.get("Range")
+        if wanted:
+            m = _RANGE.match(wanted.strip())
+            first, last = (m.group(1), m.group(2)) if m else ("", "")
+            if m and first:
+                start, end = int(first), min(size, int(last) + 1) if last else size
+            elif m and last:
+                start = max(0, size - int(last))
+            if not m or (not first and not last) or start >= end:
+                self.set_header("Content-Range", f"bytes */{size}")
+                message = f"The range {wanted[:60]!r} is not within the file's {size:,} bytes."
+                return self.write_json({"status": 416, "message": message}, 416)
+            self.set_status(206)
+            self.set_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+        self.set_header("Accept-Ranges", "bytes")
+        self.set_header("Content-Type", output_files.content_type(rel, inline))
+        self.set_header("Content-Disposition", output_files.disposition(rel, inline))
+        self.set_header("Content-Length", str(end - start))
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Content-Security-Policy", CSP)
+        self.set_header("Cache-Control", "private, no-cache")
+        pos = start
+        try:
+            while pos < end:
+                block = await _pool_run(os.pread, fd, min(archives.CHUNK, end - pos), pos)
+                if not block:  # shorter than it said: cut the response rather than pad it
+                    log.error("%s ended at %d of %d bytes", output_files.shown(rel), pos, end)
+                    self.request.connection.close()
+                    return
+                self.write(block)
+                await self.flush()
+                pos += len(block)
+        except StreamClosedError:
+            pass
+
+
+class CollectHandler(OutputsHandler):
+    """One archive of a course's enrolled students' work at a path, with a manifest."""
+
+    def may_collect(self, course: str) -> bool:
+        user = self.caller()
+        granted = parse_scopes(user.get("scopes") or []).get(READ_SCOPE)
+        return bool(user.get("admin")) or granted is Scope.ALL or bool(granted and course in granted.get("group", ()))
+
+    async def get(self, course: str):
+        if not self.may_collect(course):
+            raise web.HTTPError(403, f"Only the instructors of “{course}” (and administrators) may collect its work.")
+        rel = output_files.parse_path(self.get_argument("path", ""))
+        before = accounting.parse_time(self.get_argument("before", None), "before")
+        kind = self.archive_format("tar.gz")
+        workspace = self.get_argument("workspace", None)
+        if workspace is not None:
+            check_workspace_name(workspace)
+        group = await self.service_hub(f"/groups/{quote(course, safe='')}")
+        if group is None:
+            raise UserError(404, f"There is no course “{course}” (no group of that name).")
+        if workspace is None:
+            workspace = await self.blocking(outputs.course_workspace, self.db, course)
+        members = sorted(group.get("users") or [])
+        # students only: an administrator or an instructor put into the group is not collected
+        refused = await self.privileged(members)
+        students = [m for m in members if m not in refused]
+        items = await self.blocking(
+            outputs.collection,
+            self.db,
+            self.store,
+            self.node_stores,
+            students,
+            workspace,
+            before,
+            {n: f"not a student ({why})" for n, why in refused.items()},
+        )
+        top = f"{course}-" + (output_files.archive_name(workspace, rel) if rel else workspace)
+        log.info("%s collects %s of %d student(s) of %s", self.caller()["name"], top, len(students), course)
+        await self.stream_archive(lambda w, check: outputs.write_collection(w, items, rel, top, check), kind, top)
+
+
+def handlers(prefix: str) -> list:
+    return [
+        (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/files(?:/(.*))?", FilesHandler),
+        (rf"{prefix}api/courses/([^/]+)/collect/?", CollectHandler),
+    ]

@@ -147,6 +147,7 @@ class Server:
     home_limit: int | None = None  # bytes
     home_files: int | None = None  # files its home may hold
     report_key: str | None = None  # the execution's own secret for its extension
+    task: bool = False  # a task (#17): never idle, no extension to ask; its maximum run time applies
 
     @property
     def label(self) -> str:
@@ -295,6 +296,7 @@ class Culler(config.HubService):
                     server.live_key, server.home_limit, server.node = ex.live_key, ex.home_limit, ex.node
                     server.home_files = ex.home_files
                     server.report_key = ex.report_key
+                    server.task = ex.kind == "task"
 
     def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
         db = database(self.db_url)
@@ -360,7 +362,7 @@ class Culler(config.HubService):
         servers = await self.servers()
         await asyncio.get_running_loop().run_in_executor(None, self._attach_executions, servers)
         servers = [s for s in servers if s.execution_id is not None]
-        reports = await asyncio.gather(*(self.activity(s) for s in servers))
+        reports = await asyncio.gather(*(self._no_report() if s.task else self.activity(s) for s in servers))
         now = self.clock()
         samples, culls, actions, samples_by_server = [], [], [], []
         for server, report in zip(servers, reports):
@@ -418,8 +420,9 @@ class Culler(config.HubService):
         obs = Observation(
             now=now,
             started=server.started or now,
-            browser_connections=report["browser_connections"] if report else 0,
-            last_browser=report["last_browser"] if report else server.last_activity,
+            # a task runs whether or not anyone looks: as if a browser were always attached
+            browser_connections=1 if server.task else report["browser_connections"] if report else 0,
+            last_browser=now if server.task else report["last_browser"] if report else server.last_activity,
             cpu_percent=cpu,
             gpu_percent=max((g["utilization_percent"] for g in gpus), default=None),
         )
@@ -541,8 +544,14 @@ class Culler(config.HubService):
         )
         tracked.home_notice = message
 
+    @staticmethod
+    async def _no_report() -> None:
+        return None
+
     async def _act(self, server: Server, verdict: Verdict, counts: dict) -> None:
         notice_id = f"cull-{verdict.reason}"
+        if verdict.action in ("warn", "withdraw") and server.task:
+            return  # nobody to warn inside a task; its log says why it ended
         if verdict.action in ("warn", "withdraw"):
             log.info("%s #%s: %s: %s", server.label, server.number, verdict.action, verdict.message)
             await self.notify(server, verdict, notice_id)

@@ -43,7 +43,9 @@ ACTIVE = ("queued", "preparing", "pulling", "restoring", "running")
 FINAL = ("stopped", "failed")
 # not finished: it runs, waits, or its home is not saved yet
 UNFINISHED = ACTIVE + ("saving", "save_failed")
-STOP_REASONS = ("user", "idle", "max_runtime", "admin", "error", "lost")
+# `completed`: a task whose command ended by itself (its exit code says how)
+STOP_REASONS = ("user", "idle", "max_runtime", "admin", "error", "lost", "completed")
+KINDS = ("workspace", "task")
 # a workspace's name is its JupyterHub server name: what `get_or_create_spawner` and the proxy accept
 WORKSPACE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -163,6 +165,13 @@ class Execution(Base):
     # who is working on the execution's home (a save may be finished by another process)
     lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
     lease_until: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    # a task (#17) runs `command` to completion instead of a Jupyter server (workspace/tasks.py):
+    # its exit code, and how many bytes of log it wrote and the hub kept
+    kind: Mapped[str] = mapped_column(String(16), default="workspace", server_default="workspace")
+    command: Mapped[str | None] = mapped_column(Text, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    log_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    log_kept: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     started: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
     stopped: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
@@ -201,6 +210,7 @@ class Execution(Base):
 
         return {
             "number": self.number,
+            "kind": self.kind or "workspace",
             "state": self.state,
             "parent": self.parent.number if self.parent else None,
             "restored_from": self.restored_from.number if self.restored_from and not self.from_starter else None,
@@ -210,6 +220,9 @@ class Execution(Base):
             )
             if self.from_starter
             else None,
+            "command": self.command,
+            "exit_code": self.exit_code,
+            "log": {"bytes": self.log_bytes, "kept": self.log_kept} if self.log_kept is not None else None,
             "stop_reason": self.stop_reason,
             "stop_detail": self.stop_detail,
             "error": self.error,

@@ -91,6 +91,7 @@ def begin(
     resource_type=None,
     cleanup_slack: int | None = None,
     home_files: int | None = None,
+    task: str | None = None,
 ) -> StartPlan:
     """Record a new execution and decide what it restores.
 
@@ -110,6 +111,8 @@ def begin(
             ex.cpu, ex.home_limit = resource_type.cpu, resource_type.home_size
         ex.cleanup = cleanup_slack is not None
         ex.home_files = home_files
+        if task is not None:  # a task (workspace/tasks.py): its command instead of the server
+            ex.kind, ex.command = "task", task
         if resource_type is None or not resource_type.limited:
             ex.to(s, "preparing")
         snap = source.snapshot if source else None
@@ -164,6 +167,31 @@ def record_stop_reason(
             return None
         ex.stop_reason, ex.stop_detail = reason, detail
         return ex.id
+
+
+def record_task_end(db: Database, execution_id: int, exit_code: int | None, log_bytes: int, log_kept: int) -> None:
+    """A task's exit code and log figures, recorded before its home is saved."""
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        if ex is not None:
+            ex.exit_code, ex.log_bytes, ex.log_kept = exit_code, log_bytes, log_kept
+
+
+def task_ending(db: Database, execution_id: int) -> str:
+    """The stop detail of a task whose command ended: its exit code and how long it ran."""
+    from .tasks import describe_end
+
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        seconds = (utcnow() - ex.started).total_seconds() if ex is not None and ex.started else None
+        return describe_end(ex.exit_code if ex is not None else None, seconds)
+
+
+def kind_of(db: Database, execution_id: int) -> tuple[str, dt.datetime | None]:
+    """(kind, started) of an execution."""
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        return (ex.kind or "workspace", ex.started) if ex is not None else ("workspace", None)
 
 
 def state_of(db: Database, execution_id: int) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
-from . import datasets, queue
+from . import datasets, queue, tasks
 from .db import Database
 from .errors import UserError
 from .executions import (
@@ -47,6 +47,7 @@ class StartRequest:
     mounts: tuple[dict, ...]  # the dataset versions to mount (datasets.resolve's plan)
     limits: dict  # cpu, memory, pids, home_files of this start (None: no limit)
     storage_warning: str | None = None  # the user's storage is near their quota
+    task: str | None = None  # a task's command (workspace/tasks.py); None: a Jupyter server
 
     @property
     def queued(self) -> bool:
@@ -67,6 +68,7 @@ class StartState:
     image_checked: str | None = None  # the image found present (so it is looked up once)
     image_id: str | None = None  # its ID, where an engine runs images by ID (a swarm's nodes)
     ssh_env: dict[str, str] = field(default_factory=dict)  # WORKSPACE_SSH_* (the spawner's ssh_environment)
+    task: str | None = None  # the command of a task (None: a server)
 
 
 def parse_cleanup(value) -> bool:
@@ -74,6 +76,17 @@ def parse_cleanup(value) -> bool:
     if value in (True, False, None, "", "on", "true", "false", "off"):
         return value in (True, "on", "true")
     raise UserError(400, "“cleanup” must be true or false.")
+
+
+def parse_task(value, cleanup: bool) -> str | None:
+    """`user_options["task"]`: {"command": ...} for a task, absent for a server; else the user's 400."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"command"}:
+        raise UserError(400, '“task” must be an object with a “command”, e.g. {"command": "python train.py"}.')
+    if cleanup:
+        raise UserError(400, "Cleanup mode is for deleting files by hand; a task cannot run in it.")
+    return tasks.parse_command(value.get("command"))
 
 
 def parse_resource_type_name(value) -> str | None:

@@ -51,6 +51,7 @@ from . import (
     ssh_keys_api,
     ssh_page,
     storage_api,
+    tasks_api,
     uploads_api,
 )
 from .api import handlers
@@ -125,6 +126,7 @@ class WorkspaceService(Application):
                 *outputs_api.handlers(prefix),
                 *ssh_keys_api.handlers(prefix),
                 *ssh_page.handlers(prefix),
+                *tasks_api.handlers(prefix),
                 *metrics_handlers(prefix, self.authenticate_prometheus),
             ],
             prefix=prefix,
@@ -146,6 +148,9 @@ class WorkspaceService(Application):
             hub_config=self.config,  # what the hub configures for others: the SSH gateway's address and keys
             # the nodes starts are placed on, with their GPUs (blocking: a swarm's manager is asked)
             engine_nodes=functools.partial(spawner.spawner_class.engine_nodes, spawner),
+            # a running task's log, from the engine (blocking), and where the hub keeps finished ones
+            engine_log=functools.partial(spawner.spawner_class.engine_log, spawner),
+            task_log_root=spawner.task_log_root,
             node_stores=node_stores(spawner, store_for(spawner.store_root, clean=False)),
             record_store_root=spawner.record_store_root,
             own_node_stores=spawner.spawner_class.nodes_have_own_stores,  # a swarm's: replicated to the hub's

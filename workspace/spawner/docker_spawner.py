@@ -11,12 +11,19 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
+from docker.utils import kwargs_from_env
 from dockerspawner import DockerSpawner
 from traitlets import Bool, Int, Unicode, default
 
 from .. import networks
 from ..errors import UserError
 from .mixin import WorkspaceMixin
+
+
+def engine_client(options) -> docker.APIClient:
+    """A Docker API client to the engine a spawner's options name (`client_kwargs`, else DOCKER_HOST),
+    for a process that acts without a spawner; the caller closes it."""
+    return docker.APIClient(**{"version": "auto", **kwargs_from_env(), **(options.client_kwargs or {})})
 
 
 class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
@@ -99,6 +106,12 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
         }
+        if self.current.task is not None:
+            # a task's log is read from the engine: bounded while it runs (the hub keeps the tail at its end)
+            size = max(1 << 20, self.task_log_limit)
+            config["log_config"] = docker.types.LogConfig(
+                type="json-file", config={"max-size": str(size), "max-file": "2"}
+            )
         pids = self.pids_limit
         if pids:
             config["pids_limit"] = pids
@@ -159,7 +172,28 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             except docker.errors.DockerException as e:
                 self.log.warning("Could not remove the container of %s: %s", self._log_name, e)
 
-    async def _container_exit(self) -> tuple[str, str | None]:
+    @classmethod
+    def engine_log(cls, options, record_id: str, follow: bool):
+        client = engine_client(options)
+        try:
+            yield from client.logs(record_id, stdout=True, stderr=True, stream=True, follow=follow, timestamps=True)
+        except docker.errors.NotFound:
+            return
+        finally:
+            client.close()
+
+    async def container_exit_code(self) -> int | None:
+        try:
+            obj = await self.get_object()
+        except docker.errors.DockerException:
+            return None
+        return obj["State"].get("ExitCode") if obj else None
+
+    async def remove_object(self):
+        await self.keep_task_end()
+        return await super().remove_object()
+
+    async def _container_exit(self, task: bool = False) -> tuple[str, str | None]:
         try:
             obj = await self.get_object()
         except docker.errors.DockerException as e:
@@ -173,6 +207,8 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         if st.get("OOMKilled"):
             return "lost", "The container ran out of memory and was killed."
         code = st.get("ExitCode")
+        if task:
+            return "completed", None  # the exit code is recorded with the log (keep_task_end)
         if code == 0:
             return "user", "Shut down from inside the workspace."
         what = " (killed)" if code == 137 else ""

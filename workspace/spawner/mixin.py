@@ -30,6 +30,7 @@ from .. import (
     spawnform,
     ssh_identities,
     start_request,
+    tasks,
 )
 from ..copier import Transfer
 from ..db import database
@@ -160,6 +161,28 @@ class WorkspaceMixin(LoggingConfigurable):
         help="""The longest a start may wait in the queue (seconds). The wait
         does not count against start_timeout, which bounds the start once
         admitted.""",
+    )
+
+    task_log_root = Unicode(
+        "/var/lib/workspace/task-logs",
+        config=True,
+        help="""Directory where the hub keeps the log of every finished task
+        (`<execution id>.log`, the last `task_log_limit` bytes). The workspace
+        service reads it there too.""",
+    )
+    task_log_limit = Int(
+        8 << 20,
+        config=True,
+        help="""How many bytes of a task's log are kept (the tail, with a line
+        saying how much was dropped). The engine holds at most about twice as
+        much while the task runs (log rotation, two files).""",
+    )
+    task_poll_interval = Float(
+        2.0,
+        config=True,
+        help="""Seconds between two looks at a running task's container, so that
+        its home is saved soon after its command ends (a server's is
+        `poll_interval`).""",
     )
 
     record_store_root = Unicode(
@@ -367,11 +390,21 @@ class WorkspaceMixin(LoggingConfigurable):
         env = super().get_env()
         env.update(self.workspace_env())
         env.update(self.current.ssh_env)
+        if self.current.task is not None:
+            env["WORKSPACE_TASK_COMMAND"] = self.current.task
+            base = self.hub.base_url[: -len("hub/")] if self.hub and self.hub.base_url.endswith("hub/") else "/"
+            env["WORKSPACE_TASK_PAGE"] = f"{base}services/workspace/workspaces/{self.name}"
         gpus = self.current.gpu_ids
         if gpus is not None and self.parsed_resource_types():
             # also with device_requests: CUDA programs see exactly these, by the same IDs
             env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
         return env
+
+    async def get_command(self):
+        if self.current.task is not None:
+            # the image's runner (workspace-task) runs the command, after workspace-start's set-up
+            return ["workspace-start", "workspace-task"]
+        return await super().get_command()
 
     # -- progress -----------------------------------------------------------
     # JupyterHub calls progress() anew on every page load of the spawn page,
@@ -408,16 +441,19 @@ class WorkspaceMixin(LoggingConfigurable):
         # Runs inside the spawn request (within slow_spawn_timeout), so a
         # UserError here is the request's 400 and nothing is recorded.
         stored = self.orm_spawner.user_options or {}
-        if "continue_from" in stored:
+        if "continue_from" in stored or "task" in stored:
             # JupyterHub keeps the last options as defaults for the next start;
-            # "continue from #3" must not stick (the default is the latest), and
-            # a rejected value must not be kept.
-            self.orm_spawner.user_options = {k: v for k, v in stored.items() if k != "continue_from"}
+            # "continue from #3" must not stick (the default is the latest), nor
+            # a task (the next start is a server unless it asks), and a rejected
+            # value must not be kept.
+            self.orm_spawner.user_options = {k: v for k, v in stored.items() if k not in ("continue_from", "task")}
         self.start_request = None
         self.start_request = await self.check_start()
         if not hasattr(self, "_base_start_timeout"):
-            self._base_start_timeout = self.start_timeout
+            self._base_start_timeout, self._base_poll_interval = self.start_timeout, self.poll_interval
         self.start_timeout = self._base_start_timeout
+        # a task is looked at often, so that its home is saved soon after its command ends
+        self.poll_interval = self._base_poll_interval if self.start_request.task is None else self.task_poll_interval
         if self.start_request.queued:
             # JupyterHub bounds start() by start_timeout; a wait in the queue must not count
             self.start_timeout = self._base_start_timeout + self.queue_timeout
@@ -436,6 +472,7 @@ class WorkspaceMixin(LoggingConfigurable):
         options = self.user_options or {}
         choice = parse_continue_from(options.get("continue_from"))
         cleanup = start_request.parse_cleanup(options.get("cleanup", False))
+        task = start_request.parse_task(options.get("task"), cleanup)
         await self.run_blocking(start_request.check_continuation, db, owner, name, choice)
         refs = datasets.parse_refs(options.get("datasets"))
         mounts = (
@@ -451,7 +488,7 @@ class WorkspaceMixin(LoggingConfigurable):
         if rtype is not None:
             await self.run_blocking(start_request.within_per_user_limit, db, owner, name, rtype)
         warning = await self.check_storage(cleanup)
-        request = StartRequest(choice, rtype, cleanup, tuple(mounts), limits, warning)
+        request = StartRequest(choice, rtype, cleanup, tuple(mounts), limits, warning, task)
         if request.queued:
             await self.run_blocking(start_request.one_queued_per_user, db, owner, name, rtype)
         return request
@@ -514,10 +551,12 @@ class WorkspaceMixin(LoggingConfigurable):
                 rtype,
                 cleanup,
                 home_files=request.limits["home_files"],
+                task=request.task,
             )
         )
         self.execution_id, self.live_key, self.node = plan.execution_id, plan.live_key, ""
         current.number, current.report_key = plan.number, plan.report_key or ""
+        current.task = request.task
         self.emit_progress(5, plan.describe())
         if cleanup is not None:
             self.emit_progress(
@@ -571,9 +610,8 @@ class WorkspaceMixin(LoggingConfigurable):
                 message,
             )
             raise
-        self.emit_progress(
-            90, f"Container started {time.monotonic() - started:.1f} s after the request; waiting for JupyterLab"
-        )
+        waiting = "the task runs" if request.task is not None else "waiting for JupyterLab"
+        self.emit_progress(90, f"Container started {time.monotonic() - started:.1f} s after the request; {waiting}")
         return result
 
     async def _choose_node(self, plan, rtype: resource_types.ResourceType | None, queued: bool) -> str:
@@ -706,15 +744,30 @@ class WorkspaceMixin(LoggingConfigurable):
 
     # -- stop ---------------------------------------------------------------------
 
-    async def _container_exit(self) -> tuple[str, str | None]:
-        """(reason, detail) from the container's state before it is stopped; engine-specific."""
+    async def _container_exit(self, task: bool = False) -> tuple[str, str | None]:
+        """(reason, detail) from the container's state before it is stopped; engine-specific.
+        For a task whose command ended by itself: ("completed", None)."""
         return "user", None
+
+    async def _is_task(self, execution_id: int | None) -> bool:
+        if execution_id is None:
+            return False
+        kind, _ = await self.run_blocking(lifecycle.kind_of, self.db, execution_id)
+        return kind == "task"
+
+    async def _ending(self, execution_id: int | None) -> tuple[str, str | None]:
+        """Why the current execution ends, read before its container is stopped."""
+        task = await self._is_task(execution_id)
+        reason, detail = await self._container_exit(task=task)
+        if task and (reason, detail) == ("user", None):
+            detail = "The task was cancelled; its home was saved as it was."
+        return reason, detail
 
     async def stop(self, now=False):
         execution_id, node = self.execution_id, self.node  # the engine's stop clears the state
-        reason, detail = await self._container_exit()
+        reason, detail = await self._ending(execution_id)
         await self._wait_restore()
-        await super().stop(now)  # the container is stopped and removed
+        await super().stop(now)  # the container is stopped and removed (keep_task_end first)
         await self._end_execution(execution_id, reason, detail, node)
 
     async def run_post_stop_hook(self):
@@ -723,7 +776,7 @@ class WorkspaceMixin(LoggingConfigurable):
         # only this hook runs. End the execution here too (idempotent).
         if self.execution_id is not None:
             execution_id = self.execution_id
-            reason, detail = await self._container_exit()
+            reason, detail = await self._ending(execution_id)
             await self._wait_restore()
             await self.remove_dead_container()
             await self._end_execution(execution_id, reason, detail, self.node)
@@ -733,6 +786,39 @@ class WorkspaceMixin(LoggingConfigurable):
 
     async def remove_dead_container(self) -> None:
         """Remove the container of an execution that died (engine-specific)."""
+
+    # -- tasks: what is kept of a task's container before it is removed -----------
+
+    @classmethod
+    def engine_log(cls, options, record_id: str, follow: bool):
+        """The log of the container (or service) `record_id` with the engine's times, as a blocking
+        iterator of byte chunks; engine-specific (see DockerWorkspaceSpawner). `options`: a spawner, or
+        the `SpawnerOptions` of a process that only reads."""
+        return iter(())
+
+    async def container_exit_code(self) -> int | None:
+        """The exit code of the current execution's stopped container (engine-specific)."""
+        return None
+
+    async def keep_task_end(self) -> None:
+        """Before a task's container is removed: keep the tail of its log and record its exit code.
+        The engines call this from their removal; a failure here never blocks the save."""
+        execution_id, record_id = self.execution_id, self.container_record_id()
+        if not record_id or not await self._is_task(execution_id):
+            return
+        try:
+            code = await self.container_exit_code()
+            path = tasks.log_path(self.task_log_root, execution_id)
+            kept = await self.run_blocking(
+                lambda: tasks.keep(self.engine_log(self, record_id, follow=False), path, self.task_log_limit)
+            )
+            if code is None:
+                code = kept.exit_code
+            await self.run_blocking(
+                lifecycle.record_task_end, self.db, execution_id, code, max(kept.total, kept.wrote or 0), kept.kept
+            )
+        except Exception:
+            self.log.exception("Keeping the log of the task %s failed", self._log_name)
 
     async def _end_execution(self, execution_id: int | None, reason: str, detail: str | None, node: str) -> None:
         """Save the home of an execution that ran on `node`; drop the home of one that never did."""
@@ -751,6 +837,8 @@ class WorkspaceMixin(LoggingConfigurable):
             )
             await self.run_blocking(lifecycle.discard, db, store, execution_id, "stopped", message, "user")
             return
+        if reason == "completed":  # a task's command ended: say how, from its recorded exit code
+            detail = await self.run_blocking(lifecycle.task_ending, db, execution_id)
         final = await self.run_blocking(lifecycle.save, db, store, execution_id, reason, detail)
         if final == "stopped":
             # the size of the snapshot is for the record; measure it off the stop path

@@ -41,6 +41,7 @@ import time
 import docker
 from docker.types import (
     ContainerSpec,
+    DriverConfig,
     EndpointSpec,
     NetworkAttachmentConfig,
     Placement,
@@ -49,7 +50,6 @@ from docker.types import (
     ServiceMode,
     TaskTemplate,
 )
-from docker.utils import kwargs_from_env
 from dockerspawner import SwarmSpawner
 from traitlets import Float, List, Unicode, default
 
@@ -59,7 +59,7 @@ from ..executions import Snapshot
 from ..homes import HomeStore, HomeStoreError
 from ..nodes import STORE_LABEL, Node, NodeStores, parse_swarm
 from ..store_agent import read_token
-from .docker_spawner import DockerWorkspaceSpawner
+from .docker_spawner import DockerWorkspaceSpawner, engine_client
 
 # task states on the way to running (docker's TaskState)
 PENDING_STATES = {"new", "pending", "assigned", "accepted", "ready", "preparing", "starting"}
@@ -129,7 +129,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     def engine_nodes(cls, options) -> list[Node]:
         """The swarm's nodes that have a home store, asked of the manager `options.client_kwargs` names
         (blocking; for the processes that show them, such as the workspace service)."""
-        client = docker.APIClient(**{"version": "auto", **kwargs_from_env(), **(options.client_kwargs or {})})
+        client = engine_client(options)
         try:
             return [n for n in parse_swarm(client.nodes()) if n.store]
         finally:
@@ -297,6 +297,10 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             restart_policy=RestartPolicy(condition="none"),
             placement=Placement(constraints=[f"node.hostname=={node}"], **self.extra_placement_spec),
             networks=await self._networks(),
+            # a task's log is read from the engine: bounded while it runs (the hub keeps the tail at its end)
+            log_driver=DriverConfig("json-file", {"max-size": str(max(1 << 20, self.task_log_limit)), "max-file": "2"})
+            if self.current.task is not None
+            else None,
             **self.extra_task_spec,
         )
         ports = [{"Protocol": "tcp", "TargetPort": self.port, "PublishMode": "host"}]
@@ -400,7 +404,29 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             return None if await self._node_up(task) else f"node {self.node} lost"
         return state
 
-    async def _container_exit(self) -> tuple[str, str | None]:
+    @classmethod
+    def engine_log(cls, options, record_id: str, follow: bool):
+        # the manager gathers the service's log from the node its task ran on
+        client = engine_client(options)
+        try:
+            yield from client.service_logs(record_id, stdout=True, stderr=True, follow=follow, timestamps=True)
+        except docker.errors.NotFound:
+            return
+        finally:
+            client.close()
+
+    async def container_exit_code(self) -> int | None:
+        try:
+            task = await self.get_task()
+        except docker.errors.DockerException:
+            return None
+        return ((task or {}).get("Status", {}).get("ContainerStatus") or {}).get("ExitCode")
+
+    async def remove_object(self):
+        await self.keep_task_end()
+        return await super().remove_object()
+
+    async def _container_exit(self, task: bool = False) -> tuple[str, str | None]:
         try:
             task = await self.get_task()
         except docker.errors.DockerException as e:
@@ -415,6 +441,8 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
                 return "user", None
             return "lost", f"The node {self.node} stopped answering."
         code = (status.get("ContainerStatus") or {}).get("ExitCode")
+        if task and (code is not None or state == "complete"):
+            return "completed", None  # the exit code is recorded with the log (keep_task_end)
         if state == "complete" or code == 0:
             return "user", "Shut down from inside the workspace."
         what = " (killed, perhaps out of memory)" if code == 137 else ""

@@ -1,0 +1,267 @@
+"""Tasks (#17) against a real hub and containers: a command run to completion as an execution.
+
+Each task here is started through the workspace service's API as a student
+would (POST /api/workspaces/{name}/tasks with their own token); its record,
+output and kept log are then read back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+import requests
+
+from .hub import Hub
+
+TYPES = [
+    {"name": "standard", "description": "any number at once"},
+    {"name": "single", "description": "one at a time", "capacity": 1},
+    {"name": "brief", "description": "5 s at most", "max_runtime": 5},
+    {"name": "gpu1", "gpus": 1, "gpu_model": "A100"},
+]
+LOG_LIMIT = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def task_hub(start_hub) -> Hub:
+    return start_hub(
+        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES),
+        WORKSPACE_DEFAULT_RESOURCE_TYPE="standard",
+        WORKSPACE_GPU_INVENTORY="0,1",
+        WORKSPACE_GPU_DEVICE_MODE="env",
+        WORKSPACE_TASK_LOG_LIMIT=str(LOG_LIMIT),
+        # an idle server would be culled within seconds here; a task never is
+        WORKSPACE_CULL_INTERVAL="1",
+        WORKSPACE_CULL_BROWSER_TIMEOUT="2",
+        WORKSPACE_CULL_CPU_WINDOW="2",
+        WORKSPACE_CULL_WARN_BEFORE="1",
+        WORKSPACE_MAX_RUNNING="5",
+    )
+
+
+def run(hub: Hub, token: str, name: str, command: str, **options) -> dict:
+    r = hub.service_call("POST", f"/workspaces/{name}/tasks", token, json={"command": command, **options})
+    assert r.status_code == 202, r.text
+    record = r.json()["execution"]
+    assert record and record["kind"] == "task" and record["command"] == command, r.json()
+    return record
+
+
+def execution(hub: Hub, user: str, name: str, number: int) -> dict:
+    return next(e for e in hub.executions(user, name) if e["number"] == number)
+
+
+def wait_ended(hub: Hub, user: str, name: str, number: int, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        ex = execution(hub, user, name, number)
+        if ex["state"] in ("stopped", "failed"):
+            hub.wait_stopped(user, name)
+            return ex
+        assert time.monotonic() < deadline, ex
+        time.sleep(0.3)
+
+
+def log_of(hub: Hub, token: str, name: str, number: int) -> str:
+    r = hub.service_call("GET", f"/workspaces/{name}/executions/{number}/logs", token)
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def lines(log: str) -> list[str]:
+    """The log's lines without the engine's times (each line starts with one)."""
+    out = []
+    for line in log.splitlines():
+        stamp, _, text = line.partition(" ")
+        assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", stamp), line
+        out.append(text)
+    return out
+
+
+def test_a_task_runs_to_completion_its_output_and_log_are_kept(task_hub: Hub):
+    token = task_hub.user_token("tara")
+    ex = run(
+        task_hub,
+        token,
+        "train",
+        "mkdir -p out && echo 42 > out/result.txt && echo to-stdout && echo to-stderr >&2 && pwd",
+    )
+    done = wait_ended(task_hub, "tara", "train", ex["number"])
+    assert done["stop_reason"] == "completed" and done["exit_code"] == 0 and done["has_output"], done
+    assert "successfully" in done["stop_detail"], done
+    text = lines(log_of(task_hub, token, "train", ex["number"]))
+    assert {"to-stdout", "to-stderr", "/openbayes/home"} <= set(text), text
+    assert done["log"]["kept"] > 0, done
+
+    # the next task continues from that output by default, and a failing one still saves
+    again = run(task_hub, token, "train", "cat out/result.txt; echo more >> out/result.txt; exit 3")
+    failed = wait_ended(task_hub, "tara", "train", again["number"])
+    assert failed["exit_code"] == 3 and failed["stop_reason"] == "completed" and failed["has_output"], failed
+    assert "exit code 3" in failed["stop_detail"], failed
+    assert "42" in lines(log_of(task_hub, token, "train", again["number"]))
+    third = run(task_hub, token, "train", "cat out/result.txt", continue_from=again["number"])
+    wait_ended(task_hub, "tara", "train", third["number"])
+    assert lines(log_of(task_hub, token, "train", third["number"]))[1:3] == ["42", "more"]
+
+
+def test_log_follow_delivers_lines_while_the_task_runs_and_cancel_saves(task_hub: Hub):
+    token = task_hub.user_token("fred")
+    ex = run(task_hub, token, "follow", "echo started > marker; for i in $(seq 1 600); do echo line$i; sleep 1; done")
+    seen, states = [], []
+    url = f"{task_hub.url}/services/workspace/api/workspaces/follow/executions/{ex['number']}/logs"
+    with requests.get(
+        url, params={"follow": 1}, headers={"Authorization": f"token {token}"}, stream=True, timeout=120
+    ) as r:
+        assert r.status_code == 200, r.text
+        for line in r.iter_lines(decode_unicode=True):
+            seen.append(line)
+            if "line2" in line:
+                states.append(execution(task_hub, "fred", "follow", ex["number"])["state"])
+                r2 = task_hub.service_call("POST", f"/workspaces/follow/executions/{ex['number']}/cancel", token)
+                assert r2.status_code == 202, r2.text
+    # line2 came while the task ran; the stream ended by itself once it was cancelled
+    assert states == ["running"], states
+    done = wait_ended(task_hub, "fred", "follow", ex["number"])
+    assert done["stop_reason"] == "user" and "cancelled" in done["stop_detail"] and done["has_output"], done
+    assert not any("line100" in s for s in seen), seen[-3:]
+    check = run(task_hub, token, "follow", "cat marker")
+    wait_ended(task_hub, "fred", "follow", check["number"])
+    assert "started" in lines(log_of(task_hub, token, "follow", check["number"]))
+
+
+def test_a_task_waits_in_the_queue_then_runs_and_max_runtime_ends_one(task_hub: Hub):
+    t1, t2 = task_hub.user_token("quinn"), task_hub.user_token("uma")
+    first = run(task_hub, t1, "q", "sleep 6; echo first-done", resource_type="single")
+    second = run(task_hub, t2, "q", "echo second-ran", resource_type="single")
+    assert execution(task_hub, "uma", "q", second["number"])["state"] == "queued"
+    done2 = wait_ended(task_hub, "uma", "q", second["number"], timeout=180)
+    done1 = execution(task_hub, "quinn", "q", first["number"])
+    assert done1["state"] == "stopped" and done1["exit_code"] == 0, done1
+    assert done2["exit_code"] == 0 and "second-ran" in lines(log_of(task_hub, t2, "q", second["number"]))
+    # it started only once the first had ended
+    started2 = next(t["at"] for t in done2["transitions"] if t["state"] == "running")
+    stopped1 = next(t["at"] for t in done1["transitions"] if t["state"] in ("saving",))
+    assert started2 >= stopped1, (done1["transitions"], done2["transitions"])
+
+    # the type's maximum run time ends a task (never idleness: nothing is attached to it)
+    brief = run(task_hub, t1, "brief", "echo working > w; sleep 600", resource_type="brief")
+    ended = wait_ended(task_hub, "quinn", "brief", brief["number"], timeout=120)
+    assert ended["stop_reason"] == "max_runtime" and ended["has_output"], ended
+
+
+def test_tasks_with_gpus_get_disjoint_devices(task_hub: Hub):
+    ta, tb = task_hub.user_token("gina"), task_hub.user_token("gus")  # one GPU task per person at once
+    a = run(task_hub, ta, "g", "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 4", resource_type="gpu1")
+    b = run(task_hub, tb, "g", "echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 4", resource_type="gpu1")
+    ea, eb = wait_ended(task_hub, "gina", "g", a["number"]), wait_ended(task_hub, "gus", "g", b["number"])
+    ga = [s for s in lines(log_of(task_hub, ta, "g", a["number"])) if s.startswith("gpu=")]
+    gb = [s for s in lines(log_of(task_hub, tb, "g", b["number"])) if s.startswith("gpu=")]
+    assert ga and gb and ga != gb and {ga[0], gb[0]} <= {"gpu=0", "gpu=1"}, (ga, gb)
+    assert ea["gpu_ids"] and eb["gpu_ids"] and set(ea["gpu_ids"]).isdisjoint(eb["gpu_ids"]), (ea, eb)
+    # both held their GPU at once: each started before the other ended
+    ran = {
+        k: [t["at"] for t in e["transitions"] if t["state"] in ("running", "saving")] for k, e in (("a", ea), ("b", eb))
+    }
+    assert ran["a"][0] < ran["b"][1] and ran["b"][0] < ran["a"][1], ran
+
+
+def hub_peak_rss_mb(hub: Hub) -> float:
+    status = open(f"/proc/{hub.proc.pid}/status").read()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def test_a_task_writing_1_gb_keeps_the_limit_and_the_hub_stays_small(task_hub: Hub):
+    token = task_hub.user_token("lou")
+    before = hub_peak_rss_mb(task_hub)
+    ex = run(
+        task_hub,
+        token,
+        "loud",
+        (
+            'python3 -c \'import sys; b = ("x" * 1023 + "\\n").encode() * 1024\n'
+            "for _ in range(1024): sys.stdout.buffer.write(b)'; echo the-end"
+        ),
+    )
+    done = wait_ended(task_hub, "lou", "loud", ex["number"], timeout=600)
+    assert done["exit_code"] == 0, done
+    log = log_of(task_hub, token, "loud", ex["number"])
+    assert LOG_LIMIT - 4096 <= len(log.encode()) <= LOG_LIMIT + 4096, len(log)
+    first = log.splitlines()[0]
+    assert "were dropped" in first and done["log"]["bytes"] >= 1 << 30, (first, done["log"])
+    assert "the-end" in log[-4096:]
+    assert hub_peak_rss_mb(task_hub) - before < 64, (before, hub_peak_rss_mb(task_hub))
+
+
+def test_bad_task_requests_get_a_sentence_and_change_nothing(task_hub: Hub):
+    token, other = task_hub.user_token("bea"), task_hub.user_token("mallory")
+    for body, status, words in [
+        ({}, 400, "command"),
+        ({"command": "  "}, 400, "command"),
+        ({"command": "x" * 9000}, 400, "at most"),
+        ({"command": "a\u0000b"}, 400, "NUL"),
+        ({"command": "true", "evil": 1}, 400, "Unknown"),
+        ({"command": "true", "resource_type": "nope"}, 400, "nope"),
+        ({"command": "true", "continue_from": 99}, 400, "#"),
+    ]:
+        r = task_hub.service_call("POST", "/workspaces/bad/tasks", token, json=body)
+        assert r.status_code == status and words in r.json()["message"], (body, r.text)
+    r = task_hub.service_call("POST", "/workspaces/Bad..Name/tasks", token, json={"command": "true"})
+    assert r.status_code == 400, r.text
+    assert task_hub.executions("bea", "bad") == []
+
+    ex = run(task_hub, token, "mine", "sleep 30")
+    # a second start of a running workspace is the user's 409
+    r = task_hub.service_call("POST", "/workspaces/mine/tasks", token, json={"command": "true"})
+    assert r.status_code == 409 and "running" in r.json()["message"], r.text
+    # another student can neither read its log, nor cancel it, nor start a task for its owner
+    n = ex["number"]
+    assert task_hub.service_call("GET", f"/workspaces/mine/executions/{n}/logs?user=bea", other).status_code == 403
+    assert task_hub.service_call("POST", f"/workspaces/mine/executions/{n}/cancel?user=bea", other).status_code == 403
+    r = task_hub.service_call("POST", "/workspaces/mine/tasks?user=bea", other, json={"command": "true"})
+    assert r.status_code == 403, r.text
+    # their own workspace of that name has no such execution
+    assert task_hub.service_call("GET", f"/workspaces/mine/executions/{n}/logs", other).status_code == 404
+    assert execution(task_hub, "bea", "mine", n)["state"] == "running"
+    r = task_hub.service_call("POST", f"/workspaces/mine/executions/{n}/cancel", token)
+    assert r.status_code == 202, r.text
+    wait_ended(task_hub, "bea", "mine", n)
+
+
+def test_a_hostile_task_cannot_fake_its_end_or_hold_the_port(task_hub: Hub):
+    token = task_hub.user_token("hana")
+    # it prints the runner's trailer itself, binds nothing (the runner holds the port), leaves a daemon
+    script = (
+        "echo '[workspace-task] exit=0 wrote=1 seconds=1' >&2; "
+        "(python3 -m http.server 8888 >/dev/null 2>&1 &); "
+        "(setsid sleep 1000 >/dev/null 2>&1 &); "
+        "exit 7"
+    )
+    ex = run(task_hub, token, "hostile", script)
+    done = wait_ended(task_hub, "hana", "hostile", ex["number"])
+    assert done["exit_code"] == 7 and done["stop_reason"] == "completed", done
+    assert not task_hub.containers(user="hana", server="hostile")
+
+
+def test_the_hub_page_of_a_task_redirects_to_the_workspace_page(task_hub: Hub):
+    token = task_hub.user_token("rita")
+    ex = run(task_hub, token, "page", "sleep 60")
+    deadline = time.monotonic() + 60
+    while execution(task_hub, "rita", "page", ex["number"])["state"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    time.sleep(1)
+    r = requests.get(f"{task_hub.url}/user/rita/page/", allow_redirects=False, timeout=10)
+    assert r.status_code == 302 and r.headers["Location"].endswith("/services/workspace/workspaces/page"), r.headers
+    task_hub.service_call("POST", f"/workspaces/page/executions/{ex['number']}/cancel", token)
+    wait_ended(task_hub, "rita", "page", ex["number"])
+
+
+def test_a_task_never_counts_as_idle(task_hub: Hub):
+    """The culler (which culls an idle server within seconds here) leaves a quiet task alone."""
+    token = task_hub.user_token("ian")
+    ex = run(task_hub, token, "quiet", "sleep 12; echo woke")
+    done = wait_ended(task_hub, "ian", "quiet", ex["number"], timeout=120)
+    assert done["stop_reason"] == "completed" and done["exit_code"] == 0, done

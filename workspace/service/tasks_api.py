@@ -1,0 +1,173 @@
+"""Tasks (#17) in the REST API: run one, follow its log, cancel it.
+
+    POST /api/workspaces/{name}/tasks                       run a command as a new execution of `name`
+    GET  /api/workspaces/{name}/executions/{n}/logs         its log (text; `?follow=1` streams it live)
+    POST /api/workspaces/{name}/executions/{n}/cancel       stop it (its home is saved)
+
+A task is started as the hub starts any workspace (with the caller's own
+token, so the hub applies its own permission rules, and the spawner checks
+the options: queue, type, datasets, quota); the rules are in workspace/tasks.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+from urllib.parse import quote
+
+from tornado.iostream import StreamClosedError
+
+from .. import tasks
+from ..db import utcnow
+from ..errors import UserError
+from ..executions import FINAL, check_workspace_name
+from .api import APIHandler
+
+OPTIONS = ("continue_from", "datasets", "resource_type", "image")
+# how long a follower waits for a task's log to be kept after its container ended
+KEEP_WAIT = 60.0
+
+
+class TasksHandler(APIHandler):
+    async def post(self, name: str):
+        owner = await self.owner()
+        check_workspace_name(name)
+        body = self.body()
+        unknown = set(body) - {"command", *OPTIONS}
+        if unknown:
+            raise UserError(
+                400, f"Unknown field(s) {', '.join(sorted(unknown))}; a task takes command, {', '.join(OPTIONS)}."
+            )
+        command = tasks.parse_command(body.get("command"))
+        options = {k: body[k] for k in OPTIONS if body.get(k) is not None}
+        options["task"] = {"command": command}
+        asked = utcnow() - dt.timedelta(seconds=1)
+        code, answer = await self.hub_fetch(
+            self.hub_auth.get_token(self),
+            "POST",
+            f"/users/{quote(owner, safe='')}/servers/{quote(name, safe='')}",
+            {"user_options": options, "display_name": name},
+        )
+        if code not in (201, 202):
+            message = (answer or {}).get("message") or f"The hub refused to start the task ({code})."
+            if code == 400 and "already" in message.lower():
+                code, message = (
+                    409,
+                    (
+                        f"“{name}” is running or starting; a task is a new execution of it. Stop it first, "
+                        "or run the task in another workspace."
+                    ),
+                )
+            raise UserError(code if 400 <= code < 500 else 502, message)
+        record = None
+        for _ in range(100):  # the spawner records the execution as its start begins
+            record = await self.blocking(tasks.started_task, self.db, owner, name, asked)
+            if record is not None:
+                break
+            await asyncio.sleep(0.1)
+        base = f"{self.settings['prefix']}api/workspaces/{quote(name, safe='')}/executions"
+        self.write_json(
+            {
+                "workspace": name,
+                "execution": record,
+                "logs_url": f"{base}/{record['number']}/logs?follow=1" if record else None,
+            },
+            status=202,
+        )
+
+
+class LogsHandler(APIHandler):
+    """The log of a task: the engine's while it runs, the kept one after; `?follow=1` until it ends."""
+
+    async def get(self, name: str, number: str):
+        owner = await self.owner()
+        follow = self.get_argument("follow", "0") in ("1", "true", "yes")
+        source = await self.blocking(tasks.log_source, self.db, owner, name, int(number))
+        if source.kind != "task":
+            raise UserError(404, f"#{number} of “{name}” is a workspace, not a task; only tasks keep a log.")
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.closed = False
+        while follow and not source.kept and source.state not in FINAL and not source.record_id:
+            # queued or preparing: wait for its container (or its end)
+            await asyncio.sleep(1.0)
+            if self.closed:
+                return
+            source = await self.blocking(tasks.log_source, self.db, owner, name, int(number))
+        if source.record_id and not source.kept:
+            engine_log = self.settings["engine_log"]
+            await self.relay(lambda: engine_log(source.record_id, follow))
+            if not follow:
+                return self.finish()
+            # its container ended: wait for the hub to keep its log and save its home, then say so
+            deadline = asyncio.get_running_loop().time() + KEEP_WAIT
+            state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id)
+            while state not in FINAL and asyncio.get_running_loop().time() < deadline and not self.closed:
+                await asyncio.sleep(0.5)
+                state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id)
+            return self.finish()
+        path = tasks.log_path(self.settings["task_log_root"], source.execution_id)
+        await self.relay(lambda: tasks.read(path))
+        self.finish()
+
+    def on_connection_close(self):
+        self.closed = True
+
+    async def relay(self, chunks) -> None:
+        """Pass the chunks of a blocking iterator on as they come: a thread of its own reads (a follower
+        may wait for hours, so not the shared pool), at most 16 chunks wait in memory."""
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue = asyncio.Queue()
+        room = threading.Semaphore(16)
+        stop = threading.Event()
+        done = object()
+
+        def produce():
+            try:
+                for chunk in chunks():
+                    while not room.acquire(timeout=1.0):
+                        if stop.is_set():
+                            return
+                    if stop.is_set():
+                        return
+                    loop.call_soon_threadsafe(inbox.put_nowait, chunk)
+            except Exception:  # the engine went away mid-read: the log ends there
+                pass
+            finally:
+                loop.call_soon_threadsafe(inbox.put_nowait, done)
+
+        threading.Thread(target=produce, name="workspace-log", daemon=True).start()
+        try:
+            while (item := await inbox.get()) is not done:
+                room.release()
+                self.write(item)
+                await self.flush()
+        except StreamClosedError:
+            pass
+        finally:
+            stop.set()
+
+
+class CancelHandler(APIHandler):
+    async def post(self, name: str, number: str):
+        owner = await self.owner()
+        await self.blocking(tasks.cancellable, self.db, owner, name, int(number))
+        code, answer = await self.hub_fetch(
+            self.hub_auth.get_token(self),
+            "DELETE",
+            f"/users/{quote(owner, safe='')}/servers/{quote(name, safe='')}",
+        )
+        if code not in (202, 204):
+            message = (answer or {}).get("message") or f"The hub did not stop the task ({code})."
+            raise UserError(code if 400 <= code < 500 else 502, message)
+        self.write_json({"workspace": name, "number": int(number), "cancelled": True}, status=202)
+
+
+def handlers(prefix: str) -> list:
+    return [
+        (rf"{prefix}api/workspaces/([^/]+)/tasks/?", TasksHandler),
+        (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/logs/?", LogsHandler),
+        (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/cancel/?", CancelHandler),
+    ]

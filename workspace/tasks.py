@@ -1,0 +1,210 @@
+"""Tasks: executions that run a command to completion instead of a Jupyter server.
+
+A task is started like any start of a workspace (the hub's spawn of its
+named server, `user_options["task"]`), so it shares everything an execution
+has: the home restored from the chosen execution, datasets at /input0-4, the
+queue, GPUs, quotas, the type's maximum run time, and the save of its home as
+its output when it ends, however it ends. Its container runs
+`workspace.singleuser.task` (the image's runner) instead of the server: the
+runner answers the hub's readiness check, runs the command with `bash -lc` in
+the home, and exits with the command's code.
+
+Its log is what the container wrote (stdout and stderr, interleaved as
+written, each line with the engine's time). While it runs the engine holds it,
+bounded by its log rotation (`log_limit`, two files); when it ends the hub
+keeps the last `log_limit` bytes in `task_log_root/<execution id>.log`, with a
+first line saying how much was dropped. The runner's last line says how many
+bytes the command wrote in all (`[workspace-task] exit=N wrote=BYTES`); it is
+the student's own log, so it is parsed strictly and only ever shown to them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UserError
+
+COMMAND_MAX = 8192
+# what the runner prints last (stderr), after the command ended and its output was drained
+TRAILER = re.compile(rb"\[workspace-task\] exit=(-?\d{1,4}) wrote=(\d{1,20}) seconds=(\d{1,9}(?:\.\d{1,3})?)\s*$")
+DROPPED_PREFIX = b"[workspace] "
+CHUNK = 1 << 16
+
+
+def parse_command(value) -> str:
+    """A task's command (run with `bash -lc` in the home), or the user's 400."""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        import shlex
+
+        value = shlex.join(value)
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(400, "A task needs a “command”: what to run in the home, e.g. “python train.py”.")
+    if "\0" in value:
+        raise UserError(400, "The command must not contain a NUL character.")
+    if len(value) > COMMAND_MAX:
+        raise UserError(
+            400,
+            f"The command is {len(value):,} characters long; at most {COMMAND_MAX:,} are allowed. Put it in a script.",
+        )
+    return value
+
+
+def log_path(root: str | os.PathLike, execution_id: int) -> Path:
+    return Path(root) / f"{int(execution_id)}.log"
+
+
+@dataclass
+class KeptLog:
+    """What was kept of a task's log: `kept` bytes of the `total` the engine delivered."""
+
+    total: int
+    kept: int
+    exit_code: int | None = None  # the runner's trailer
+    wrote: int | None = None  # bytes the command wrote, as the runner counted them
+
+    @property
+    def dropped(self) -> int:
+        return max(self.total - self.kept, (self.wrote or 0) - self.kept, 0)
+
+
+def keep(chunks: Iterable[bytes], path: Path, limit: int) -> KeptLog:
+    """Write the last `limit` bytes of a log (from its first whole line) to `path`, in constant memory.
+
+    The chunks are written to a temporary file beside `path` first (the engine
+    holds at most about twice the limit), then the tail is copied; the result
+    is fsynced and renamed into place, so a crash leaves the old one or none.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".part")
+    total = 0
+    with open(tmp, "w+b") as raw:
+        for chunk in chunks:
+            raw.write(chunk)
+            total += len(chunk)
+        start = max(0, total - limit)
+        if start:  # from the first whole line of the tail
+            raw.seek(start)
+            head = raw.read(min(CHUNK, total - start))
+            nl = head.find(b"\n")
+            start += nl + 1 if nl >= 0 else 0
+        raw.seek(max(0, total - 512))
+        tail = raw.read()
+        trailer = TRAILER.search(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]) if tail else None
+        kept = KeptLog(total=total, kept=total - start)
+        if trailer:
+            kept.exit_code, kept.wrote = int(trailer.group(1)), int(trailer.group(2))
+        final = path.with_suffix(".new")
+        with open(final, "wb") as out:
+            if kept.dropped:
+                out.write(
+                    DROPPED_PREFIX
+                    + f"{kept.dropped:,} bytes of output were dropped: the log keeps the last "
+                    f"{kept.kept:,} bytes.\n".encode()
+                )
+            raw.seek(start)
+            while block := raw.read(CHUNK):
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+    os.replace(final, path)
+    tmp.unlink(missing_ok=True)
+    return kept
+
+
+def read(path: Path, offset: int = 0) -> Iterator[bytes]:
+    """The kept log from byte `offset`, in chunks (nothing when there is none)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        f.seek(max(0, offset))
+        while block := f.read(CHUNK):
+            yield block
+
+
+def describe_end(exit_code: int | None, seconds: float | None) -> str:
+    """The sentence recorded as a finished task's stop detail."""
+    took = f" after {_duration(seconds)}" if seconds is not None else ""
+    if exit_code is None:
+        return f"The task ended{took}; its exit code is unknown."
+    if exit_code == 0:
+        return f"The task finished successfully (exit code 0){took}."
+    if exit_code > 128:
+        return f"The task was ended by signal {exit_code - 128} (exit code {exit_code}){took}."
+    return f"The task failed with exit code {exit_code}{took}."
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+# -- the records (blocking) ------------------------------------------------------------
+
+
+@dataclass
+class LogSource:
+    """Where an execution's log is to be read now."""
+
+    execution_id: int
+    kind: str
+    state: str
+    record_id: str | None  # the engine's container (or service) while it runs
+    kept: bool  # the hub kept its log (it ended)
+
+
+def log_source(db, owner: str, name: str, number: int) -> LogSource:
+    """An execution's log source, or the user's 404 (blocking)."""
+    from .executions import _numbered, find_workspace
+
+    with db.session() as s:
+        ex = _numbered(s, find_workspace(s, owner, name), name, number)
+        return LogSource(ex.id, ex.kind or "workspace", ex.state, ex.container_id, ex.log_kept is not None)
+
+
+def state_of(db, execution_id: int) -> tuple[str, bool]:
+    """(state, log kept) of an execution (blocking)."""
+    from .executions import Execution
+
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        return ex.state, ex.log_kept is not None
+
+
+def started_task(db, owner: str, name: str, after) -> dict | None:
+    """The newest task of a workspace recorded at or after `after` (what a task request started), or None."""
+    from sqlalchemy import select
+
+    from .executions import Execution, find_workspace
+
+    with db.session() as s:
+        ws = find_workspace(s, owner, name)
+        if ws is None:
+            return None
+        ex = s.scalar(
+            select(Execution)
+            .where(Execution.workspace_id == ws.id, Execution.kind == "task", Execution.created >= after)
+            .order_by(Execution.number.desc())
+        )
+        return ex.as_dict() if ex is not None else None
+
+
+def cancellable(db, owner: str, name: str, number: int) -> None:
+    """Whether execution `number` is the workspace's current task; the user's 404/409 otherwise (blocking)."""
+    from .executions import ACTIVE, _numbered, find_workspace
+
+    with db.session() as s:
+        ex = _numbered(s, find_workspace(s, owner, name), name, number)
+        if (ex.kind or "workspace") != "task":
+            raise UserError(409, f"#{number} of “{name}” is a workspace, not a task; stop it from its page.")
+        if ex.state not in ACTIVE:
+            raise UserError(409, f"Task #{number} of “{name}” is not running any more ({ex.state}).")

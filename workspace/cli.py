@@ -50,7 +50,7 @@ import time
 
 import requests
 
-from . import cli_outputs, cli_ssh
+from . import cli_outputs, cli_ssh, cli_tasks
 
 UPLOAD_CHUNK = 256 << 20
 READ_BLOCK = 4 << 20
@@ -256,6 +256,8 @@ def run(args, client: Client, out=sys.stdout) -> None:
         cli_ssh.run(args, client, out)
     elif args.command in cli_outputs.COMMANDS:
         cli_outputs.run(args, client, out)
+    elif args.command in cli_tasks.COMMANDS:
+        cli_tasks.run(args, client, out)
     elif args.command == "course-setup":
         print(client.call("PUT", f"/courses/{args.course}", json=course_setup_body(args))["message"], file=out)
 
@@ -346,6 +348,18 @@ def start(client: Client, name: str, continue_from: str, refs: list[str] | None,
     if refs:
         options["datasets"] = refs
     client.hub("POST", f"/users/{me}/servers/{name}", json={"user_options": options, "display_name": name})
+    event = follow_progress(client, me, name, out)
+    if event is None:
+        raise CLIError(f"The hub stopped reporting the start of {name}; `workspace ls` shows whether it runs.")
+    url = event.get("url") or f"/user/{me}/{name}/"
+    # a path on the hub's origin, or a URL on the user's own subdomain
+    base = "" if url.startswith(("http://", "https://")) else client.url
+    print(f"{name} is running: {base}{url.rstrip('/')}/lab", file=out)
+
+
+def follow_progress(client: Client, me: str, name: str, out=sys.stdout) -> dict | None:
+    """Print a start's progress (the hub's event stream) until it is ready: its last event; None when the
+    stream ends first (the start is no longer pending: a task that already ended)."""
     try:
         with client.session.get(
             f"{client.url}/hub/api/users/{me}/servers/{name}/progress", stream=True, timeout=3600
@@ -359,13 +373,10 @@ def start(client: Client, name: str, continue_from: str, refs: list[str] | None,
                 if event.get("failed"):
                     raise CLIError(f"{name} did not start: {event.get('message')}")
                 if event.get("ready"):
-                    url = event.get("url") or f"/user/{me}/{name}/"
-                    # a path on the hub's origin, or a URL on the user's own subdomain
-                    base = "" if url.startswith(("http://", "https://")) else client.url
-                    print(f"{name} is running: {base}{url.rstrip('/')}/lab", file=out)
-                    return
+                    return event
     except requests.ConnectionError:
         raise CLIError("The connection to the hub dropped; `workspace ls` shows whether it started.")
+    return None
 
 
 def stop(client: Client, name: str, out=sys.stdout, poll: float = 0.5) -> None:
@@ -570,6 +581,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("version", type=int)
     cli_ssh.add_parsers(cmds)
     cli_outputs.add_parsers(cmds)
+    cli_tasks.add_parsers(cmds)
     return p
 
 

@@ -8,8 +8,12 @@ output and kept log are then read back.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -23,6 +27,7 @@ TYPES = [
     {"name": "gpu1", "gpus": 1, "gpu_model": "A100"},
 ]
 LOG_LIMIT = 1 << 20
+WORKSPACE = str(Path(sys.executable).parent / "workspace")
 
 
 @pytest.fixture(scope="module")
@@ -265,3 +270,18 @@ def test_a_task_never_counts_as_idle(task_hub: Hub):
     ex = run(task_hub, token, "quiet", "sleep 12; echo woke")
     done = wait_ended(task_hub, "ian", "quiet", ex["number"], timeout=120)
     assert done["stop_reason"] == "completed" and done["exit_code"] == 0, done
+
+
+def test_the_cli_runs_a_task_prints_its_log_and_exits_with_its_code(task_hub: Hub):
+    token = task_hub.user_token("cleo")
+    env = dict(os.environ, WORKSPACE_URL=task_hub.url, WORKSPACE_TOKEN=token)
+    command = [WORKSPACE, "run", "cli", "--", "python3", "-c", "print('from the task'); raise SystemExit(4)"]
+    p = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 4, (p.stdout, p.stderr)
+    assert "task cli #1" in p.stdout and "from the task" in p.stdout and "exit code 4" in p.stdout, p.stdout
+    p = subprocess.run([WORKSPACE, "logs", "cli"], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0 and "from the task" in p.stdout, (p.stdout, p.stderr)
+    p = subprocess.run([WORKSPACE, "cancel", "cli#1"], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 1 and "not running" in p.stderr, p.stderr
+    p = subprocess.run([WORKSPACE, "logs", "cli#x"], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 1 and "whole number" in p.stderr, p.stderr

@@ -1,0 +1,122 @@
+"""The `workspace` command's tasks part (#17): run a command as an execution, read its log, cancel it.
+
+workspace run NAME [--continue N] [--type T] [--dataset REF]... [--image I] [--detach] -- COMMAND...
+    starts the task, prints its start's progress (its place in the queue too), then its log as it
+    is written, then how it ended; exits with the task's exit code (--detach: only starts it)
+workspace logs NAME[#N] [-f]
+    a task's log (the latest task's without #N); -f follows it until the task ends
+workspace cancel NAME[#N]
+    stops a running task (its home is saved as its output)
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+COMMANDS = ("run", "logs", "cancel")
+
+
+def add_parsers(cmds) -> None:
+    r = cmds.add_parser("run", help="run a command to completion as a new execution (a task) of a workspace")
+    r.add_argument("name", help="the workspace (created if it does not exist)")
+    r.add_argument("--continue", dest="continue_from", default="latest", help="N, latest (default) or fresh")
+    r.add_argument("--type", dest="resource_type", help="the resource type")
+    r.add_argument("--dataset", dest="datasets", action="append", metavar="REF", help="OWNER/NAME[@VERSION]")
+    r.add_argument("--image", help="the image")
+    r.add_argument("--detach", action="store_true", help="start it and return (read it with `workspace logs`)")
+    r.add_argument("task_command", nargs="+", metavar="COMMAND", help="after --: what to run in the home")
+    lg = cmds.add_parser("logs", help="a task's log")
+    lg.add_argument("what", metavar="NAME[#N]")
+    lg.add_argument("-f", "--follow", action="store_true", help="until the task ends")
+    c = cmds.add_parser("cancel", help="stop a running task (its home is saved)")
+    c.add_argument("what", metavar="NAME[#N]")
+
+
+def run(args, client, out=sys.stdout) -> None:
+    if args.command == "run":
+        code = run_task(client, args, out)
+        if code:
+            raise SystemExit(code)
+    elif args.command == "logs":
+        name, number = task_of(client, args.what)
+        print_log(client, name, number, args.follow, out)
+    else:
+        name, number = task_of(client, args.what)
+        client.call("POST", f"/workspaces/{name}/executions/{number}/cancel")
+        print(f"cancelling {name} #{number}; its home is saved as its output", file=out)
+
+
+def _error():
+    from .cli import CLIError
+
+    return CLIError
+
+
+def task_of(client, what: str) -> tuple[str, int]:
+    """(workspace, number) of NAME#N, or of NAME's latest task."""
+    name, _, number = what.partition("#")
+    if number:
+        if not number.isdigit():
+            raise _error()(f"“{what}” is not NAME#N: the execution's number is a whole number, like train#3.")
+        return name, int(number)
+    tasks = [e for e in client.call("GET", f"/workspaces/{name}/executions") or [] if e.get("kind") == "task"]
+    if not tasks:
+        raise _error()(f"Workspace “{name}” has run no task.")
+    return name, tasks[-1]["number"]
+
+
+def print_log(client, name: str, number: int, follow: bool, out) -> None:
+    from .cli_outputs import get
+
+    r = get(client, f"/workspaces/{name}/executions/{number}/logs", {"follow": 1} if follow else None)
+    try:
+        for block in r.iter_content(chunk_size=None):
+            out.buffer.write(block) if hasattr(out, "buffer") else out.write(block.decode(errors="replace"))
+            out.flush()
+    finally:
+        r.close()
+
+
+def run_task(client, args, out) -> int:
+    from .cli import _me, follow_progress
+
+    command = list(args.task_command)
+    if command and command[0] == "--":
+        command = command[1:]
+    body = {"command": command, "continue_from": _continuation(args.continue_from)}
+    for key in ("resource_type", "image", "datasets"):
+        if getattr(args, key):
+            body[key] = getattr(args, key)
+    started = client.call("POST", f"/workspaces/{args.name}/tasks", json=body)
+    ex = started.get("execution")
+    if ex is None:
+        raise _error()(f"The task was asked for, but {args.name} shows no new execution; see `workspace ls`.")
+    number = ex["number"]
+    print(f"task {args.name} #{number}: {ex['command']}", file=out, flush=True)
+    if args.detach:
+        print(f"follow it with: workspace logs {args.name}#{number} -f", file=out)
+        return 0
+    follow_progress(client, _me(client), args.name, out)  # None: it already ended
+    print_log(client, args.name, number, True, out)
+    record = _ended(client, args.name, number)
+    code = record.get("exit_code")
+    saved = "its output is saved" if record.get("has_output") else "no output was saved"
+    print(f"{args.name} #{number}: {record.get('stop_detail') or record['state']} ({saved})", file=out)
+    if record["state"] == "failed":
+        return 1
+    return code if isinstance(code, int) and 0 <= code < 256 else 0
+
+
+def _continuation(value: str):
+    return int(value) if value.isdigit() else value
+
+
+def _ended(client, name: str, number: int, timeout: float = 120) -> dict:
+    """The task's record once it is saved (its log ends when its container does; the save follows)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        record = client.call("GET", f"/workspaces/{name}/executions/{number}")
+        if record["state"] in ("stopped", "failed", "save_failed") or time.monotonic() > deadline:
+            return record
+        time.sleep(0.5)

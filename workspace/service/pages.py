@@ -33,7 +33,7 @@ from jupyterhub.scopes import parse_scopes
 from markupsafe import Markup
 from tornado import web
 
-from .. import courses, datasets, executions, lifecycle, origins, outputs, queue, quotas, spawnform
+from .. import courses, datasets, executions, lifecycle, origins, outputs, queue, quotas, spawnform, tasks
 from ..errors import UserError
 from ..executions import FINAL
 from ..gateway import directions
@@ -345,6 +345,8 @@ class WorkspacePage(PageHandler):
             return await start(
                 self, name, choice, datasets, on_error=lambda **kw: self.get(name, **kw), resource_type=rtype
             )
+        if action == "task":
+            return await self.run_task(name, user)
         if action == "delete-output":
             number = self.get_body_argument("number", "")
             try:
@@ -364,7 +366,29 @@ class WorkspacePage(PageHandler):
                 message=f"Deleted the output of #{deleted['number']} "
                 f"({_mb(deleted['bytes'])}, {deleted['files']:,} files).",
             )
-        raise web.HTTPError(400, "Say what to do: start, stop or delete-output.")
+        raise web.HTTPError(400, "Say what to do: start, task, stop or delete-output.")
+
+    async def run_task(self, name: str, user: str) -> None:
+        """The form's choices with a command: a task (workspace/tasks.py); back to this page, where its log shows."""
+        try:
+            command = tasks.parse_command(self.get_body_argument("command", ""))
+        except UserError as e:
+            return await self.get(name, error=e.jupyterhub_message, status=e.status_code)
+        fields = {k: self.get_body_argument(k, "") for k in ("resource_type", "image", "cleanup")}
+        options = spawnform.options_from_page(
+            self.get_body_argument("continue_from", "latest"), self.get_body_argument("datasets", ""), None, fields
+        )
+        code, body = await self.hub_api(
+            "POST",
+            f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}",
+            {"user_options": {**options, "task": {"command": command}}, "display_name": name},
+        )
+        if code not in (201, 202):
+            message = (body or {}).get("message") or f"The hub refused to run the task ({code})."
+            if code == 400 and "already" in message.lower():
+                message = f"“{name}” is running or starting; stop it first, or run the task in another workspace."
+            return await self.get(name, error=message, status=code if 400 <= code < 500 else 502)
+        self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}")
 
 
 class DatasetsPage(PageHandler):

@@ -77,6 +77,40 @@
       });
     });
   });
+  // A task's log: followed as it is written while the task runs, read once when its box is opened after.
+  function showLog(pre) {
+    if (pre.dataset.loaded) return;
+    pre.dataset.loaded = "true";
+    var follow = pre.dataset.follow === "true";
+    var url = api + "/executions/" + pre.dataset.number + "/logs" + (query ? query + "&" : "?") + (follow ? "follow=1" : "");
+    fetch(url, { credentials: "same-origin", headers: { "X-XSRFToken": xsrf() } }).then(function (r) {
+      if (!r.ok) return r.json().then(function (e) { throw new Error(e.message); });
+      var reader = r.body.getReader(), decoder = new TextDecoder();
+      function read() {
+        return reader.read().then(function (step) {
+          if (step.done) return;
+          var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+          pre.textContent += decoder.decode(step.value, { stream: true });
+          if (atEnd) pre.scrollTop = pre.scrollHeight;  // keep following unless the reader scrolled up
+          return read();
+        });
+      }
+      return read();
+    }).catch(function (e) { pre.textContent += "\n[" + e.message + "]"; });
+  }
+  document.querySelectorAll(".task-log").forEach(function (pre) {
+    var details = pre.closest("details");
+    if (details.open) showLog(pre);
+    details.addEventListener("toggle", function () { if (details.open) showLog(pre); });
+  });
+  document.querySelectorAll(".cancel-task").forEach(function (button) {
+    button.addEventListener("click", function () {
+      button.disabled = true;
+      send(api + "/executions/" + button.dataset.number + "/cancel", {}).then(function (r) {
+        button.textContent = r.status === 202 ? "Cancelling…" : r.data.message;
+      });
+    });
+  });
   if (box.dataset.active === "true" || document.querySelector(".usage, .save-progress")) {
     poll();
     setInterval(poll, 2000);

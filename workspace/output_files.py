@@ -123,6 +123,12 @@ def resolve(tree: paths.Tree, rel: bytes) -> os.stat_result:
         raise UserError(404, f"There is no “{shown(rel)}” in this output.")
 
 
+def is_a_link(rel: bytes, target: bytes) -> UserError:
+    return UserError(
+        400, f"“{shown(rel)}” is a link to “{shown(target)}”; links in an output are shown, never followed."
+    )
+
+
 def _through_link(rel: bytes) -> UserError:
     return UserError(
         400,
@@ -183,8 +189,7 @@ def open_file(tree: paths.Tree, rel: bytes) -> tuple[int, os.stat_result]:
     st = resolve(tree, rel)
     kind = kind_of(st)
     if kind == "link":
-        target = shown(tree.readlink(rel))
-        raise UserError(400, f"“{shown(rel)}” is a link to “{target}”; links in an output are shown, never followed.")
+        raise is_a_link(rel, tree.readlink(rel))
     if kind != "file":
         raise UserError(400, f"“{shown(rel)}” is a {kind}, not a file: there is nothing to download.")
     try:

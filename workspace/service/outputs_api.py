@@ -161,8 +161,10 @@ def _open(root, rel: bytes):
 
 
 def _stat(root, rel: bytes):
+    """(status, a link's target or None) of `rel` itself."""
     with paths.Tree(root) as tree:
-        return output_files.resolve(tree, rel)
+        st = output_files.resolve(tree, rel)
+        return st, tree.readlink(rel) if archives.kind_of(st) == "link" else None
 
 
 def _listing(root, rel: bytes, offset: int, limit: int) -> dict:
@@ -189,7 +191,7 @@ class FilesHandler(OutputsHandler):
         owner = await self.owner()
         number = int(number) if len(number) < 12 else 0  # no such execution (and no 4,300-digit int to parse)
         out = await self.blocking(outputs.locate, self.db, self.store, self.node_stores, owner, name, number)
-        st = await _pool_run(_stat, out.root, rel)
+        st, target = await _pool_run(_stat, out.root, rel)
         if archives.kind_of(st) == "dir":
             if kind:
                 top = output_files.archive_name(out.label, rel)
@@ -198,6 +200,8 @@ class FilesHandler(OutputsHandler):
             return self.write_json(
                 {"owner": owner, "workspace": name, "number": out.number, "saved": out.saved, **page}
             )
+        if target is not None:
+            raise output_files.is_a_link(rel, target)
         if kind:
             raise UserError(400, f"“{output_files.shown(rel)}” is not a directory; download it without “archive”.")
         fd, st = await _pool_run(_open, out.root, rel)

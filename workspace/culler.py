@@ -52,7 +52,7 @@ from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
 
-from . import config, lifecycle, origins
+from . import config, lifecycle, origins, tasks
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .idle import IdlePolicy, Observation, Verdict, Watch
@@ -362,6 +362,7 @@ class Culler(config.HubService):
         servers = await self.servers()
         await asyncio.get_running_loop().run_in_executor(None, self._attach_executions, servers)
         servers = [s for s in servers if s.execution_id is not None]
+        await self._announce_tasks(servers)
         reports = await asyncio.gather(*(self._no_report() if s.task else self.activity(s) for s in servers))
         now = self.clock()
         samples, culls, actions, samples_by_server = [], [], [], []
@@ -547,6 +548,31 @@ class Culler(config.HubService):
     @staticmethod
     async def _no_report() -> None:
         return None
+
+    async def _announce_tasks(self, servers: list[Server]) -> None:
+        """Tell each owner's running workspaces of their tasks that ended since the last look (#17)."""
+        loop = asyncio.get_running_loop()
+        since = getattr(self, "_tasks_since", None)
+        if since is None:
+            self._tasks_since = utcnow()  # what ended before the culler started was told then, or is on the pages
+            return
+        try:
+            ended = await loop.run_in_executor(None, tasks.ended_since, database(self.db_url), since)
+        except Exception as e:
+            log.warning("could not read the tasks that ended: %s", e)
+            return
+        if not ended:
+            return
+        self._tasks_since = max(t["stopped"] for t in ended)
+        shows = [
+            self._show_notice(
+                server, f"task-{t['execution_id']}", t["message"], "", level="success" if t["success"] else "error"
+            )
+            for t in ended
+            for server in servers
+            if server.user == t["owner"] and not server.task and server.execution_id is not None
+        ]
+        await asyncio.gather(*shows, return_exceptions=True)
 
     async def _act(self, server: Server, verdict: Verdict, counts: dict) -> None:
         notice_id = f"cull-{verdict.reason}"

@@ -208,3 +208,38 @@ def cancellable(db, owner: str, name: str, number: int) -> None:
             raise UserError(409, f"#{number} of “{name}” is a workspace, not a task; stop it from its page.")
         if ex.state not in ACTIVE:
             raise UserError(409, f"Task #{number} of “{name}” is not running any more ({ex.state}).")
+
+
+def ended_since(db, since, owner: str | None = None, limit: int = 50) -> list[dict]:
+    """Tasks that ended (saved or failed) after `since`, newest first: {owner, workspace, number, execution_id,
+    stopped, message} (blocking). For the notices of a task's end: the pages' and the running workspaces'."""
+    from sqlalchemy import select
+
+    from .db import iso
+    from .executions import FINAL, Execution, Workspace
+
+    query = (
+        select(Execution, Workspace.owner, Workspace.name)
+        .join(Workspace, Execution.workspace_id == Workspace.id)
+        .where(Execution.kind == "task", Execution.state.in_(FINAL), Execution.stopped > since)
+        .order_by(Execution.stopped.desc())
+        .limit(limit)
+    )
+    if owner is not None:
+        query = query.where(Workspace.owner == owner)
+    with db.session() as s:
+        return [
+            {
+                "owner": who,
+                "workspace": name,
+                "number": ex.number,
+                "execution_id": ex.id,
+                "stopped": ex.stopped,
+                "stopped_at": iso(ex.stopped),
+                "success": ex.exit_code == 0 and ex.stop_reason == "completed",
+                "message": f"Task #{ex.number} of “{name}” ended: "
+                f"{ex.stop_detail or ex.error or ex.state}"
+                + (" Its output is saved." if ex.has_output else " It has no saved output."),
+            }
+            for ex, who, name in s.execute(query).all()
+        ]

@@ -285,3 +285,26 @@ def test_the_cli_runs_a_task_prints_its_log_and_exits_with_its_code(task_hub: Hu
     assert p.returncode == 1 and "not running" in p.stderr, p.stderr
     p = subprocess.run([WORKSPACE, "logs", "cli#x"], capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 1 and "whole number" in p.stderr, p.stderr
+
+
+def test_a_finished_task_is_told_in_the_owners_running_workspaces_and_on_the_pages(task_hub: Hub):
+    token = task_hub.user_token("nora")
+    task_hub.start_workspace("nora", "desk", token)
+    # busy, so that this hub's culler (which culls an idle server within seconds) keeps it
+    task_hub.sh("nora", "desk", "nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &")
+    ex = run(task_hub, token, "job", "exit 5")
+    wait_ended(task_hub, "nora", "job", ex["number"])
+    deadline, found = time.monotonic() + 30, []
+    while not found:
+        assert time.monotonic() < deadline, "no notice of the task's end in the running workspace"
+        r = requests.get(
+            f"{task_hub.url}/user/nora/desk/api/workspace/notices",
+            headers={"Authorization": f"token {token}"},
+            timeout=10,
+        )
+        found = [n for n in r.json()["notices"] if "Task #1 of “job” ended" in n["message"]] if r.ok else []
+        time.sleep(0.5)
+    assert "exit code 5" in found[0]["message"] and found[0]["level"] == "error", found
+    page = task_hub.browser_login("nora").get(f"{task_hub.url}/services/workspace/workspaces", timeout=30)
+    assert "finished-tasks" in page.text and "Task #1 of “job” ended" in page.text
+    task_hub.stop_workspace("nora", "desk", token)

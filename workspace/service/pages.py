@@ -25,6 +25,7 @@ service gave.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from urllib.parse import quote
 
@@ -34,6 +35,7 @@ from markupsafe import Markup
 from tornado import web
 
 from .. import courses, datasets, executions, lifecycle, origins, outputs, queue, quotas, spawnform, tasks
+from ..db import utcnow
 from ..errors import UserError
 from ..executions import FINAL
 from ..gateway import directions
@@ -217,6 +219,10 @@ class WorkspacesPage(PageHandler):
             lab_prefix=origins.server_url(self.settings.get("subdomain_host"), user),
             spawn_form=await self.spawn_form(),
             storage_warning=await self.storage_warning(),
+            # the tasks that ended in the last day: what a student comes back to see
+            finished_tasks=await self.blocking(
+                tasks.ended_since, self.db, utcnow() - dt.timedelta(days=1), owner=user, limit=5
+            ),
         )
 
     @web.authenticated

@@ -7,6 +7,8 @@ workspace logs NAME[#N] [-f]
     a task's log (the latest task's without #N); -f follows it until the task ends
 workspace cancel NAME[#N]
     stops a running task (its home is saved as its output)
+workspace webhook [URL | --remove]
+    shows, sets or removes the URL called (signed with the printed secret) when a task of yours ends
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 
-COMMANDS = ("run", "logs", "cancel")
+COMMANDS = ("run", "logs", "cancel", "webhook")
 
 
 def add_parsers(cmds) -> None:
@@ -31,6 +33,9 @@ def add_parsers(cmds) -> None:
     lg.add_argument("-f", "--follow", action="store_true", help="until the task ends")
     c = cmds.add_parser("cancel", help="stop a running task (its home is saved)")
     c.add_argument("what", metavar="NAME[#N]")
+    w = cmds.add_parser("webhook", help="the URL called when a task of yours ends (show, set, --remove)")
+    w.add_argument("url", nargs="?")
+    w.add_argument("--remove", action="store_true")
 
 
 def run(args, client, out=sys.stdout) -> None:
@@ -38,6 +43,8 @@ def run(args, client, out=sys.stdout) -> None:
         code = run_task(client, args, out)
         if code:
             raise SystemExit(code)
+    elif args.command == "webhook":
+        webhook(client, args.url, args.remove, out)
     elif args.command == "logs":
         name, number = task_of(client, args.what)
         print_log(client, name, number, args.follow, out)
@@ -120,3 +127,16 @@ def _ended(client, name: str, number: int, timeout: float = 120) -> dict:
         if record["state"] in ("stopped", "failed", "save_failed") or time.monotonic() > deadline:
             return record
         time.sleep(0.5)
+
+
+def webhook(client, url: str | None, remove: bool, out) -> None:
+    if remove:
+        client.call("DELETE", "/webhook")
+        print("webhook removed", file=out)
+        return
+    hook = client.call("PUT", "/webhook", json={"url": url}) if url else client.call("GET", "/webhook")
+    print(
+        f"url:    {hook['url']}\nsecret: {hook['secret']}  (X-Workspace-Signature: sha256=HMAC of the body)", file=out
+    )
+    if hook.get("last_sent"):
+        print(f"last call: {hook['last_sent']}: {hook['last_result']}", file=out)

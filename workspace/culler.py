@@ -52,7 +52,7 @@ from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
 
-from . import config, lifecycle, origins, tasks
+from . import config, lifecycle, origins, tasks, webhooks
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .idle import IdlePolicy, Observation, Verdict, Watch
@@ -165,6 +165,10 @@ class Tracked:
     files_counted: float = 0.0  # when its home's files were last counted
 
 
+# what a task's webhook call says (tasks.ended_since's fields)
+TASK_FIELDS = ("owner", "workspace", "number", "exit_code", "stop_reason", "stopped_at", "message")
+
+
 class Culler(config.HubService):
     name = "workspace-culler"
     description = "Stops idle workspaces (closed tab AND low CPU) after a warning; records usage."
@@ -207,6 +211,8 @@ class Culler(config.HubService):
         self.store_dir = self.store_dir or spawner.store_root
         self._engine_nodes = functools.partial(spawner.spawner_class.engine_nodes, spawner)
         self._agent_token = read_token(getattr(spawner, "store_agent_token_file", ""))
+        self._webhook_networks = webhooks.networks(spawner.webhook_networks)
+        self._webhook_calls: set = set()
         self.policy = IdlePolicy(parent=self)
         self.tracked: dict[int, Tracked] = {}
         self._http = None
@@ -572,7 +578,24 @@ class Culler(config.HubService):
             for server in servers
             if server.user == t["owner"] and not server.task and server.execution_id is not None
         ]
+        # webhooks are strangers' servers: called beside the cycle, so a slow one never delays culling
+        call = asyncio.ensure_future(self._call_webhooks(ended))
+        self._webhook_calls.add(call)
+        call.add_done_callback(self._webhook_calls.discard)
         await asyncio.gather(*shows, return_exceptions=True)
+
+    async def _call_webhooks(self, ended: list[dict]) -> None:
+        """POST each ended task to its owner's webhook, if they set one (workspace/webhooks.py)."""
+        loop, db = asyncio.get_running_loop(), database(self.db_url)
+        hooks = await loop.run_in_executor(None, webhooks.of_owners, db, {t["owner"] for t in ended})
+        for t in ended:
+            if t["owner"] not in hooks:
+                continue
+            url, secret = hooks[t["owner"]]
+            payload = {"event": "task.ended", **{k: t[k] for k in TASK_FIELDS}}
+            result = await webhooks.deliver(url, secret, payload, self._webhook_networks)
+            log.info("%s: the webhook for task %s #%s: %s", t["owner"], t["workspace"], t["number"], result)
+            await loop.run_in_executor(None, webhooks.record, db, t["owner"], result)
 
     async def _act(self, server: Server, verdict: Verdict, counts: dict) -> None:
         notice_id = f"cull-{verdict.reason}"

@@ -237,6 +237,8 @@ def ended_since(db, since, owner: str | None = None, limit: int = 50) -> list[di
                 "stopped": ex.stopped,
                 "stopped_at": iso(ex.stopped),
                 "success": ex.exit_code == 0 and ex.stop_reason == "completed",
+                "exit_code": ex.exit_code,
+                "stop_reason": ex.stop_reason,
                 "message": f"Task #{ex.number} of “{name}” ended: "
                 f"{ex.stop_detail or ex.error or ex.state}"
                 + (" Its output is saved." if ex.has_output else " It has no saved output."),

@@ -7,11 +7,15 @@ output and kept log are then read back.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import http.server
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +42,7 @@ def task_hub(start_hub) -> Hub:
         WORKSPACE_GPU_INVENTORY="0,1",
         WORKSPACE_GPU_DEVICE_MODE="env",
         WORKSPACE_TASK_LOG_LIMIT=str(LOG_LIMIT),
+        WORKSPACE_WEBHOOK_NETWORKS="127.0.0.1/32",  # the tests' receiver; by default no private address
         # an idle server would be culled within seconds here; a task never is
         WORKSPACE_CULL_INTERVAL="1",
         WORKSPACE_CULL_BROWSER_TIMEOUT="2",
@@ -308,3 +313,87 @@ def test_a_finished_task_is_told_in_the_owners_running_workspaces_and_on_the_pag
     page = task_hub.browser_login("nora").get(f"{task_hub.url}/services/workspace/workspaces", timeout=30)
     assert "finished-tasks" in page.text and "Task #1 of “job” ended" in page.text
     task_hub.stop_workspace("nora", "desk", token)
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    calls: list = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Receiver.calls.append((dict(self.headers), body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def receiver():
+    Receiver.calls = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://localhost:{server.server_address[1]}/hook"
+    server.shutdown()
+
+
+def test_a_webhook_is_called_signed_when_a_task_ends(task_hub: Hub, receiver):
+    token, other = task_hub.user_token("willa"), task_hub.user_token("wes")
+    assert task_hub.service_call("GET", "/webhook", token).status_code == 404
+    r = task_hub.service_call("PUT", "/webhook", token, json={"url": receiver})
+    assert r.status_code == 200, r.text
+    secret = r.json()["secret"]
+    assert len(secret) == 64 and task_hub.service_call("GET", "/webhook", other).status_code == 404
+    ex = run(task_hub, token, "hooked", "exit 2")
+    wait_ended(task_hub, "willa", "hooked", ex["number"])
+    deadline = time.monotonic() + 30
+    while not Receiver.calls:
+        assert time.monotonic() < deadline, "the webhook was not called"
+        time.sleep(0.3)
+    headers, body = Receiver.calls[0]
+    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    assert headers["X-Workspace-Signature"] == expected and headers["X-Workspace-Event"] == "task.ended"
+    payload = json.loads(body)
+    assert (payload["owner"], payload["workspace"], payload["number"], payload["exit_code"]) == (
+        "willa",
+        "hooked",
+        ex["number"],
+        2,
+    ), payload
+    assert "Authorization" not in headers and "token" not in body.decode().lower()
+    deadline = time.monotonic() + 10
+    while task_hub.service_call("GET", "/webhook", token).json()["last_result"] != "204":
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert task_hub.service_call("DELETE", "/webhook", token).status_code == 204
+    assert task_hub.service_call("DELETE", "/webhook", token).status_code == 404
+
+
+def test_a_webhook_never_reaches_the_hubs_own_networks(start_hub, receiver):
+    """On a hub that allows no private network (the default), neither a literal address nor a name
+    that resolves to one is called."""
+    hub = start_hub(WORKSPACE_CULL_INTERVAL="1")
+    token = hub.user_token("vic")
+    for url, words in [
+        ("http://127.0.0.1:8081/hub/api/users", "private network"),
+        ("http://169.254.169.254/latest/meta-data", "private network"),
+        ("http://[::1]:8000/", "private network"),
+        ("file:///etc/passwd", "http"),
+        ("gopher://example.org/", "http"),
+        ("http://user:pw@example.org/", "password"),
+        ("http://exa mple.org/", "URL"),
+        ("", "url"),
+    ]:
+        r = hub.service_call("PUT", "/webhook", token, json={"url": url})
+        assert r.status_code == 400 and words in r.json()["message"], (url, r.text)
+    assert hub.service_call("GET", "/webhook", token).status_code == 404
+    # a name is accepted, but what it resolves to is checked at the call: localhost is not called
+    assert hub.service_call("PUT", "/webhook", token, json={"url": receiver}).status_code == 200
+    ex = run(hub, token, "nohook", "true")
+    wait_ended(hub, "vic", "nohook", ex["number"])
+    deadline = time.monotonic() + 30
+    while (hub.service_call("GET", "/webhook", token).json()["last_result"] or "") == "":
+        assert time.monotonic() < deadline, "the call was not even tried"
+        time.sleep(0.3)
+    assert "private networks" in hub.service_call("GET", "/webhook", token).json()["last_result"]
+    assert Receiver.calls == []

@@ -30,7 +30,7 @@ from tornado.httpserver import HTTPServer
 from traitlets import Bool, Dict, Float, Unicode
 from traitlets.config import Application
 
-from .. import config, lifecycle, queue, uploads
+from .. import config, lifecycle, queue, uploads, webhooks
 from ..datasets import DatasetRules
 from ..db import database
 from ..homes import BtrfsHomeStore, store_for
@@ -53,6 +53,7 @@ from . import (
     storage_api,
     tasks_api,
     uploads_api,
+    webhook_api,
 )
 from .api import handlers
 from .metrics_api import handlers as metrics_handlers
@@ -127,6 +128,7 @@ class WorkspaceService(Application):
                 *ssh_keys_api.handlers(prefix),
                 *ssh_page.handlers(prefix),
                 *tasks_api.handlers(prefix),
+                *webhook_api.handlers(prefix),
                 *metrics_handlers(prefix, self.authenticate_prometheus),
             ],
             prefix=prefix,
@@ -151,6 +153,7 @@ class WorkspaceService(Application):
             # a running task's log, from the engine (blocking), and where the hub keeps finished ones
             engine_log=functools.partial(spawner.spawner_class.engine_log, spawner),
             task_log_root=spawner.task_log_root,
+            webhook_networks=webhooks.networks(spawner.webhook_networks),
             node_stores=node_stores(spawner, store_for(spawner.store_root, clean=False)),
             record_store_root=spawner.record_store_root,
             own_node_stores=spawner.spawner_class.nodes_have_own_stores,  # a swarm's: replicated to the hub's

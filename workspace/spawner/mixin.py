@@ -177,6 +177,14 @@ class WorkspaceMixin(LoggingConfigurable):
         saying how much was dropped). The engine holds at most about twice as
         much while the task runs (log rotation, two files).""",
     )
+    webhook_networks = List(
+        Unicode(),
+        [],
+        config=True,
+        help="""Networks of private addresses (CIDR, like `10.0.0.0/8`) that
+        users' webhooks may call (#17). Empty (the default): only public
+        addresses; the hub never calls its own networks for a user.""",
+    )
     task_poll_interval = Float(
         2.0,
         config=True,

@@ -17,10 +17,12 @@ tree controls nothing else:
 
 Compression (measured on this project's machine, one core): zlib at level 1 compresses text at
 78 MB/s and random data at 31 MB/s, level 6 text at 31 MB/s for 10 % less output. So: level 1,
-and a file whose first 128 KiB do not shrink below 90 % (checkpoints, images, archives) is stored
-as it is (zip: ZIP_STORED; tar.gz: stored deflate blocks inside the one gzip stream, written at
-memory speed), which keeps a download of a model's weights at the speed of the disk and the
-network rather than of deflate.
+and a file over 64 KiB whose first 64 KiB do not shrink below 90 % (checkpoints, images, archives)
+is stored as it is (zip: ZIP_STORED; tar.gz: stored deflate blocks inside the one gzip stream,
+written at memory speed), which keeps a download of a model's weights at the speed of the disk and
+the network rather than of deflate. A smaller file is compressed without trying first: trying
+would cost as much as compressing it (measured: 2,000 CSV files of 25 kB, 34 MB/s with a trial,
+48 MB/s without).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from . import paths
 
 CHUNK = 1 << 20  # what `out` receives at a time (the last chunk may be smaller)
 LEVEL = 1
-PROBE = 128 << 10
+PROBE = 64 << 10  # a file's first bytes that decide; a file no larger is compressed without asking
 STORE_ABOVE = 0.9  # a sample compressing to more than this fraction of itself is stored
 FORMATS = ("tar.gz", "zip")
 CONTENT_TYPES = {"tar.gz": "application/gzip", "zip": "application/zip"}
@@ -52,9 +54,10 @@ class Cancelled(Exception):
     """Whoever receives the archive is gone; stop writing it."""
 
 
-def compressible(sample: bytes) -> bool:
-    """Whether deflate shrinks `sample` enough to be worth its time."""
-    if len(sample) < 512:
+def compressible(sample: bytes, size: int) -> bool:
+    """Whether deflate shrinks a file of `size` bytes starting with `sample` enough to be worth its time.
+    A small file is compressed without trying first (trying costs as much as doing it)."""
+    if size <= PROBE:
         return True
     c = zlib.compressobj(LEVEL, zlib.DEFLATED, -15)
     return len(c.compress(sample)) + len(c.flush()) < STORE_ABOVE * len(sample)
@@ -71,13 +74,13 @@ class Chunks:
     def write(self, data) -> int:
         n = len(data)
         self.count += n
-        if self.buf or n < CHUNK:
+        if n >= CHUNK:  # a block of file data: what is gathered goes first, then the block as it is (no copy)
+            self.flush()
+            self.out(data if isinstance(data, bytes) else bytes(data))
+        else:
             self.buf += data
             if len(self.buf) >= CHUNK:
-                self.out(bytes(self.buf))
-                self.buf.clear()
-        else:
-            self.out(bytes(data))
+                self.flush()
         return n
 
     def flush(self) -> None:
@@ -191,7 +194,7 @@ class TarGzWriter:
         first = True
         for block in blocks:
             if first:
-                self.gz.plain(not compressible(block[:PROBE]))
+                self.gz.plain(not compressible(block[:PROBE], size))
                 first = False
             self.gz.write(block)
         pad = -size % tarfile.BLOCKSIZE
@@ -268,7 +271,7 @@ class ZipWriter:
         info = self._info(name, st)
         info.file_size = st.st_size  # zipfile decides zip64 by it
         first = next(blocks, b"")
-        if compressible(first[:PROBE]):
+        if compressible(first[:PROBE], st.st_size):
             info.compress_type = zipfile.ZIP_DEFLATED
             info._compresslevel = LEVEL  # zipfile's own attribute (3.11; an alias of compress_level later)
         else:

@@ -121,11 +121,13 @@ def cleanup(db: Database, store, owner: str, keep: int = 1) -> dict:
 # -- where an output is read ------------------------------------------------------------------------
 
 
-def tree_of(store, node_stores, snap: Snapshot) -> Path | None:
+def tree_of(store, node_stores, snap: Snapshot, record=None) -> Path | None:
     """The directory of a saved output on this machine, or None: the central store's (where every output
-    is, or arrives after its save on a swarm), else its node's store where that is mounted here."""
-    if store.has_snapshot(snap.key):
-        return store.snapshot_path(snap.key)
+    is, or arrives after its save on a swarm), the store of record's (`record_store_root`, where a swarm
+    with one sends them instead), else its node's store where that is mounted here."""
+    for whole in (store, record):
+        if whole is not None and whole.has_snapshot(snap.key):
+            return whole.snapshot_path(snap.key)
     if node_stores is not None and snap.node:
         own = node_stores.of(snap.node)
         # a store agent's node is another machine: its files are not here to read
@@ -158,7 +160,7 @@ def _output_of(session, ex: Execution, name: str, number: int) -> Snapshot:
     return ex.snapshot
 
 
-def locate(db: Database, store, node_stores, owner: str, name: str, number: int) -> Located:
+def locate(db: Database, store, node_stores, owner: str, name: str, number: int, record=None) -> Located:
     """The saved output of execution `number` of the owner's workspace; the user's 404, 409 or 410
     otherwise (blocking)."""
     with db.session() as s:
@@ -169,7 +171,7 @@ def locate(db: Database, store, node_stores, owner: str, name: str, number: int)
                 raise UserError(404, f"There is no workspace “{name}”.")
             raise UserError(404, f"Workspace “{name}” has no execution #{number}.")
         snap = _output_of(s, ex, name, number)
-        root = tree_of(store, node_stores, snap)
+        root = tree_of(store, node_stores, snap, record)
         if root is None:
             raise UserError(
                 409,
@@ -233,6 +235,7 @@ def collection(
     workspace: str,
     before: dt.datetime | None,
     not_collected: dict[str, str] | None = None,
+    record=None,
 ) -> list[Collected]:
     """For each of `students` (a course's enrolled students, nobody else), their latest saved output of
     `workspace` (saved at or before `before`, when given), or why there is none; `not_collected`:
@@ -261,7 +264,7 @@ def collection(
                 continue
             ex = max(saved, key=lambda e: e.snapshot.created)
             item.execution, item.saved_at = ex.number, iso(ex.snapshot.created)
-            item.root = tree_of(store, node_stores, ex.snapshot)
+            item.root = tree_of(store, node_stores, ex.snapshot, record)
             if item.root is None:
                 item.reason = f"its output #{ex.number} is still being copied to the central store"
     return out

@@ -18,7 +18,8 @@ from workspace import archives, lifecycle, outputs
 from workspace.courses import Course
 from workspace.db import move_clock, utcnow
 from workspace.errors import UserError
-from workspace.executions import Execution, find_workspace
+from workspace.executions import Execution, Snapshot, find_workspace
+from workspace.homes import CopyHomeStore
 
 from .test_dataset_versions import saved_output
 
@@ -127,3 +128,29 @@ def test_locating_an_output_says_why_there_is_none(database, store):
     with pytest.raises(UserError) as e:
         outputs.locate(db, store, None, "ann", "lab2", 1)
     assert e.value.status_code == 409 and "its output exists once its home is saved" in e.value.jupyterhub_message
+
+
+def test_an_output_is_read_where_it_is_on_this_machine(database, store, tmp_path):
+    """The central store, the store of record, a node's store mounted here; not a store agent's (another
+    machine): there the output is a 409 until its copy arrives."""
+    db = database
+    saved_output(db, store, "ann", "lab1", {"a.txt": b"a"})
+    key = _key(db, "ann", "lab1")
+    elsewhere = CopyHomeStore(root=str(tmp_path / "node2"), uid=os.getuid(), gid=os.getgid()).setup()
+    os.rename(store.snapshot_path(key), elsewhere.snapshot_path(key))
+    with db.session() as s:
+        s.scalars(select(Snapshot).where(Snapshot.key == key)).one().node = "node2"
+
+    class Nodes:
+        def __init__(self, node_store):
+            self.node_store = node_store
+
+        def of(self, node):
+            return self.node_store if node == "node2" else store
+
+    assert outputs.locate(db, store, None, "ann", "lab1", 1, record=elsewhere).root == elsewhere.snapshot_path(key)
+    assert outputs.locate(db, store, Nodes(elsewhere), "ann", "lab1", 1).root == elsewhere.snapshot_path(key)
+    agent = type("AgentStore", (), {"has_snapshot": lambda self, k: True, "snapshot_path": lambda self, k: "/x"})()
+    with pytest.raises(UserError) as e:
+        outputs.locate(db, store, Nodes(agent), "ann", "lab1", 1)
+    assert e.value.status_code == 409 and "still being copied from node2" in e.value.jupyterhub_message

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import os
 import re
@@ -39,6 +40,7 @@ from tornado.iostream import StreamClosedError
 from .. import accounting, archives, output_files, outputs, paths
 from ..errors import UserError
 from ..executions import check_workspace_name
+from ..homes import BtrfsHomeStore
 from .api import READ_SCOPE, APIHandler
 
 log = logging.getLogger("workspace.service")
@@ -81,6 +83,11 @@ class Pipe:
         self.gone.set()
 
 
+@functools.lru_cache(maxsize=4)
+def record_store(root: str | None):
+    return BtrfsHomeStore(root=root) if root else None
+
+
 def _pool_run(fn, *args):
     return asyncio.get_running_loop().run_in_executor(POOL, fn, *args)
 
@@ -93,6 +100,11 @@ class OutputsHandler(APIHandler):
     @property
     def node_stores(self):
         return self.settings.get("node_stores")
+
+    @property
+    def record_store(self):
+        """The store of record, where outputs are copied after their save (None: none configured)."""
+        return record_store(self.settings.get("record_store_root"))
 
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
         # a path in an output need not be UTF-8 (a name is bytes): its other bytes become surrogate escapes
@@ -190,7 +202,9 @@ class FilesHandler(OutputsHandler):
         inline = self.get_argument("inline", "") in ("1", "true", "yes")
         owner = await self.owner()
         number = int(number) if len(number) < 12 else 0  # no such execution (and no 4,300-digit int to parse)
-        out = await self.blocking(outputs.locate, self.db, self.store, self.node_stores, owner, name, number)
+        out = await self.blocking(
+            outputs.locate, self.db, self.store, self.node_stores, owner, name, number, self.record_store
+        )
         st, target = await _pool_run(_stat, out.root, rel)
         if archives.kind_of(st) == "dir":
             if kind:
@@ -283,6 +297,7 @@ class CollectHandler(OutputsHandler):
             workspace,
             before,
             {n: f"not a student ({why})" for n, why in refused.items()},
+            self.record_store,
         )
         top = f"{course}-" + (output_files.archive_name(workspace, rel) if rel else workspace)
         log.info("%s collects %s of %d student(s) of %s", self.caller()["name"], top, len(students), course)

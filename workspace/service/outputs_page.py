@@ -16,8 +16,21 @@ from tornado import web
 
 from .. import archives, output_files, outputs, paths
 from ..errors import UserError
-from .outputs_api import _pool_run
-from .pages import PageHandler
+from .outputs_api import _pool_run, record_store
+from .pages import PageHandler, _env
+
+
+def human(n: int | None) -> str:
+    """A size as people read it: 512 B, 3.4 kB, 12.0 MB, 2.10 GB."""
+    if n is None:
+        return ""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.2f} {unit}" if unit == "GB" else f"{n / scale:,.1f} {unit}"
+    return f"{n} B"
+
+
+_env.filters["bytes"] = human
 
 
 def _load(root, rel: bytes, offset: int, limit: int) -> dict:
@@ -67,6 +80,7 @@ class OutputPage(PageHandler):
             owner,
             name,
             n,
+            record_store(self.settings.get("record_store_root")),
         )
         shown = await _pool_run(_load, out.root, rel, offset, limit)
         base = f"workspaces/{quote(name, safe='')}/executions/{out.number}/files"

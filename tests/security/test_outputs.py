@@ -50,7 +50,7 @@ def hostile(hub: Hub):
         "h",
         "cd ~ && mkdir -p work && echo mine > work/r.txt && ln -s . t && ln -s t/.. L && ln -s L/.. u "
         "&& ln -s / rootfs && ln -s /etc etc-link && ln -s /etc/passwd work/passwd && ln -s ../../../.. work/up "
-        "&& echo x > '<img src=x onerror=alert(1)>.txt' "
+        "&& echo x > '<img src=x onerror=alert(1)>.txt' && mkdir big && head -c 64000000 /dev/urandom > big/blob "
         "&& python3 -c \"import os; os.mkdir('many'); [open(f'many/f{i:06d}', 'w').close() for i in range(100000)]\"",
     )
     home = hub.live_home("eve", "h")
@@ -153,7 +153,8 @@ def test_the_whole_hostile_output_downloads_without_leaving_it(hub: Hub, hostile
     assert {m.name for m in members if m.issym()} >= {"h-1/t", "h-1/L", "h-1/u", "h-1/rootfs", "h-1/etc-link"}
     assert not any(m.name.startswith(("h-1/rootfs/", "h-1/etc-link/", "h-1/u/", "h-1/t/")) for m in members)
     assert not any(m.ischr() or m.isblk() or m.isfifo() for m in members)
-    assert sum(m.size for m in regular) < 100  # r.txt and the markup-named file; the 100,000 are empty
+    # r.txt, the markup-named file, big/blob; the 100,000 are empty
+    assert sum(m.size for m in regular if not m.name.startswith("h-1/big/")) < 100
 
 
 def test_a_directory_of_100k_entries_is_paged_and_absurd_paging_is_refused(hub: Hub, hostile):
@@ -216,3 +217,26 @@ def test_other_users_and_other_courses_get_nothing(hub: Hub, hostile):
         (row,) = json.loads(tar.extractfile("cs101-etc-link/manifest.json").read())
         assert [m.name for m in tar.getmembers()] == ["cs101-etc-link/manifest.csv", "cs101-etc-link/manifest.json"]
     assert row["status"] == "missing" and "is a link" in row["reason"] and PASSWD not in r.content
+
+
+def test_stalled_downloads_are_bounded_per_user(hub: Hub, hostile):
+    """A student who opens archive downloads and reads none: at most four at once, each holding its
+    bounded queue; closing them frees their places."""
+    token = hostile
+    url = f"{hub.url}/services/workspace{FILES}/big"
+    held = []
+    try:
+        for _ in range(4):
+            r = requests.get(url, params={"archive": "zip"}, headers={"Authorization": f"token {token}"}, stream=True)
+            assert r.status_code == 200, r.text[:200]
+            held.append(r)
+        r = get(hub, token, f"{FILES}/work", archive="tar.gz")
+        assert r.status_code == 429 and "4 archive downloads under way" in r.json()["message"], r.text[:200]
+        assert get(hub, token, f"{FILES}/work/r.txt").content == b"mine\n"  # files and listings still work
+    finally:
+        for r in held:
+            r.close()
+    deadline = time.monotonic() + 60
+    while get(hub, token, f"{FILES}/work", archive="tar.gz").status_code == 429:
+        assert time.monotonic() < deadline, "closed downloads did not free their places"
+        time.sleep(0.5)

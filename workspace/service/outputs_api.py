@@ -11,11 +11,13 @@
             `before`), and manifest.csv / manifest.json
 
 Who may read whose output is the API's rule (api.py): one's own; `?user=` for administrators, and for
-instructors, read-only, their course's students. The tree is read by workspace/output_files.py and
-written into archives by workspace/archives.py, in threads of this module's own pool (a 5 GB download
-must not take the threads every other request waits on): an archive is written by one thread into a
-bounded queue that this handler empties into the response, flushing each chunk, so a download holds
-a few MiB whatever its size, and a slow client slows the writer instead of filling memory.
+instructors, read-only, their course's students. The tree is read by workspace/output_files.py in
+threads of this module's own pool (a 5 GB download must not take the threads every other request
+waits on), and written into archives by workspace/archives.py, each archive by a thread of its own
+into a bounded queue that this handler empties into the response, flushing each chunk: a download
+holds a few MiB whatever its size, and a slow client slows its writer instead of filling memory. A
+user has at most MAX_ARCHIVES archive downloads at once (429 beyond), and a client that takes nothing
+for STALL_SECONDS is cut off, so stalled downloads hold neither threads nor memory for long.
 
 A file is served with `X-Content-Type-Options: nosniff` and a CSP sandbox: an HTML file in an output
 never runs script with this origin's rights, even opened directly.
@@ -24,6 +26,7 @@ never runs script with this origin's rights, even opened directly.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import functools
 import logging
@@ -45,9 +48,13 @@ from .api import READ_SCOPE, APIHandler
 
 log = logging.getLogger("workspace.service")
 
-# threads that read outputs: archives being written and files being sent, apart from the default pool
+# threads that read outputs' files for listings and downloads, apart from the default pool (archives are
+# written each in a thread of its own)
 POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="outputs")
 QUEUE_CHUNKS = 8  # chunks of archives.CHUNK between a writer thread and its response
+MAX_ARCHIVES = 4  # one user's archive downloads at once
+STALL_SECONDS = 300  # a client that takes nothing for this long is cut off
+_archives_of: collections.Counter = collections.Counter()  # the event loop's own: no lock
 CSP = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
 _RANGE = re.compile(r"^bytes=(\d{0,18})-(\d{0,18})$")
 
@@ -118,10 +125,32 @@ class OutputsHandler(APIHandler):
             raise UserError(400, f"“archive” must be {' or '.join(archives.FORMATS)}, not {kind[:40]!r}.")
         return kind
 
+    async def send(self, data: bytes) -> None:
+        """Write and flush one chunk; a client that takes none of it for STALL_SECONDS is cut off
+        (StreamClosedError), so that a stalled download holds nothing for long."""
+        self.write(data)
+        flushed = self.flush()
+        try:
+            await asyncio.wait_for(asyncio.shield(flushed), STALL_SECONDS)
+        except asyncio.TimeoutError:
+            flushed.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: no warning
+            log.info("%s took nothing for %d s: closing the download", self.request.remote_ip, STALL_SECONDS)
+            self.request.connection.close()
+            raise StreamClosedError() from None
+
     async def stream_archive(self, produce, kind: str, name: str) -> None:
-        """Send the archive `produce(writer, check)` writes (in a thread of POOL), chunk by chunk."""
+        """Send the archive `produce(writer, check)` writes (in a thread of its own), chunk by chunk; at
+        most MAX_ARCHIVES of one user's at once (429 beyond)."""
+        who = self.caller()["name"]
+        if _archives_of[who] >= MAX_ARCHIVES:
+            raise UserError(
+                429,
+                f"You have {_archives_of[who]} archive downloads under way; wait until one has finished "
+                "(or stop it), then try again.",
+            )
         loop = asyncio.get_running_loop()
         pipe = Pipe(loop)
+        finished = loop.create_future()
 
         def run():
             try:
@@ -136,12 +165,16 @@ class OutputsHandler(APIHandler):
                     pipe.put(e)
                 except archives.Cancelled:
                     pass
+            finally:
+                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
 
         self.set_header("Content-Type", archives.CONTENT_TYPES[kind])
         self.set_header("Content-Disposition", output_files.disposition(os.fsencode(f"{name}.{kind}"), False))
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
-        writer = loop.run_in_executor(POOL, run)
+        _archives_of[who] += 1
+        # a thread of its own, not the pool's: a download that waits on a slow client holds only itself
+        threading.Thread(target=run, name=f"archive {who}", daemon=True).start()
         sent = 0
         try:
             while True:
@@ -157,14 +190,16 @@ class OutputsHandler(APIHandler):
                     # the client must see a cut download, not an archive that looks whole
                     self.request.connection.close()
                     return
-                self.write(item)
-                await self.flush()
+                await self.send(item)
                 sent += len(item)
         except StreamClosedError:
             log.info("the download of %s stopped after %d bytes: the client went away", name, sent)
         finally:
             pipe.close()
-            await writer
+            await finished
+            _archives_of[who] -= 1
+            if not _archives_of[who]:
+                del _archives_of[who]
 
 
 def _open(root, rel: bytes):
@@ -255,8 +290,7 @@ class FilesHandler(OutputsHandler):
                     log.error("%s ended at %d of %d bytes", output_files.shown(rel), pos, end)
                     self.request.connection.close()
                     return
-                self.write(block)
-                await self.flush()
+                await self.send(block)
                 pos += len(block)
         except StreamClosedError:
             pass

@@ -177,6 +177,13 @@ def record_task_end(db: Database, execution_id: int, exit_code: int | None, log_
             ex.exit_code, ex.log_bytes, ex.log_kept = exit_code, log_bytes, log_kept
 
 
+def task_log_kept(db: Database, execution_id: int) -> bool:
+    """Whether a task's log and exit code are recorded (its container may be removed by two paths)."""
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        return ex is not None and ex.log_kept is not None
+
+
 def task_ending(db: Database, execution_id: int) -> str:
     """The stop detail of a task whose command ended: its exit code and how long it ran."""
     from .tasks import describe_end

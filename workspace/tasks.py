@@ -115,6 +115,65 @@ def keep(chunks: Iterable[bytes], path: Path, limit: int) -> KeptLog:
     return kept
 
 
+STAMP = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z ")
+
+
+def stamp_ns(line: bytes) -> int | None:
+    """The engine's time at the start of a log line, in nanoseconds since the epoch (None: none)."""
+    m = STAMP.match(line)
+    if m is None:
+        return None
+    import calendar
+    import time as _time
+
+    seconds = calendar.timegm(_time.strptime(m.group(1).decode(), "%Y-%m-%dT%H:%M:%S"))
+    return seconds * 10**9 + int((m.group(2) or b"0").ljust(9, b"0"))
+
+
+def follow(read, running, stopped=lambda: False, pause: float = 1.0, seen: dict | None = None) -> Iterator[bytes]:
+    """Follow an engine's log while `running()`: ask `read(since)` for what came since the last line
+    passed on, every `pause` seconds, then once more after it stopped; `stopped()` (the reader left)
+    ends it at once. Lines are passed on whole, each once (by the engine's time); `seen["last"]` is the
+    time of the last one (for `read_after`, once the log is kept)."""
+    import time as _time
+
+    seen = {} if seen is None else seen
+    last = None  # ns of the last line passed on
+    while not stopped():
+        still = running()
+        buf = b""
+        for chunk in read(last / 1e9 - 0.001 if last else None):
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                ns = stamp_ns(line)
+                if last is not None and ns is not None and ns <= last:
+                    continue
+                last = seen["last"] = ns if ns is not None else last
+                yield line + b"\n"
+            if stopped():
+                return
+        if buf and (last is None or (stamp_ns(buf) or last + 1) > last):
+            last = seen["last"] = stamp_ns(buf) or last
+            yield buf + b"\n"
+        if not still:
+            return
+        _time.sleep(pause)
+
+
+def read_after(path: Path, after: int | None) -> Iterator[bytes]:
+    """The kept log's lines stamped after `after` (ns; None: all of it), line by line."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        for line in f:
+            ns = stamp_ns(line)
+            if after is None or (ns is not None and ns > after):
+                yield line
+
+
 def read(path: Path, offset: int = 0) -> Iterator[bytes]:
     """The kept log from byte `offset`, in chunks (nothing when there is none)."""
     try:

@@ -364,3 +364,29 @@ def test_ssh_through_the_gateway_and_between_an_owners_workspaces_on_two_nodes(c
     assert r.stdout.strip() == "from one", r.stdout + r.stderr
     for server in ("one", "two"):
         hub.stop_workspace("sshswarm", server)
+
+
+def test_a_task_runs_on_a_worker_node_and_its_log_and_exit_code_come_back(cluster, swarm_hub, only_on):
+    """Tasks (#17) on the swarm: the same spawner, a service on node2; its log is read through the manager
+    (live, and kept at its end) and its output is saved on node2."""
+    hub, user = swarm_hub, "tasker"
+    token = hub.user_token(user)
+    only_on("node2")
+    r = hub.service_call(
+        "POST",
+        "/workspaces/job/tasks",
+        token,
+        json={"command": "hostname > where; for i in 1 2 3; do echo step $i; sleep 1; done; exit 6"},
+    )
+    assert r.status_code == 202, r.text
+    number = r.json()["execution"]["number"]
+    follow = hub.service_call("GET", f"/workspaces/job/executions/{number}/logs?follow=1", token)
+    assert follow.status_code == 200 and "step 3" in follow.text, follow.text
+    deadline = time.monotonic() + 120
+    while latest(hub, user, "job")["state"] not in ("stopped", "failed"):
+        assert time.monotonic() < deadline, latest(hub, user, "job")
+        time.sleep(0.5)
+    ex = latest(hub, user, "job")
+    assert (ex["node"], ex["output_node"], ex["exit_code"], ex["stop_reason"]) == ("node2", "node2", 6, "completed"), ex
+    kept = hub.service_call("GET", f"/workspaces/job/executions/{number}/logs", token).text
+    assert "step 1" in kept and "exit=6" in kept.splitlines()[-1], kept

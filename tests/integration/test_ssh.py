@@ -44,32 +44,13 @@ class Client:
         return r.json()
 
     def options(self, password: bool = False) -> list[str]:
+        common = ["-F", "/dev/null", "-o", f"UserKnownHostsFile={self.home / 'known_hosts'}"]
         if password:  # no key, no batch mode: the password comes from SSH_ASKPASS
-            return [
-                "-F",
-                "/dev/null",
-                "-o",
-                f"UserKnownHostsFile={self.home / 'known_hosts'}",
-                "-o",
-                "PubkeyAuthentication=no",
-                "-o",
-                "NumberOfPasswordPrompts=1",
-            ]
+            return [*common, "-o", "PubkeyAuthentication=no", "-o", "NumberOfPasswordPrompts=1"]
         return [
-            "-F",
-            "/dev/null",
-            "-o",
-            f"UserKnownHostsFile={self.home / 'known_hosts'}",
-            "-o",
-            "StrictHostKeyChecking=yes",
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "ConnectTimeout=20",
-            "-i",
-            str(self.key),
+            *common,
+            *("-o", "StrictHostKeyChecking=yes", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes"),
+            *("-o", "ConnectTimeout=20", "-i", str(self.key)),
         ]
 
     def login(self, workspace: str, owner: str | None = None) -> str:

@@ -160,3 +160,52 @@ def test_the_runner_passes_a_stop_to_everything_the_command_started(tmp_path):
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 128 + 15 and b"never" not in out.split(b"\n", 1)[1]
     assert b"exit=143" in out.splitlines()[-1]
+
+
+def test_engine_times_are_read_to_the_nanosecond():
+    assert tasks.stamp_ns(b"1970-01-01T00:00:01.5Z x") == 1_500_000_000
+    assert tasks.stamp_ns(b"1970-01-01T00:00:01.000000007Z x") == 1_000_000_007
+    assert tasks.stamp_ns(b"1970-01-01T00:00:02Z x") == 2_000_000_000
+    assert tasks.stamp_ns(b"[workspace] 5 bytes dropped") is None
+
+
+def test_follow_passes_each_line_once_until_the_task_stops_then_reads_once_more():
+    log = []  # what the engine holds: (ns, line)
+    polls = {"n": 0}
+
+    def read(since):
+        # the engine answers from `since` (seconds), a little before the last line seen: overlaps
+        return iter([line for ns, line in log if since is None or ns / 1e9 >= since])
+
+    def running():
+        polls["n"] += 1
+        n = polls["n"]
+        log.append((n * 10**9, f"1970-01-01T00:00:{n:02d}.000000001Z line{n}\n".encode()))
+        return n < 4
+
+    seen: dict = {}
+    out = b"".join(tasks.follow(read, running, pause=0, seen=seen)).decode().splitlines()
+    assert [line.split(" ", 1)[1] for line in out] == ["line1", "line2", "line3", "line4"]
+    assert seen["last"] == 4 * 10**9 + 1
+
+
+def test_follow_ends_when_the_reader_leaves():
+    calls = {"n": 0}
+
+    def running():
+        calls["n"] += 1
+        return True
+
+    assert list(tasks.follow(lambda since: iter(()), running, stopped=lambda: calls["n"] >= 3, pause=0)) == []
+    assert calls["n"] == 3
+
+
+def test_read_after_gives_the_kept_lines_after_a_time(tmp_path):
+    path = tmp_path / "5.log"
+    path.write_bytes(
+        b"[workspace] 9 bytes of output were dropped\n"
+        b"1970-01-01T00:00:01Z a\n1970-01-01T00:00:02Z b\n1970-01-01T00:00:03Z c\n"
+    )
+    assert b"".join(tasks.read_after(path, 2 * 10**9)) == b"1970-01-01T00:00:03Z c\n"
+    assert len(list(tasks.read_after(path, None))) == 4
+    assert list(tasks.read_after(tmp_path / "none.log", None)) == []

@@ -21,7 +21,7 @@ from tornado.iostream import StreamClosedError
 from .. import tasks
 from ..db import utcnow
 from ..errors import UserError
-from ..executions import FINAL, check_workspace_name
+from ..executions import ACTIVE, FINAL, check_workspace_name
 from .api import APIHandler
 
 OPTIONS = ("continue_from", "datasets", "resource_type", "image")
@@ -97,27 +97,42 @@ class LogsHandler(APIHandler):
                 return
             source = await self.blocking(tasks.log_source, self.db, owner, name, int(number))
         if source.record_id and not source.kept:
-            engine_log = self.settings["engine_log"]
-            await self.relay(lambda: engine_log(source.record_id, follow))
+            engine_log, db, record = self.settings["engine_log"], self.db, source.record_id
             if not follow:
+                await self.relay(lambda stop: engine_log(record))
                 return self.finish()
-            # its container ended: wait for the hub to keep its log and save its home, then say so
+
+            def running() -> bool:
+                return tasks.state_of(db, source.execution_id)[0] in ACTIVE
+
+            seen: dict = {}
+            await self.relay(
+                lambda stop: tasks.follow(lambda since: engine_log(record, since), running, stop.is_set, seen=seen)
+            )
+            # its container is gone (what it wrote last may have gone with it): once the hub has kept the
+            # log, what came after the last line passed on
             deadline = asyncio.get_running_loop().time() + KEEP_WAIT
             state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id)
-            while state not in FINAL and asyncio.get_running_loop().time() < deadline and not self.closed:
+            while not kept and state not in FINAL and asyncio.get_running_loop().time() < deadline:
+                if self.closed:
+                    return
                 await asyncio.sleep(0.5)
                 state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id)
+            if kept:
+                path = tasks.log_path(self.settings["task_log_root"], source.execution_id)
+                await self.relay(lambda stop: tasks.read_after(path, seen.get("last")))
             return self.finish()
         path = tasks.log_path(self.settings["task_log_root"], source.execution_id)
-        await self.relay(lambda: tasks.read(path))
+        await self.relay(lambda stop: tasks.read(path))
         self.finish()
 
     def on_connection_close(self):
         self.closed = True
 
     async def relay(self, chunks) -> None:
-        """Pass the chunks of a blocking iterator on as they come: a thread of its own reads (a follower
-        may wait for hours, so not the shared pool), at most 16 chunks wait in memory."""
+        """Pass the chunks of a blocking iterator (`chunks(stop)`: `stop` is set when the reader left) on as
+        they come: a thread of its own reads (a follower may wait for hours, so not the shared pool), at
+        most 16 chunks wait in memory."""
         loop = asyncio.get_running_loop()
         inbox: asyncio.Queue = asyncio.Queue()
         room = threading.Semaphore(16)
@@ -126,7 +141,7 @@ class LogsHandler(APIHandler):
 
         def produce():
             try:
-                for chunk in chunks():
+                for chunk in chunks(stop):
                     while not room.acquire(timeout=1.0):
                         if stop.is_set():
                             return

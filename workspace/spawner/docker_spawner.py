@@ -173,14 +173,20 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
                 self.log.warning("Could not remove the container of %s: %s", self._log_name, e)
 
     @classmethod
-    def engine_log(cls, options, record_id: str, follow: bool):
+    def engine_log(cls, options, record_id: str, since: float | None = None):
         client = engine_client(options)
         try:
-            yield from client.logs(record_id, stdout=True, stderr=True, stream=True, follow=follow, timestamps=True)
+            yield from cls._log_stream(client, record_id, since)
         except docker.errors.NotFound:
             return
         finally:
             client.close()
+
+    @staticmethod
+    def _log_stream(client, record_id: str, since: float | None):
+        # never `follow`: a followed stream may outlive its container (a swarm's does), and nothing could
+        # end a read blocked on it; tasks.follow asks again for what is new instead
+        return client.logs(record_id, stdout=True, stderr=True, stream=True, timestamps=True, since=since)
 
     async def container_exit_code(self) -> int | None:
         try:
@@ -190,6 +196,7 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         return obj["State"].get("ExitCode") if obj else None
 
     async def remove_object(self):
+        # a task's log and exit code go with its container (the swarm's service, too: it inherits this)
         await self.keep_task_end()
         return await super().remove_object()
 

@@ -798,10 +798,11 @@ class WorkspaceMixin(LoggingConfigurable):
     # -- tasks: what is kept of a task's container before it is removed -----------
 
     @classmethod
-    def engine_log(cls, options, record_id: str, follow: bool):
-        """The log of the container (or service) `record_id` with the engine's times, as a blocking
-        iterator of byte chunks; engine-specific (see DockerWorkspaceSpawner). `options`: a spawner, or
-        the `SpawnerOptions` of a process that only reads."""
+    def engine_log(cls, options, record_id: str, since: float | None = None):
+        """The log of the container (or service) `record_id` with the engine's times, from `since` (UNIX
+        time) to now, as a blocking iterator of byte chunks; engine-specific (see DockerWorkspaceSpawner).
+        `options`: a spawner, or the `SpawnerOptions` of a process that only reads. To follow a log:
+        tasks.follow."""
         return iter(())
 
     async def container_exit_code(self) -> int | None:
@@ -814,11 +815,13 @@ class WorkspaceMixin(LoggingConfigurable):
         execution_id, record_id = self.execution_id, self.container_record_id()
         if not record_id or not await self._is_task(execution_id):
             return
+        if await self.run_blocking(lifecycle.task_log_kept, self.db, execution_id):
+            return  # kept already: a second removal (a stop, then the post-stop hook) finds nothing to keep
         try:
             code = await self.container_exit_code()
             path = tasks.log_path(self.task_log_root, execution_id)
             kept = await self.run_blocking(
-                lambda: tasks.keep(self.engine_log(self, record_id, follow=False), path, self.task_log_limit)
+                lambda: tasks.keep(self.engine_log(self, record_id), path, self.task_log_limit)
             )
             if code is None:
                 code = kept.exit_code

@@ -404,16 +404,10 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             return None if await self._node_up(task) else f"node {self.node} lost"
         return state
 
-    @classmethod
-    def engine_log(cls, options, record_id: str, follow: bool):
+    @staticmethod
+    def _log_stream(client, record_id: str, since: float | None):
         # the manager gathers the service's log from the node its task ran on
-        client = engine_client(options)
-        try:
-            yield from client.service_logs(record_id, stdout=True, stderr=True, follow=follow, timestamps=True)
-        except docker.errors.NotFound:
-            return
-        finally:
-            client.close()
+        return client.service_logs(record_id, stdout=True, stderr=True, timestamps=True, since=since or 0)
 
     async def container_exit_code(self) -> int | None:
         try:
@@ -421,10 +415,6 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         except docker.errors.DockerException:
             return None
         return ((task or {}).get("Status", {}).get("ContainerStatus") or {}).get("ExitCode")
-
-    async def remove_object(self):
-        await self.keep_task_end()
-        return await super().remove_object()
 
     async def _container_exit(self, task: bool = False) -> tuple[str, str | None]:
         try:

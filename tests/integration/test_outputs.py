@@ -254,3 +254,17 @@ def test_an_instructor_collects_the_course_work(course_hub: Hub, tmp_path):
     out = cli(hub, prof, "collect", "cs101", "--path", "submission", "-o", str(tmp_path / "cs101.tar.gz"))
     assert "2 of 2 students' work" in out and "ann" in out and "bob" in out, out
     assert (tmp_path / "cs101.tar.gz").stat().st_size > 0
+
+
+def test_a_running_or_deleted_output_is_a_sentence(course_hub: Hub):
+    hub = course_hub
+    token = hub.user_token("rita")
+    hub.start_workspace("rita", "tmp", token)
+    r = files(hub, token, "/workspaces/tmp/executions/1/files")
+    assert r.status_code == 409 and "is running: its output exists once its home is saved" in r.json()["message"]
+    hub.stop_workspace("rita", "tmp", token)
+    assert files(hub, token, "/workspaces/tmp/executions/1/files").status_code == 200
+    assert hub.service_call("DELETE", "/workspaces/tmp/executions/1/output", token).status_code == 200
+    for params in ({}, {"archive": "zip"}):
+        r = files(hub, token, "/workspaces/tmp/executions/1/files", **params)
+        assert r.status_code == 410 and "The output of “tmp” #1 was deleted on" in r.json()["message"], r.text

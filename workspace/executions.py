@@ -369,6 +369,12 @@ def latest_sample(session: Session, execution_id: int) -> UsageSample | None:
     ).first()
 
 
+def number_of(text: str) -> int:
+    """An execution's (or version's) number from a URL's `\\d+`: 0, which none has (the user's 404), when it
+    is too long to be one, rather than Python's error on a 4,300-digit int."""
+    return int(text) if len(text) <= 10 else 0
+
+
 def check_workspace_name(name: str) -> str:
     """A workspace's name, or the user's 400 saying what a name may be."""
     if not WORKSPACE_NAME.match(name):

@@ -536,3 +536,20 @@ def test_dotdot_and_odd_names_in_every_path_parameter(hub: Hub):
             assert '"versions"' not in r.text, (method, path, r.text[:200])  # never another's dataset
     r = hub.spawn("dot", "%2e%2e", token)
     assert 400 <= r.status_code < 500, r.text
+
+
+def test_a_number_of_thousands_of_digits_is_a_404_on_every_route(hub: Hub):
+    """Python refuses to parse an int of over 4,300 digits: each `\\d+` of a route answers 404, never 500."""
+    token = hub.user_token("digits")
+    huge = "9" * 5000
+    for method, path in [
+        ("GET", f"/workspaces/ws/executions/{huge}"),
+        ("GET", f"/workspaces/ws/executions/{huge}/usage"),
+        ("GET", f"/workspaces/ws/executions/{huge}/logs"),
+        ("POST", f"/workspaces/ws/executions/{huge}/cancel"),
+        ("GET", f"/workspaces/ws/executions/{huge}/files"),
+        ("DELETE", f"/workspaces/ws/executions/{huge}/output"),
+        ("DELETE", f"/datasets/digits/d/versions/{huge}"),
+    ]:
+        r = hub.service_call(method, path, token)
+        assert r.status_code == 404, (method, path[:60], r.status_code, r.text[:200])

@@ -31,6 +31,7 @@ from tornado.ioloop import IOLoop
 
 from .. import courses, executions
 from ..errors import UserError
+from ..executions import number_of
 
 # JupyterHub RBAC: read (never change) other users' workspaces, executions, usage, storage and
 # accounting. Defined in jupyterhub_config.py; instructors hold it filtered to their course's group
@@ -205,7 +206,9 @@ class ExecutionsHandler(APIHandler):
     async def get(self, name: str, number: str | None = None):
         owner = await self.owner()
         if number is not None:
-            return self.write_json(await self.blocking(executions.execution_of, self.db, owner, name, int(number)))
+            return self.write_json(
+                await self.blocking(executions.execution_of, self.db, owner, name, number_of(number))
+            )
         history = await self.blocking(executions.history, self.db, owner, name)
         if history is None:
             raise executions.no_such_workspace(name)
@@ -217,7 +220,7 @@ class UsageHandler(APIHandler):
 
     async def get(self, name: str, number: str):
         owner = await self.owner()
-        self.write_json(await self.blocking(executions.usage_of, self.db, owner, name, int(number)))
+        self.write_json(await self.blocking(executions.usage_of, self.db, owner, name, number_of(number)))
 
 
 class OpenAPIHandler(web.RequestHandler):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .. import dataset_versions, datasets
 from ..errors import UserError
+from ..executions import number_of
 from .api import APIHandler
 
 
@@ -62,7 +63,7 @@ class VersionsHandler(DatasetHandler):
 
 class VersionHandler(DatasetHandler):
     async def delete(self, owner, name, number):
-        await self.blocking(dataset_versions.delete, self.db, self.store, owner, name, int(number), *self.who())
+        await self.blocking(dataset_versions.delete, self.db, self.store, owner, name, number_of(number), *self.who())
         self.set_status(204)
         self.finish()
 

@@ -42,7 +42,7 @@ from tornado.iostream import StreamClosedError
 
 from .. import accounting, archives, output_files, outputs, paths
 from ..errors import UserError
-from ..executions import check_workspace_name
+from ..executions import check_workspace_name, number_of
 from ..homes import BtrfsHomeStore
 from .api import READ_SCOPE, APIHandler
 
@@ -236,7 +236,7 @@ class FilesHandler(OutputsHandler):
         offset, limit = output_files.page_args(self.get_argument("offset", None), self.get_argument("limit", None))
         inline = self.get_argument("inline", "") in ("1", "true", "yes")
         owner = await self.owner()
-        number = int(number) if len(number) < 12 else 0  # no such execution (and no 4,300-digit int to parse)
+        number = number_of(number)  # no such execution (and no 4,300-digit int to parse)
         out = await self.blocking(
             outputs.locate, self.db, self.store, self.node_stores, owner, name, number, self.record_store
         )

@@ -16,6 +16,7 @@ from tornado import web
 
 from .. import archives, output_files, outputs, paths
 from ..errors import UserError
+from ..executions import number_of
 from .outputs_api import _pool_run, record_store
 from .pages import PageHandler, _env
 
@@ -71,7 +72,7 @@ class OutputPage(PageHandler):
         offset, limit = output_files.page_args(self.get_argument("offset", None), self.get_argument("limit", None))
         me = self.get_current_user()["name"]
         owner = await self.owner()
-        n = int(number) if len(number) < 12 else 0
+        n = number_of(number)
         out = await self.blocking(
             outputs.locate,
             self.db,

@@ -11,6 +11,7 @@ resource_types_api.py.
 from __future__ import annotations
 
 from .. import outputs, quotas
+from ..executions import number_of
 from .api import APIHandler
 
 
@@ -46,7 +47,7 @@ class CleanupHandler(StorageHandler):
 class OutputHandler(StorageHandler):
     async def delete(self, name: str, number: str):
         owner = await self.owner()
-        deleted = await self.blocking(outputs.delete_output, self.db, self.store, owner, name, int(number))
+        deleted = await self.blocking(outputs.delete_output, self.db, self.store, owner, name, number_of(number))
         quotas.measure_soon(self.db, self.store, owner)
         self.write_json({"deleted": deleted})
 

@@ -88,7 +88,7 @@ if len(settings.images) > 1:
     c.DockerWorkspaceSpawner.allowed_images = settings.images
 c.DockerWorkspaceSpawner.db_url = settings.db_url
 c.DockerWorkspaceSpawner.store_root = str(settings.store_dir)
-c.DockerWorkspaceSpawner.task_log_root = str(data / "task-logs")  # finished tasks' logs (#17)
+c.DockerWorkspaceSpawner.execution_log_root = str(data / "execution-logs")  # ended executions' logs
 c.DockerWorkspaceSpawner.deployment = settings.deployment
 c.DockerWorkspaceSpawner.network_name = "bridge"
 c.DockerWorkspaceSpawner.start_timeout = 180

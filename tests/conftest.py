@@ -9,6 +9,10 @@ PostgreSQL tests (marker `postgres`, the PostgreSQL half of the unit tests'
 `database` fixture) follow the same rule: they skip with a reason where no
 PostgreSQL server can run, and fail under CI, whose set-up (`make test`)
 installs and starts one.
+
+A test marked `optional_image` checks an image that is built only by choice
+(`WORKSPACE_BUILD_IMAGES=...,pytorch`): it skips where the image is absent,
+CI included.
 """
 
 import os
@@ -26,6 +30,8 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if not (report.skipped and _under_ci()):
         return
+    if item.get_closest_marker("optional_image"):
+        return  # a check of an image a site builds by choice (the pytorch one): it runs where it is present
     for marker, what in (("docker", "A Docker test"), ("postgres", "A PostgreSQL test")):
         if item.get_closest_marker(marker):
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

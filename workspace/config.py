@@ -66,7 +66,7 @@ ENVIRONMENT: tuple[Variable, ...] = (
     Variable("WORKSPACE_RECORD_STORE", SPAWNER, "record_store_root"),
     Variable("WORKSPACE_MAX_RUNNING", SPAWNER, "max_running_per_user", int, what="a whole number"),
     Variable("WORKSPACE_WEBHOOK_NETWORKS", SPAWNER, "webhook_networks", _list),
-    Variable("WORKSPACE_TASK_LOG_LIMIT", SPAWNER, "task_log_limit", int, what="a number of bytes"),
+    Variable("WORKSPACE_LOG_LIMIT", SPAWNER, "execution_log_limit", int, what="a number of bytes"),
     Variable("WORKSPACE_MAX_WORKSPACES", "JupyterHub", "named_server_limit_per_user", int, what="a whole number"),
     Variable("WORKSPACE_QUOTA_BYTES", "StorageQuota", "bytes", empty_counts=True),
     Variable("WORKSPACE_QUOTA_FILES", "StorageQuota", "files", int, what="a whole number"),

@@ -169,16 +169,16 @@ def record_stop_reason(
         return ex.id
 
 
-def record_task_end(db: Database, execution_id: int, exit_code: int | None, log_bytes: int, log_kept: int) -> None:
-    """A task's exit code and log figures, recorded before its home is saved."""
+def record_log(db: Database, execution_id: int, exit_code: int | None, log_bytes: int, log_kept: int) -> None:
+    """An execution's exit code and log figures, recorded before its home is saved."""
     with db.session() as s:
         ex = s.get(Execution, execution_id)
         if ex is not None:
             ex.exit_code, ex.log_bytes, ex.log_kept = exit_code, log_bytes, log_kept
 
 
-def task_log_kept(db: Database, execution_id: int) -> bool:
-    """Whether a task's log and exit code are recorded (its container may be removed by two paths)."""
+def log_kept(db: Database, execution_id: int) -> bool:
+    """Whether an execution's log and exit code are recorded (its container may be removed by two paths)."""
     with db.session() as s:
         ex = s.get(Execution, execution_id)
         return ex is not None and ex.log_kept is not None

@@ -15,7 +15,10 @@ are in workspace/config.py and docs/configuration.md.)
 - `WORKSPACE_USER_PASSWORD`   the password every other user logs in with (8+ characters)
 - `WORKSPACE_IMAGE`           single-user image (default `workspace-base:latest`)
 - `WORKSPACE_DEPLOYMENT`      name that labels this deployment's containers (default `workspace`)
-- `WORKSPACE_IMAGES`          images a user may choose, comma-separated (default: only WORKSPACE_IMAGE)
+- `WORKSPACE_BUILD_IMAGES`    the image definitions (`images/*`) `make images`/`make up`/`make test` build,
+                              comma-separated (default `base,scientific`; `pytorch` adds 5 GB of CUDA)
+- `WORKSPACE_IMAGES`          images a user may choose, comma-separated (default: WORKSPACE_IMAGE and
+                              the other built ones)
 - `WORKSPACE_STORE_DIR`       the home store (default `<data dir>/store`; a btrfs image is
                               mounted there by `make up` when the data dir is not on btrfs)
 - `WORKSPACE_STORE_SIZE`      size of that sparse btrfs image (default 200G; takes only what is used)
@@ -79,6 +82,7 @@ class Settings:
     image: str = "workspace-base:latest"
     deployment: str = "workspace"
     images: list[str] = field(default_factory=list)
+    build_images: list[str] = field(default_factory=list)
     store_dir: Path | None = None
     store_size: str = "200G"
     subdomain_host: str = ""  # users' servers on <user>.<host> (workspace/origins.py); "" for one origin
@@ -108,7 +112,13 @@ class Settings:
             store_size=environ.get("WORKSPACE_STORE_SIZE", "200G"),
         )
         s.subdomain_host = environ.get("WORKSPACE_SUBDOMAIN_HOST", "").rstrip("/")
-        s.images = [i.strip() for i in environ.get("WORKSPACE_IMAGES", "").split(",") if i.strip()] or [s.image]
+        s.build_images = [i.strip() for i in environ.get("WORKSPACE_BUILD_IMAGES", "base,scientific").split(",")]
+        s.build_images = [i for i in s.build_images if i]
+        built = [f"workspace-{name}:latest" for name in s.build_images]
+        s.images = [i.strip() for i in environ.get("WORKSPACE_IMAGES", "").split(",") if i.strip()] or [
+            s.image,
+            *(i for i in built if i != s.image),
+        ]
         s.store_dir = Path(environ.get("WORKSPACE_STORE_DIR") or s.data_dir / "store")
         s.db_url = environ.get("WORKSPACE_DB_URL") or f"sqlite:///{s.data_dir / 'workspace.sqlite'}"
         s.swarm_manager = environ.get("WORKSPACE_SWARM_MANAGER", "")

@@ -79,6 +79,7 @@ def page_form(
     images: list[str],
     image: str,
     default_type: str | None,
+    image_labels: dict[str, str] | None = None,
 ) -> str:
     """The form's fields on the service's pages (blocking): for workspace `name` (None: a new one, without
     "Continue from"), prefilled from its execution `selected` (else its newest): that execution's datasets
@@ -100,6 +101,7 @@ def page_form(
         types=type_choices(db, types, groups, nodes) if types else [],
         current_type=current_type,
         continue_choice=name is not None,
+        image_labels=image_labels,
     )
 
 
@@ -129,6 +131,7 @@ def render(
     types: list[dict] = (),
     current_type: str | None = None,
     continue_choice: bool = True,
+    image_labels: dict[str, str] | None = None,
 ) -> str:
     """The form's fields (Bootstrap 5, the hub's own look); the pages of the service use them too.
 
@@ -192,7 +195,7 @@ def render(
             '<div class="form-group mb-3">',
             '<label for="image" class="form-label">Image</label>',
             '<select class="form-select form-control" id="image" name="image">',
-            *(option(i, i, i == current_image) for i in images),
+            *(option(i, (image_labels or {}).get(i, i), i == current_image) for i in images),
             "</select>",
             "</div>",
         ]

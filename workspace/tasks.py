@@ -11,8 +11,8 @@ the home, and exits with the command's code.
 
 Its log is what the container wrote (stdout and stderr, interleaved as
 written, each line with the engine's time). While it runs the engine holds it,
-bounded by its log rotation (`log_limit`, two files); when it ends the hub
-keeps the last `log_limit` bytes in `task_log_root/<execution id>.log`, with a
+bounded by its log rotation (`execution_log_limit`, two files); when it ends the hub
+keeps the last `execution_log_limit` bytes in `execution_log_root/<execution id>.log`, with a
 first line saying how much was dropped. The runner's last line says how many
 bytes the command wrote in all (`[workspace-task] exit=N wrote=BYTES`); it is
 the student's own log, so it is parsed strictly and only ever shown to them.

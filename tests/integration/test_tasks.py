@@ -41,7 +41,7 @@ def task_hub(start_hub) -> Hub:
         WORKSPACE_DEFAULT_RESOURCE_TYPE="standard",
         WORKSPACE_GPU_INVENTORY="0,1",
         WORKSPACE_GPU_DEVICE_MODE="env",
-        WORKSPACE_TASK_LOG_LIMIT=str(LOG_LIMIT),
+        WORKSPACE_LOG_LIMIT=str(LOG_LIMIT),
         WORKSPACE_WEBHOOK_NETWORKS="127.0.0.1/32",  # the tests' receiver; by default no private address
         # an idle server would be culled within seconds here; a task never is
         WORKSPACE_CULL_INTERVAL="1",

@@ -74,3 +74,39 @@ def test_mirror_is_read_from_apt_sources(tmp_path):
     (tmp_path / "sources.list").write_text("deb [arch=amd64] http://old.example.edu/debian bookworm main\n")
     assert default_mirror(tmp_path) == "http://old.example.edu/debian"
     assert default_mirror(tmp_path / "missing") == "http://deb.debian.org/debian"
+
+
+def test_a_framework_image_extends_another_and_inherits_its_settings_files_and_hash(tmp_path):
+    base = tmp_path / "base"
+    (base / "rootfs/etc").mkdir(parents=True)
+    (base / "rootfs/etc/a").write_text("base a")
+    (base / "rootfs/etc/b").write_text("base b")
+    (base / "packages.txt").write_text("python3\n")
+    (base / "requirements.txt").write_text("jupyterlab\n")
+    (base / "setup.sh").write_text("true\n")
+    (base / "Dockerfile").write_text('FROM debian\nUSER 1000\nCMD ["start"]\n')
+    sci = tmp_path / "sci"
+    (sci / "rootfs/etc").mkdir(parents=True)
+    (sci / "rootfs/etc/b").write_text("sci b")
+    (sci / "extends").write_text("base\n")
+    (sci / "packages.txt").write_text("# none\n")
+    (sci / "requirements.txt").write_text("numpy\n")
+    (sci / "setup.sh").write_text("true\n")
+    (sci / "Dockerfile").write_text("FROM workspace-base:latest\nENV X=1\n")
+    found = {d.name: d for d in definitions(tmp_path)}
+    assert list(found) == ["workspace-base", "workspace-sci"]
+    d = found["workspace-sci"]
+    assert d.parent is found["workspace-base"] and d.packages == []
+    assert d.image_config() == ["USER 1000", 'CMD ["start"]', "ENV X=1"]
+    files = {dest: src.read_text() for src, dest in d.files() if dest.startswith("/etc/")}
+    assert files == {"/etc/a": "base a", "/etc/b": "sci b"}  # its own file wins
+    before = d.stage_hash()
+    (base / "requirements.txt").write_text("jupyterlab\nrequests\n")
+    assert d.stage_hash() != before  # a change of the base rebuilds what extends it
+    assert [x.name for x in definitions(tmp_path, ["sci"])] == ["workspace-base", "workspace-sci"]
+
+
+def test_the_shipped_framework_images_extend_the_base():
+    found = {d.name: d for d in definitions(ROOT / "images")}
+    assert found["workspace-scientific"].parent.name == "workspace-base"
+    assert found["workspace-pytorch"].parent.name == "workspace-scientific"

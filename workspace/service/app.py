@@ -44,6 +44,7 @@ from . import (
     accounting_api,
     courses_api,
     datasets_api,
+    images_api,
     outputs_api,
     outputs_page,
     pages,
@@ -128,6 +129,7 @@ class WorkspaceService(Application):
                 *ssh_keys_api.handlers(prefix),
                 *ssh_page.handlers(prefix),
                 *tasks_api.handlers(prefix),
+                *images_api.handlers(prefix),
                 *webhook_api.handlers(prefix),
                 *metrics_handlers(prefix, self.authenticate_prometheus),
             ],
@@ -150,9 +152,11 @@ class WorkspaceService(Application):
             hub_config=self.config,  # what the hub configures for others: the SSH gateway's address and keys
             # the nodes starts are placed on, with their GPUs (blocking: a swarm's manager is asked)
             engine_nodes=functools.partial(spawner.spawner_class.engine_nodes, spawner),
+            # what each image holds (blocking: the engine is asked; cached a minute)
+            describe_images=functools.partial(spawner.spawner_class.describe_images, spawner),
             # a running task's log, from the engine (blocking), and where the hub keeps finished ones
             engine_log=functools.partial(spawner.spawner_class.engine_log, spawner),
-            task_log_root=spawner.task_log_root,
+            execution_log_root=spawner.execution_log_root,
             webhook_networks=webhooks.networks(spawner.webhook_networks),
             node_stores=node_stores(spawner, store_for(spawner.store_root, clean=False)),
             record_store_root=spawner.record_store_root,

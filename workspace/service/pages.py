@@ -34,7 +34,19 @@ from jupyterhub.scopes import parse_scopes
 from markupsafe import Markup
 from tornado import web
 
-from .. import courses, datasets, executions, lifecycle, origins, outputs, queue, quotas, spawnform, tasks
+from .. import (
+    courses,
+    datasets,
+    executions,
+    image_catalog,
+    lifecycle,
+    origins,
+    outputs,
+    queue,
+    quotas,
+    spawnform,
+    tasks,
+)
 from ..db import utcnow
 from ..errors import UserError
 from ..executions import FINAL
@@ -146,8 +158,20 @@ class PageHandler(APIHandler):
             images=self.settings["images"],
             image=self.settings["image"],
             default_type=self.settings["default_resource_type"],
+            image_labels=await self.image_labels(),
         )
         return Markup(html)
+
+    async def image_labels(self) -> dict[str, str] | None:
+        """{image: its size and versions} for the form's choice (None: nothing to choose, or no engine)."""
+        images = self.settings["images"]
+        if len(images) < 2:
+            return None
+        try:
+            described = await self.blocking(self.settings["describe_images"], images)
+        except Exception:
+            return None  # the engine does not answer: the names alone
+        return {i["name"]: image_catalog.label(i) for i in described}
 
     async def storage_status(self) -> quotas.Status:
         """The user's storage against their quota."""

@@ -1,7 +1,8 @@
 """Tasks (#17) in the REST API: run one, follow its log, cancel it.
 
     POST /api/workspaces/{name}/tasks                       run a command as a new execution of `name`
-    GET  /api/workspaces/{name}/executions/{n}/logs         its log (text; `?follow=1` streams it live)
+    GET  /api/workspaces/{name}/executions/{n}/logs         its log (text; `?follow=1` streams it live);
+                                                            a server's too (its start script's output)
     POST /api/workspaces/{name}/executions/{n}/cancel       stop it (its home is saved)
 
 A task is started as the hub starts any workspace (with the caller's own
@@ -21,7 +22,7 @@ from tornado.iostream import StreamClosedError
 from .. import tasks
 from ..db import utcnow
 from ..errors import UserError
-from ..executions import ACTIVE, FINAL, check_workspace_name
+from ..executions import ACTIVE, FINAL, check_workspace_name, number_of
 from .api import APIHandler
 
 OPTIONS = ("continue_from", "datasets", "resource_type", "image")
@@ -78,14 +79,13 @@ class TasksHandler(APIHandler):
 
 
 class LogsHandler(APIHandler):
-    """The log of a task: the engine's while it runs, the kept one after; `?follow=1` until it ends."""
+    """The log of an execution (a task's output; a server's log): the engine's while it runs, the kept one
+    after; `?follow=1` until it ends."""
 
     async def get(self, name: str, number: str):
         owner = await self.owner()
         follow = self.get_argument("follow", "0") in ("1", "true", "yes")
-        source = await self.blocking(tasks.log_source, self.db, owner, name, int(number))
-        if source.kind != "task":
-            raise UserError(404, f"#{number} of “{name}” is a workspace, not a task; only tasks keep a log.")
+        source = await self.blocking(tasks.log_source, self.db, owner, name, number_of(number))
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -95,7 +95,7 @@ class LogsHandler(APIHandler):
             await asyncio.sleep(1.0)
             if self.closed:
                 return
-            source = await self.blocking(tasks.log_source, self.db, owner, name, int(number))
+            source = await self.blocking(tasks.log_source, self.db, owner, name, number_of(number))
         if source.record_id and not source.kept:
             engine_log, db, record = self.settings["engine_log"], self.db, source.record_id
             if not follow:
@@ -119,10 +119,10 @@ class LogsHandler(APIHandler):
                 await asyncio.sleep(0.5)
                 state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id)
             if kept:
-                path = tasks.log_path(self.settings["task_log_root"], source.execution_id)
+                path = tasks.log_path(self.settings["execution_log_root"], source.execution_id)
                 await self.relay(lambda stop: tasks.read_after(path, seen.get("last")))
             return self.finish()
-        path = tasks.log_path(self.settings["task_log_root"], source.execution_id)
+        path = tasks.log_path(self.settings["execution_log_root"], source.execution_id)
         await self.relay(lambda stop: tasks.read(path))
         self.finish()
 
@@ -168,7 +168,7 @@ class LogsHandler(APIHandler):
 class CancelHandler(APIHandler):
     async def post(self, name: str, number: str):
         owner = await self.owner()
-        await self.blocking(tasks.cancellable, self.db, owner, name, int(number))
+        await self.blocking(tasks.cancellable, self.db, owner, name, number_of(number))
         code, answer = await self.hub_fetch(
             self.hub_auth.get_token(self),
             "DELETE",
@@ -177,7 +177,7 @@ class CancelHandler(APIHandler):
         if code not in (202, 204):
             message = (answer or {}).get("message") or f"The hub did not stop the task ({code})."
             raise UserError(code if 400 <= code < 500 else 502, message)
-        self.write_json({"workspace": name, "number": int(number), "cancelled": True}, status=202)
+        self.write_json({"workspace": name, "number": number_of(number), "cancelled": True}, status=202)
 
 
 def handlers(prefix: str) -> list:

@@ -61,7 +61,7 @@ def ensure_proxy(settings: Settings) -> Path:
 
 def build_images(settings: Settings, force: bool = False) -> list[str]:
     builder = images.ImageBuilder(log=settings.path("logs", "image-build.log"))
-    return [builder.build(d, force=force) for d in images.definitions(ROOT / "images")]
+    return [builder.build(d, force=force) for d in images.definitions(ROOT / "images", settings.build_images)]
 
 
 def ensure_tools(settings: Settings, tests: bool = False) -> None:

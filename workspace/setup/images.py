@@ -23,6 +23,15 @@ The build has two stages, each cached by a hash of its inputs:
 
 An unchanged definition is not rebuilt.
 
+A definition with a file `extends` (naming another folder, like `base`) is a
+framework image built on that one: its system stage starts from the other's
+stage (exported, not debootstrapped), its `setup.sh` adds its own Debian and
+Python packages, and its files are the other's `rootfs/` then its own; its
+image settings are the other's Dockerfile's, then its own. Every image is
+labelled with what it holds (`workspace.versions`: Python, JupyterLab, and
+numpy, pandas, torch, CUDA ... where present), which the spawn form and the
+API show with its size.
+
 The `Dockerfile` builds the same image where a registry can be reached
 (see README); here only its image settings are read.
 """
@@ -50,6 +59,23 @@ BUILDER_VERSION = "2"
 SUITE = "bookworm"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PREFIX = "images"
+# What an image holds, printed as JSON inside it (ImageBuilder.versions)
+VERSIONS = """
+import json, platform, importlib.metadata as m
+def v(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return None
+out = {"python": platform.python_version()}
+for name in ("jupyterlab", "numpy", "pandas", "scikit-learn", "matplotlib", "torch", "torchvision", "tensorboard"):
+    if v(name):
+        out[name] = v(name)
+cuda = v("nvidia-cuda-runtime-cu12") or v("nvidia-cuda-runtime-cu11")
+if cuda:
+    out["cuda"] = cuda
+print(json.dumps(out, separators=(",", ":")))
+"""
 # Dockerfile instructions that `docker import --change` accepts.
 IMPORT_INSTRUCTIONS = {"CMD", "ENTRYPOINT", "ENV", "EXPOSE", "LABEL", "USER", "VOLUME", "WORKDIR"}
 
@@ -105,6 +131,7 @@ class ImageDefinition:
 
     path: Path
     name: str
+    parent: "ImageDefinition | None" = None  # the image it extends (its `extends` file)
 
     @property
     def packages(self) -> list[str]:
@@ -117,18 +144,24 @@ class ImageDefinition:
         return f"{text.rstrip()}\njupyterhub=={jupyterhub.__version__}\n"
 
     def stage_hash(self) -> str:
-        """A hash of what goes into the system stage (Debian packages, Python packages)."""
+        """A hash of what goes into the system stage (Debian packages, Python packages, the parent's)."""
         h = hashlib.sha256()
         h.update(f"builder={BUILDER_VERSION} suite={SUITE}\n".encode())
+        if self.parent is not None:
+            h.update(f"parent={self.parent.stage_hash()}\n".encode())
         h.update(self.requirements().encode())
         for name in ("packages.txt", "setup.sh"):
             h.update(f"{name}\n".encode() + (self.path / name).read_bytes())
         return h.hexdigest()[:12]
 
     def files(self) -> list[tuple[Path, str]]:
-        """The files of the second stage, as (source, destination in the image)."""
+        """The files of the second stage, as (source, destination in the image): the parent's, then its own."""
         root = self.path / "rootfs"
         own = [(f, "/" + f.relative_to(root).as_posix()) for f in sorted(root.rglob("*")) if f.is_file()]
+        if self.parent is not None:
+            mine = {dest for _, dest in own}
+            inherited = [(f, d) for f, d in self.parent.files() if d not in mine]
+            return inherited + own
         return own + project_files()
 
     def inputs_hash(self) -> str:
@@ -168,7 +201,7 @@ class ImageDefinition:
         takes the same instructions.
         """
         text = (self.path / "Dockerfile").read_text().replace("\\\n", " ")
-        changes = []
+        changes = self.parent.image_config() if self.parent is not None else []
         for line in text.splitlines():
             words = line.split(None, 1)
             if len(words) == 2 and words[0].upper() in IMPORT_INSTRUCTIONS:
@@ -220,6 +253,8 @@ class ImageBuilder:
         return tag
 
     def _build_stage(self, definition: ImageDefinition, stage: str) -> None:
+        if definition.parent is not None:
+            return self._build_derived_stage(definition, stage)
         if shutil.which("debootstrap") is None:
             with step(PREFIX, "install debootstrap (Debian)"):
                 apt_install(["debootstrap"], self.log, "Building images")
@@ -248,13 +283,53 @@ class ImageBuilder:
             self._unmount(rootfs)
             shutil.rmtree(build_dir, ignore_errors=True)
 
+    def _build_derived_stage(self, definition: ImageDefinition, stage: str) -> None:
+        """A framework image's system: its parent's stage (built first if missing), exported into a
+        directory, its own packages added in a chroot, imported."""
+        parent = definition.parent
+        if not self.exists(parent.stage_tag):
+            self._build_stage(parent, parent.stage_tag)
+        say(PREFIX, f"building the system stage {stage} on {parent.stage_tag} (log: {self.log})")
+        build_dir = Path(tempfile.mkdtemp(prefix="workspace-image-", dir=self.workdir))
+        rootfs = build_dir / "rootfs"
+        rootfs.mkdir()
+        try:
+            with step(PREFIX, f"export {parent.stage_tag}"):
+                container = self.client.containers.create(parent.stage_tag, command=["/bin/true"])
+                try:
+                    untar = subprocess.Popen(["tar", "--numeric-owner", "-x", "-C", str(rootfs)], stdin=subprocess.PIPE)
+                    for chunk in container.export():
+                        untar.stdin.write(chunk)
+                    untar.stdin.close()
+                    if untar.wait() != 0:
+                        raise RuntimeError(f"unpacking {parent.stage_tag} failed")
+                finally:
+                    container.remove(force=True)
+            with step(PREFIX, "its packages in the chroot"):
+                self._setup(definition, rootfs)
+            with step(PREFIX, f"docker import as {stage}"):
+                self._import(rootfs, stage)
+        finally:
+            self._unmount(rootfs)
+            shutil.rmtree(build_dir, ignore_errors=True)
+
+    def versions(self, stage: str) -> str:
+        """What an image holds (Python, JupyterLab, the frameworks, CUDA), as JSON, read from its packages'
+        metadata (nothing is imported: torch alone would take seconds)."""
+        out = self.client.containers.run(stage, ["/opt/venv/bin/python", "-c", VERSIONS], remove=True, user="0")
+        return out.decode().strip()
+
     def _add_files(self, definition: ImageDefinition, stage: str, tag: str) -> None:
         repository, _, version = tag.rpartition(":")
+        versions = self.versions(stage)
         container = self.client.containers.create(stage, command=["/bin/true"])
         try:
             if not container.put_archive("/", definition.files_tar()):
                 raise RuntimeError(f"copying the image files into {stage} failed")
-            changes = definition.image_config() + [f"LABEL workspace.image={tag}"]
+            changes = definition.image_config() + [
+                f"LABEL workspace.image={tag}",
+                f"LABEL workspace.versions={shlex.quote(versions)}",
+            ]
             container.commit(repository=repository, tag=version, changes=changes)
         finally:
             container.remove(force=True)
@@ -265,6 +340,7 @@ class ImageBuilder:
         shutil.copy2("/etc/resolv.conf", rootfs / "etc/resolv.conf")
         shutil.copy2(CA_BUNDLE, rootfs / "tmp/ca-certificates.crt")
         (rootfs / "tmp/requirements.txt").write_text(definition.requirements())
+        (rootfs / "tmp/packages.txt").write_text("\n".join(definition.packages) + "\n")
         shutil.copy2(definition.path / "setup.sh", rootfs / "tmp/setup.sh")
         for target, args in (("proc", ["-t", "proc", "proc"]), ("dev", ["--bind", "/dev"])):
             run_logged(["mount", *args, str(rootfs / target)], self.log, f"Mounting /{target} in the chroot failed")
@@ -284,7 +360,7 @@ class ImageBuilder:
             "Installing the image's Python packages failed (is PyPI reachable?)",
         )
         self._unmount(rootfs)
-        for leftover in ("tmp/setup.sh", "tmp/ca-certificates.crt"):
+        for leftover in ("tmp/setup.sh", "tmp/ca-certificates.crt", "tmp/packages.txt", "tmp/requirements.txt"):
             (rootfs / leftover).unlink(missing_ok=True)
         # The containers get their DNS from Docker; do not ship the build host's.
         (rootfs / "etc/resolv.conf").write_text("")
@@ -307,10 +383,23 @@ class ImageBuilder:
         )
 
 
-def definitions(root: Path) -> list[ImageDefinition]:
-    """The image definitions under `root` (a folder per image, named workspace-<folder>)."""
-    return [
-        ImageDefinition(path=p, name=f"workspace-{p.name}")
-        for p in sorted(root.iterdir())
-        if (p / "packages.txt").is_file()
-    ]
+def definitions(root: Path, only: list[str] | None = None) -> list[ImageDefinition]:
+    """The image definitions under `root` (a folder per image, named workspace-<folder>), each after the
+    one it extends; `only`: those folders (and what they extend)."""
+    found: dict[str, ImageDefinition] = {}
+
+    def load(folder: str, seen: tuple = ()) -> ImageDefinition:
+        if folder in found:
+            return found[folder]
+        path = root / folder
+        if not (path / "packages.txt").is_file() or folder in seen:
+            raise SystemExit(f"images/{folder}: no such image definition (or one that extends itself)")
+        extends = path / "extends"
+        parent = load(extends.read_text().strip(), (*seen, folder)) if extends.is_file() else None
+        found[folder] = ImageDefinition(path=path, name=f"workspace-{folder}", parent=parent)
+        return found[folder]
+
+    for p in sorted(root.iterdir()):
+        if (p / "packages.txt").is_file() and (only is None or p.name in only):
+            load(p.name)
+    return list(found.values())

@@ -15,7 +15,7 @@ from docker.utils import kwargs_from_env
 from dockerspawner import DockerSpawner
 from traitlets import Bool, Int, Unicode, default
 
-from .. import networks
+from .. import image_catalog, networks
 from ..errors import UserError
 from .mixin import WorkspaceMixin
 
@@ -106,12 +106,9 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
         }
-        if self.current.task is not None:
-            # a task's log is read from the engine: bounded while it runs (the hub keeps the tail at its end)
-            size = max(1 << 20, self.task_log_limit)
-            config["log_config"] = docker.types.LogConfig(
-                type="json-file", config={"max-size": str(size), "max-file": "2"}
-            )
+        # the log is read from the engine: bounded while it runs (the hub keeps its tail at the end)
+        size = max(1 << 20, self.execution_log_limit)
+        config["log_config"] = docker.types.LogConfig(type="json-file", config={"max-size": str(size), "max-file": "2"})
         pids = self.pids_limit
         if pids:
             config["pids_limit"] = pids
@@ -145,6 +142,14 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     def image_choices(self) -> list[str]:
         allowed = self._get_allowed_images()
         return list(allowed) if isinstance(allowed, dict) and allowed else [self.image]
+
+    @classmethod
+    def describe_images(cls, options, names: list[str]) -> list[dict]:
+        client = engine_client(options)
+        try:
+            return image_catalog.describe(client, names)
+        finally:
+            client.close()
 
     def container_record_id(self) -> str:
         return self.container_id
@@ -197,7 +202,7 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
 
     async def remove_object(self):
         # a task's log and exit code go with its container (the swarm's service, too: it inherits this)
-        await self.keep_task_end()
+        await self.keep_log()
         return await super().remove_object()
 
     async def _container_exit(self, task: bool = False) -> tuple[str, str | None]:
@@ -215,7 +220,7 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             return "lost", "The container ran out of memory and was killed."
         code = st.get("ExitCode")
         if task:
-            return "completed", None  # the exit code is recorded with the log (keep_task_end)
+            return "completed", None  # the exit code is recorded with the log (keep_log)
         if code == 0:
             return "user", "Shut down from inside the workspace."
         what = " (killed)" if code == 137 else ""

@@ -22,6 +22,7 @@ from traitlets.config import LoggingConfigurable
 from .. import (
     courses,
     datasets,
+    image_catalog,
     lifecycle,
     nodes,
     queue,
@@ -163,19 +164,20 @@ class WorkspaceMixin(LoggingConfigurable):
         admitted.""",
     )
 
-    task_log_root = Unicode(
-        "/var/lib/workspace/task-logs",
+    execution_log_root = Unicode(
+        "/var/lib/workspace/logs",
         config=True,
-        help="""Directory where the hub keeps the log of every finished task
-        (`<execution id>.log`, the last `task_log_limit` bytes). The workspace
+        help="""Directory where the hub keeps the log of every ended execution
+        (`<execution id>.log`, the last `execution_log_limit` bytes): a task's
+        output, a server's log with its start script's output. The workspace
         service reads it there too.""",
     )
-    task_log_limit = Int(
+    execution_log_limit = Int(
         8 << 20,
         config=True,
-        help="""How many bytes of a task's log are kept (the tail, with a line
-        saying how much was dropped). The engine holds at most about twice as
-        much while the task runs (log rotation, two files).""",
+        help="""How many bytes of an execution's log are kept (the tail, with a
+        line saying how much was dropped). The engine holds at most about twice
+        as much while it runs (log rotation, two files).""",
     )
     webhook_networks = List(
         Unicode(),
@@ -255,19 +257,31 @@ class WorkspaceMixin(LoggingConfigurable):
             if types
             else []
         )
+        images = self.image_choices()
         return spawnform.render(
             executions,
-            self.image_choices(),
+            images,
             self.image,
             datasets=readable,
             bound=bound,
             types=choices,
             current_type=self.default_resource_type,
+            image_labels=await self.run_blocking(self.image_labels, images) if len(images) > 1 else None,
         )
 
     def image_choices(self) -> list[str]:
         """Images the user may choose from (engine-specific)."""
         return [self.image]
+
+    def image_labels(self, images: list[str]) -> dict[str, str]:
+        """{image: its size and versions} for a form (blocking)."""
+        return {i["name"]: image_catalog.label(i) for i in self.describe_images(self, images)}
+
+    @classmethod
+    def describe_images(cls, options, names: list[str]) -> list[dict]:
+        """What each image holds (image_catalog.describe; blocking; engine-specific: nothing known here).
+        `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
+        return [{"name": n, "available": True, "size": None, "created": None, "versions": {}} for n in names]
 
     storage_quota = Instance(quotas.StorageQuota, help="The storage quota policy (configured as `c.StorageQuota`).")
 
@@ -377,6 +391,8 @@ class WorkspaceMixin(LoggingConfigurable):
             "WORKSPACE_HOME_LIMIT": str(getattr(self.current.home_limit, "bytes", None) or ""),
             # what the culler shows the workspace extension instead of a hub token
             "WORKSPACE_REPORT_KEY": self.current.report_key,
+            # the home's start script must end before the hub stops waiting for the server
+            "WORKSPACE_START_TIMEOUT": str(int(max(10, self.http_timeout - 30))),
         }
 
     def ssh_environment(self, gateway_from: str | None, by_name: bool) -> dict[str, str]:
@@ -620,7 +636,56 @@ class WorkspaceMixin(LoggingConfigurable):
             raise
         waiting = "the task runs" if request.task is not None else "waiting for JupyterLab"
         self.emit_progress(90, f"Container started {time.monotonic() - started:.1f} s after the request; {waiting}")
+        if request.task is None:
+            self._start_script = asyncio.ensure_future(self._show_start_script(self.container_record_id()))
         return result
+
+    START_SCRIPT_LINES = 200  # shown as progress at most (the rest is in the execution's log)
+
+    async def _show_start_script(self, record_id: str) -> None:
+        """While the hub waits for the server: the home's start script's lines (`[start.sh] ...`, written by
+        the image's workspace-start) as progress events. What a student's script prints is theirs: each
+        line is cut to 300 characters, and the page shows it as text."""
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + self.http_timeout
+        done = threading.Event()
+        shown = [0]
+
+        def show(text: str) -> None:
+            if shown[0] < self.START_SCRIPT_LINES:
+                self.emit_progress(92, text[:300])
+            elif shown[0] == self.START_SCRIPT_LINES:
+                self.emit_progress(92, "[start.sh] … (the rest is in this execution's log)")
+            shown[0] += 1
+
+        def waiting() -> bool:
+            return time.monotonic() < deadline and not done.is_set() and getattr(self, "_spawn_pending", False)
+
+        def follow() -> None:
+            lines = tasks.follow(lambda since: self.engine_log(self, record_id, since), waiting, done.is_set)
+            for line in lines:
+                text = line.decode(errors="replace").rstrip("\n").partition(" ")[2]
+                if not text.startswith("[start.sh] "):
+                    continue
+                loop.call_soon_threadsafe(show, text)
+                if text.startswith(("[start.sh] done", "[start.sh] failed", "[start.sh] stopped")):
+                    done.set()
+
+        # a thread of its own: a class starting at once must not hold the shared pool's threads while waiting
+        finished: asyncio.Future = loop.create_future()
+
+        def run() -> None:
+            try:
+                follow()
+                loop.call_soon_threadsafe(finished.set_result, None)
+            except Exception as e:
+                loop.call_soon_threadsafe(finished.set_exception, e)
+
+        threading.Thread(target=run, name="workspace-start-script", daemon=True).start()
+        try:
+            await finished
+        except Exception as e:  # the progress page only misses the script's lines; its log keeps them
+            self.log.warning("Could not follow the start script of %s: %s", self._log_name, e)
 
     async def _choose_node(self, plan, rtype: resource_types.ResourceType | None, queued: bool) -> str:
         """The node this start runs on, chosen before its home is restored (the home is restored into
@@ -775,7 +840,7 @@ class WorkspaceMixin(LoggingConfigurable):
         execution_id, node = self.execution_id, self.node  # the engine's stop clears the state
         reason, detail = await self._ending(execution_id)
         await self._wait_restore()
-        await super().stop(now)  # the container is stopped and removed (keep_task_end first)
+        await super().stop(now)  # the container is stopped and removed (keep_log first)
         await self._end_execution(execution_id, reason, detail, node)
 
     async def run_post_stop_hook(self):
@@ -809,27 +874,28 @@ class WorkspaceMixin(LoggingConfigurable):
         """The exit code of the current execution's stopped container (engine-specific)."""
         return None
 
-    async def keep_task_end(self) -> None:
-        """Before a task's container is removed: keep the tail of its log and record its exit code.
-        The engines call this from their removal; a failure here never blocks the save."""
+    async def keep_log(self) -> None:
+        """Before an execution's container is removed: keep the tail of its log (a task's output; a
+        server's log and its start script's output) and record its exit code. The engines call this
+        from their removal; a failure here never blocks the save."""
         execution_id, record_id = self.execution_id, self.container_record_id()
-        if not record_id or not await self._is_task(execution_id):
+        if not record_id or execution_id is None:
             return
-        if await self.run_blocking(lifecycle.task_log_kept, self.db, execution_id):
+        if await self.run_blocking(lifecycle.log_kept, self.db, execution_id):
             return  # kept already: a second removal (a stop, then the post-stop hook) finds nothing to keep
         try:
             code = await self.container_exit_code()
-            path = tasks.log_path(self.task_log_root, execution_id)
+            path = tasks.log_path(self.execution_log_root, execution_id)
             kept = await self.run_blocking(
-                lambda: tasks.keep(self.engine_log(self, record_id), path, self.task_log_limit)
+                lambda: tasks.keep(self.engine_log(self, record_id), path, self.execution_log_limit)
             )
             if code is None:
                 code = kept.exit_code
             await self.run_blocking(
-                lifecycle.record_task_end, self.db, execution_id, code, max(kept.total, kept.wrote or 0), kept.kept
+                lifecycle.record_log, self.db, execution_id, code, max(kept.total, kept.wrote or 0), kept.kept
             )
         except Exception:
-            self.log.exception("Keeping the log of the task %s failed", self._log_name)
+            self.log.exception("Keeping the log of %s failed", self._log_name)
 
     async def _end_execution(self, execution_id: int | None, reason: str, detail: str | None, node: str) -> None:
         """Save the home of an execution that ran on `node`; drop the home of one that never did."""

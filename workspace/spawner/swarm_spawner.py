@@ -297,10 +297,10 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             restart_policy=RestartPolicy(condition="none"),
             placement=Placement(constraints=[f"node.hostname=={node}"], **self.extra_placement_spec),
             networks=await self._networks(),
-            # a task's log is read from the engine: bounded while it runs (the hub keeps the tail at its end)
-            log_driver=DriverConfig("json-file", {"max-size": str(max(1 << 20, self.task_log_limit)), "max-file": "2"})
-            if self.current.task is not None
-            else None,
+            # the log is read from the engine: bounded while it runs (the hub keeps its tail at the end)
+            log_driver=DriverConfig(
+                "json-file", {"max-size": str(max(1 << 20, self.execution_log_limit)), "max-file": "2"}
+            ),
             **self.extra_task_spec,
         )
         ports = [{"Protocol": "tcp", "TargetPort": self.port, "PublishMode": "host"}]
@@ -432,7 +432,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             return "lost", f"The node {self.node} stopped answering."
         code = (status.get("ContainerStatus") or {}).get("ExitCode")
         if task and (code is not None or state == "complete"):
-            return "completed", None  # the exit code is recorded with the log (keep_task_end)
+            return "completed", None  # the exit code is recorded with the log (keep_log)
         if state == "complete" or code == 0:
             return "user", "Shut down from inside the workspace."
         what = " (killed, perhaps out of memory)" if code == 137 else ""

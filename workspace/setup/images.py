@@ -6,6 +6,8 @@ An image definition is a folder under `images/`:
 - `requirements.txt`  Python packages for `/opt/venv`; `jupyterhub` is pinned by
                       the builder to the hub's exact version
 - `setup.sh`          runs inside the root filesystem (chroot) after debootstrap
+                      (an image that extends another may leave it out: the
+                      builder's `extends_setup.sh` adds its packages)
 - `rootfs/`           files copied over the root filesystem last
 - `Dockerfile`        the same image for sites with a registry; its USER, ENV,
                       WORKDIR and CMD lines are the image settings of both routes
@@ -80,6 +82,7 @@ print(json.dumps(out, separators=(",", ":")))
 IMPORT_INSTRUCTIONS = {"CMD", "ENTRYPOINT", "ENV", "EXPOSE", "LABEL", "USER", "VOLUME", "WORKDIR"}
 
 PROJECT = Path(__file__).resolve().parents[2]
+EXTENDS_SETUP = Path(__file__).resolve().parent / "extends_setup.sh"
 # What of the project goes into every image: the single-user extension and
 # the usage readers it shares with the host (nothing else of the hub side).
 # (source under the project, destination in the image)
@@ -150,9 +153,16 @@ class ImageDefinition:
         if self.parent is not None:
             h.update(f"parent={self.parent.stage_hash()}\n".encode())
         h.update(self.requirements().encode())
-        for name in ("packages.txt", "setup.sh"):
-            h.update(f"{name}\n".encode() + (self.path / name).read_bytes())
+        h.update(b"packages.txt\n" + (self.path / "packages.txt").read_bytes())
+        h.update(b"setup.sh\n" + self.setup_script.read_bytes())
         return h.hexdigest()[:12]
+
+    @property
+    def setup_script(self) -> Path:
+        """What runs in the chroot: its own setup.sh, else (a framework image) the builder's, which adds
+        its packages.txt and requirements.txt to its parent's."""
+        own = self.path / "setup.sh"
+        return own if own.is_file() or self.parent is None else EXTENDS_SETUP
 
     def files(self) -> list[tuple[Path, str]]:
         """The files of the second stage, as (source, destination in the image): the parent's, then its own."""
@@ -253,29 +263,22 @@ class ImageBuilder:
         return tag
 
     def _build_stage(self, definition: ImageDefinition, stage: str) -> None:
-        if definition.parent is not None:
-            return self._build_derived_stage(definition, stage)
-        if shutil.which("debootstrap") is None:
-            with step(PREFIX, "install debootstrap (Debian)"):
-                apt_install(["debootstrap"], self.log, "Building images")
-        say(PREFIX, f"building the system stage {stage} (log: {self.log})")
+        """The system stage: debootstrap, or (a framework image) its parent's stage, built first if missing
+        and exported; then its packages in a chroot; then imported."""
+        parent = definition.parent
+        if parent is not None and not self.exists(parent.stage_tag):
+            self._build_stage(parent, parent.stage_tag)
+        on = f" on {parent.stage_tag}" if parent is not None else ""
+        say(PREFIX, f"building the system stage {stage}{on} (log: {self.log})")
         build_dir = Path(tempfile.mkdtemp(prefix="workspace-image-", dir=self.workdir))
         rootfs = build_dir / "rootfs"
         try:
-            with step(PREFIX, f"debootstrap {SUITE} from {self.mirror}"):
-                run_logged(
-                    [
-                        "debootstrap",
-                        "--variant=minbase",
-                        f"--include={','.join(definition.packages)}",
-                        SUITE,
-                        str(rootfs),
-                        self.mirror,
-                    ],
-                    self.log,
-                    "Installing the Debian base system failed (is the Debian mirror reachable?)",
-                )
-            with step(PREFIX, "venv and pip install in the chroot"):
+            if parent is None:
+                self._debootstrap(definition, rootfs)
+            else:
+                with step(PREFIX, f"export {parent.stage_tag}"):
+                    self._export(parent.stage_tag, rootfs)
+            with step(PREFIX, "packages in the chroot (venv, pip)"):
                 self._setup(definition, rootfs)
             with step(PREFIX, f"docker import as {stage}"):
                 self._import(rootfs, stage)
@@ -283,35 +286,37 @@ class ImageBuilder:
             self._unmount(rootfs)
             shutil.rmtree(build_dir, ignore_errors=True)
 
-    def _build_derived_stage(self, definition: ImageDefinition, stage: str) -> None:
-        """A framework image's system: its parent's stage (built first if missing), exported into a
-        directory, its own packages added in a chroot, imported."""
-        parent = definition.parent
-        if not self.exists(parent.stage_tag):
-            self._build_stage(parent, parent.stage_tag)
-        say(PREFIX, f"building the system stage {stage} on {parent.stage_tag} (log: {self.log})")
-        build_dir = Path(tempfile.mkdtemp(prefix="workspace-image-", dir=self.workdir))
-        rootfs = build_dir / "rootfs"
+    def _debootstrap(self, definition: ImageDefinition, rootfs: Path) -> None:
+        if shutil.which("debootstrap") is None:
+            with step(PREFIX, "install debootstrap (Debian)"):
+                apt_install(["debootstrap"], self.log, "Building images")
+        with step(PREFIX, f"debootstrap {SUITE} from {self.mirror}"):
+            run_logged(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    f"--include={','.join(definition.packages)}",
+                    SUITE,
+                    str(rootfs),
+                    self.mirror,
+                ],
+                self.log,
+                "Installing the Debian base system failed (is the Debian mirror reachable?)",
+            )
+
+    def _export(self, image: str, rootfs: Path) -> None:
+        """Unpack `image`'s file system into `rootfs` (our own image: unpacked as root, as it is)."""
         rootfs.mkdir()
+        container = self.client.containers.create(image, command=["/bin/true"])
         try:
-            with step(PREFIX, f"export {parent.stage_tag}"):
-                container = self.client.containers.create(parent.stage_tag, command=["/bin/true"])
-                try:
-                    untar = subprocess.Popen(["tar", "--numeric-owner", "-x", "-C", str(rootfs)], stdin=subprocess.PIPE)
-                    for chunk in container.export():
-                        untar.stdin.write(chunk)
-                    untar.stdin.close()
-                    if untar.wait() != 0:
-                        raise RuntimeError(f"unpacking {parent.stage_tag} failed")
-                finally:
-                    container.remove(force=True)
-            with step(PREFIX, "its packages in the chroot"):
-                self._setup(definition, rootfs)
-            with step(PREFIX, f"docker import as {stage}"):
-                self._import(rootfs, stage)
+            untar = subprocess.Popen(["tar", "--numeric-owner", "-x", "-C", str(rootfs)], stdin=subprocess.PIPE)
+            for chunk in container.export():
+                untar.stdin.write(chunk)
+            untar.stdin.close()
+            if untar.wait() != 0:
+                raise RuntimeError(f"unpacking {image} failed")
         finally:
-            self._unmount(rootfs)
-            shutil.rmtree(build_dir, ignore_errors=True)
+            container.remove(force=True)
 
     def versions(self, stage: str) -> str:
         """What an image holds (Python, JupyterLab, the frameworks, CUDA), as JSON, read from its packages'
@@ -341,7 +346,7 @@ class ImageBuilder:
         shutil.copy2(CA_BUNDLE, rootfs / "tmp/ca-certificates.crt")
         (rootfs / "tmp/requirements.txt").write_text(definition.requirements())
         (rootfs / "tmp/packages.txt").write_text("\n".join(definition.packages) + "\n")
-        shutil.copy2(definition.path / "setup.sh", rootfs / "tmp/setup.sh")
+        shutil.copy2(definition.setup_script, rootfs / "tmp/setup.sh")
         for target, args in (("proc", ["-t", "proc", "proc"]), ("dev", ["--bind", "/dev"])):
             run_logged(["mount", *args, str(rootfs / target)], self.log, f"Mounting /{target} in the chroot failed")
         run_logged(

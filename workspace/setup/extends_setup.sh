@@ -1,5 +1,6 @@
 #!/bin/bash
-# Runs inside the image's root filesystem (chroot of the parent image's system stage) with a clean
+# The setup of an image that extends another (workspace/setup/images.py): runs inside its root filesystem
+# (a chroot of the parent image's system stage) with a clean
 # environment: adds /tmp/packages.txt (Debian) and /tmp/requirements.txt (Python) to what is there.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8

@@ -73,7 +73,7 @@ out = {"python": platform.python_version()}
 for name in ("jupyterlab", "numpy", "pandas", "scikit-learn", "matplotlib", "torch", "torchvision", "tensorboard"):
     if v(name):
         out[name] = v(name)
-cuda = v("nvidia-cuda-runtime-cu12") or v("nvidia-cuda-runtime-cu11")
+cuda = v("nvidia-cuda-runtime") or v("nvidia-cuda-runtime-cu12") or v("nvidia-cuda-runtime-cu11")
 if cuda:
     out["cuda"] = cuda
 print(json.dumps(out, separators=(",", ":")))
@@ -178,6 +178,7 @@ class ImageDefinition:
         """A hash of everything that goes into the image."""
         h = hashlib.sha256()
         h.update(f"stage={self.stage_hash()}\n".encode())
+        h.update(VERSIONS.encode())  # the label it gets
         h.update((self.path / "Dockerfile").read_bytes())
         for source, dest in self.files():
             h.update(f"{dest} {source.stat().st_mode & 0o777:o}\n".encode())

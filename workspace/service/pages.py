@@ -404,6 +404,9 @@ class WorkspacePage(PageHandler):
             command = tasks.parse_command(self.get_body_argument("command", ""))
         except UserError as e:
             return await self.get(name, error=e.jupyterhub_message, status=e.status_code)
+        if name in await self.servers(user):  # the hub would answer a second start with the first's 202
+            message = f"“{name}” is running or starting; stop it first, or run the task in another workspace."
+            return await self.get(name, error=message, status=409)
         fields = {k: self.get_body_argument(k, "") for k in ("resource_type", "image", "cleanup")}
         options = spawnform.options_from_page(
             self.get_body_argument("continue_from", "latest"), self.get_body_argument("datasets", ""), None, fields

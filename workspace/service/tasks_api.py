@@ -43,9 +43,18 @@ class TasksHandler(APIHandler):
         command = tasks.parse_command(body.get("command"))
         options = {k: body[k] for k in OPTIONS if body.get(k) is not None}
         options["task"] = {"command": command}
+        busy = (
+            f"“{name}” is running or starting; a task is a new execution of it. Stop it first, "
+            "or run the task in another workspace."
+        )
+        token = self.hub_auth.get_token(self)
+        # the hub answers a start of a server already starting with 202 (the same start): ask first
+        code, model = await self.hub_fetch(token, "GET", f"/users/{quote(owner, safe='')}")
+        if code == 200 and name in ((model or {}).get("servers") or {}):
+            raise UserError(409, busy)
         asked = utcnow() - dt.timedelta(seconds=1)
         code, answer = await self.hub_fetch(
-            self.hub_auth.get_token(self),
+            token,
             "POST",
             f"/users/{quote(owner, safe='')}/servers/{quote(name, safe='')}",
             {"user_options": options, "display_name": name},
@@ -53,13 +62,7 @@ class TasksHandler(APIHandler):
         if code not in (201, 202):
             message = (answer or {}).get("message") or f"The hub refused to start the task ({code})."
             if code == 400 and "already" in message.lower():
-                code, message = (
-                    409,
-                    (
-                        f"“{name}” is running or starting; a task is a new execution of it. Stop it first, "
-                        "or run the task in another workspace."
-                    ),
-                )
+                code, message = 409, busy
             raise UserError(code if 400 <= code < 500 else 502, message)
         record = None
         for _ in range(100):  # the spawner records the execution as its start begins
@@ -67,6 +70,8 @@ class TasksHandler(APIHandler):
             if record is not None:
                 break
             await asyncio.sleep(0.1)
+        if record is not None and record["command"] != command:
+            raise UserError(409, busy)  # another request's start, begun between the look and the start
         base = f"{self.settings['prefix']}api/workspaces/{quote(name, safe='')}/executions"
         self.write_json(
             {

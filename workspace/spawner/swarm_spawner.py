@@ -88,6 +88,12 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         help="""Seconds the list of the swarm's nodes (their addresses, stores,
         GPUs and whether they are up) is reused before it is asked again.""",
     )
+    task_appear_timeout = Float(
+        30.0,
+        config=True,
+        help="""Seconds a new service may be without a task (the manager makes
+        it a moment after the service; longer when busy) before its start fails.""",
+    )
     service_networks = List(
         Unicode(),
         config=True,
@@ -342,11 +348,16 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         """Wait until the service's task runs on its node (dockerspawner backs off to 11 s; a start
         waits for it, so look often), or fail with the task's own error."""
         self.emit_progress(80, f"Starting the workspace on {self.node}")
-        delay = 0.2
+        delay, made = 0.2, time.monotonic()
         while True:
             task = await self.get_task()
             if task is None:
-                raise RuntimeError(f"The service {self.service_name} has no task.")
+                # the manager makes a new service's task a moment after the service (longer when busy)
+                if time.monotonic() - made < self.task_appear_timeout:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 1.5, 1.0)
+                    continue
+                raise RuntimeError(f"The service {self.service_name} got no task in {self.task_appear_timeout:g} s.")
             status = task["Status"]
             state = status["State"]
             if state == "running":

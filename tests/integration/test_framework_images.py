@@ -50,7 +50,8 @@ def test_a_notebook_in_the_scientific_image_imports_numpy_pandas_and_sklearn(hub
     hub.sh(user, ws, f"cat > check.ipynb <<'EOF'\n{json.dumps(NOTEBOOK)}\nEOF")
     hub.sh(user, ws, "jupyter nbconvert --to notebook --execute check.ipynb --output done.ipynb 2>&1")
     done = json.loads(hub.sh(user, ws, "cat done.ipynb"))
-    text = "".join(o.get("text", "") for o in done["cells"][0]["outputs"])
+    texts = [o.get("text", "") for o in done["cells"][0]["outputs"]]
+    text = "".join(t if isinstance(t, str) else "".join(t) for t in texts)
     assert text.startswith("sum 6 sklearn "), done["cells"][0]["outputs"]
     hub.stop_workspace(user, ws, token)
 

@@ -191,7 +191,8 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     def _log_stream(client, record_id: str, since: float | None):
         # never `follow`: a followed stream may outlive its container (a swarm's does), and nothing could
         # end a read blocked on it; tasks.follow asks again for what is new instead
-        return client.logs(record_id, stdout=True, stderr=True, stream=True, timestamps=True, since=since)
+        # follow=False said: the SDK's default follows whenever it streams
+        return client.logs(record_id, stdout=True, stderr=True, stream=True, follow=False, timestamps=True, since=since)
 
     async def container_exit_code(self) -> int | None:
         try:

@@ -17,3 +17,14 @@ c.LabApp.extension_manager = "readonly"
 # jupyter-resource-usage shows memory and, with this, CPU in the status bar
 # (the workspace plugin adds the GPUs).
 c.ResourceUseDisplay.track_cpu_percent = True
+
+# Web tools a workspace runs, opened from the launcher through jupyter-server-proxy, behind this server's
+# own authentication (#18). TensorBoard listens on the container's loopback (workspace-tensorboard); the
+# proxy strips the /tensorboard/ prefix, and TensorBoard's own links are relative.
+c.ServerProxy.servers = {
+    "tensorboard": {
+        "command": ["workspace-tensorboard", "{port}"],
+        "timeout": 60,
+        "launcher_entry": {"title": "TensorBoard"},
+    },
+}

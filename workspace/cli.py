@@ -31,6 +31,9 @@
                                                    a directory is unpacked safely, or kept as .tar.gz/.zip
     workspace collect COURSE --path DIR [--before TIME] [-o FILE]   instructors: each student's DIR of their
                                                    latest output, in one archive with a manifest
+    workspace image build NAME --from IMAGE [--apt FILE] [--pip FILE] [--script FILE] [--share VISIBILITY]
+                                                   build your own image (prints its log as it is written)
+    workspace image ls | log OWNER/NAME [-f] | share OWNER/NAME VISIBILITY | rm OWNER/NAME
 
 Every listing takes --json; --user reads another user's (administrators, and
 instructors for their course's students). The hub is $WORKSPACE_URL (default
@@ -50,7 +53,7 @@ import time
 
 import requests
 
-from . import cli_outputs, cli_ssh, cli_tasks
+from . import cli_images, cli_outputs, cli_ssh, cli_tasks
 
 UPLOAD_CHUNK = 256 << 20
 READ_BLOCK = 4 << 20
@@ -258,6 +261,8 @@ def run(args, client: Client, out=sys.stdout) -> None:
         cli_outputs.run(args, client, out)
     elif args.command in cli_tasks.COMMANDS:
         cli_tasks.run(args, client, out)
+    elif args.command in cli_images.COMMANDS:
+        cli_images.run(args, client, out)
     elif args.command == "course-setup":
         print(client.call("PUT", f"/courses/{args.course}", json=course_setup_body(args))["message"], file=out)
 
@@ -582,6 +587,7 @@ def parser() -> argparse.ArgumentParser:
     cli_ssh.add_parsers(cmds)
     cli_outputs.add_parsers(cmds)
     cli_tasks.add_parsers(cmds)
+    cli_images.add_parsers(cmds)
     return p
 
 

@@ -84,6 +84,17 @@ def get(client, path: str, params: dict | None = None):
     return r
 
 
+def print_stream(client, path: str, params: dict | None, out) -> None:
+    """Copy a streamed text answer (a log, followed or not) to `out` as it comes."""
+    r = get(client, path, params)
+    try:
+        for block in r.iter_content(chunk_size=None):
+            out.buffer.write(block) if hasattr(out, "buffer") else out.write(block.decode(errors="replace"))
+            out.flush()
+    finally:
+        r.close()
+
+
 def save_stream(r, dest: Path) -> int:
     """Write a response's body to `dest` (through DEST.part, renamed once whole); its size."""
     part = dest.with_name(dest.name + ".part")

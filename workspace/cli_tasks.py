@@ -74,15 +74,9 @@ def task_of(client, what: str) -> tuple[str, int]:
 
 
 def print_log(client, name: str, number: int, follow: bool, out) -> None:
-    from .cli_outputs import get
+    from .cli_outputs import print_stream
 
-    r = get(client, f"/workspaces/{name}/executions/{number}/logs", {"follow": 1} if follow else None)
-    try:
-        for block in r.iter_content(chunk_size=None):
-            out.buffer.write(block) if hasattr(out, "buffer") else out.write(block.decode(errors="replace"))
-            out.flush()
-    finally:
-        r.close()
+    print_stream(client, f"/workspaces/{name}/executions/{number}/logs", {"follow": 1} if follow else None, out)
 
 
 def run_task(client, args, out) -> int:

@@ -64,3 +64,10 @@ def label(info: dict) -> str:
     if shown:
         parts.append(", ".join(shown))
     return " · ".join(parts)
+
+
+def labels(describe, names: list[str], refs: dict[str, str]) -> dict[str, str]:
+    """{name: label} of the images a form offers; `refs` maps a name to its engine image where they differ
+    (a user's image, “alice/nlp”, is `<deployment>-user-7:2` to the engine) (blocking)."""
+    described = describe([refs.get(n, n) for n in names])
+    return {name: label({**info, "name": name}) for name, info in zip(names, described)}

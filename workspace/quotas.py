@@ -33,7 +33,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from traitlets import Dict, Float, Int, Unicode
 from traitlets.config import LoggingConfigurable
 
-from . import paths
+from . import paths, user_images
 from .datasets import Dataset, DatasetVersion
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
@@ -161,7 +161,7 @@ def _fold(fn, values):
 class Item:
     """One object that takes space: an output or a dataset version."""
 
-    kind: str  # output | dataset
+    kind: str  # output | dataset | image
     label: str  # what the user reads: “thesis” #3, alice/images v2
     ref: dict  # {"workspace", "number"} or {"dataset", "version"}
     created: str | None
@@ -265,6 +265,14 @@ def owned_trees(session, store, owner: str) -> list[tuple[Item, os.PathLike]]:
     return trees
 
 
+def owned_images(session, owner: str) -> list[Item]:
+    """The user's built images (#18), each its own layer's bytes (no files: they are the engine's)."""
+    return [
+        Item("image", f"image {i.full_name}", {"image": i.full_name}, iso(i.created), i.bytes, 0, i.bytes, 0)
+        for i in user_images.owned(session, owner)
+    ]
+
+
 def last_change(session, owner: str) -> dt.datetime | None:
     """When the user's stored objects last changed (a save, a new version, a deletion)."""
     times = [
@@ -282,6 +290,7 @@ def last_change(session, owner: str) -> dt.datetime | None:
         ),
         session.scalar(select(func.max(DatasetVersion.created)).join(Dataset).where(Dataset.owner == owner)),
         session.scalar(select(func.max(DatasetVersion.deleted)).join(Dataset).where(Dataset.owner == owner)),
+        user_images.last_change(session, owner),
     ]
     times = [t for t in times if t is not None]
     return max(times) if times else None
@@ -293,7 +302,11 @@ def measure(db: Database, store, owner: str) -> StorageUsage:
         started = utcnow()
         with db.session() as s:
             trees = owned_trees(s, store, owner)
+            images = owned_images(s, owner)
         fp = footprint(trees)
+        for item in images:  # an image's own layer is its alone (a rebuild replaces it)
+            fp.items.append(item)
+            fp.bytes += item.bytes
         with db.session() as s:
             row = s.get(StorageUsage, owner) or StorageUsage(owner=owner)
             row.bytes, row.files, row.measured_at = fp.bytes, fp.files, started

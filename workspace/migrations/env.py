@@ -8,6 +8,7 @@ import workspace.executions  # noqa: F401
 import workspace.quotas  # noqa: F401
 import workspace.ssh_identities  # noqa: F401
 import workspace.ssh_keys  # noqa: F401
+import workspace.user_images  # noqa: F401
 import workspace.webhooks  # noqa: F401
 from workspace.db import Base
 

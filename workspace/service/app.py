@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
@@ -30,10 +31,11 @@ from tornado.httpserver import HTTPServer
 from traitlets import Bool, Dict, Float, Unicode
 from traitlets.config import Application
 
-from .. import config, lifecycle, queue, uploads, webhooks
+from .. import config, lifecycle, queue, uploads, user_images, webhooks
 from ..datasets import DatasetRules
 from ..db import database
 from ..homes import BtrfsHomeStore, store_for
+from ..image_builds import ImageBuilder
 from ..nodes import NodeStores
 from ..process import die_with_the_hub
 from ..quotas import StorageQuota
@@ -45,6 +47,7 @@ from . import (
     courses_api,
     datasets_api,
     images_api,
+    images_page,
     outputs_api,
     outputs_page,
     pages,
@@ -65,7 +68,7 @@ log = logging.getLogger("workspace.service")
 class WorkspaceService(Application):
     name = "workspace-service"
     description = "The workspace service: the REST API and the pages of workspaces, datasets, storage and courses."
-    classes = [StorageQuota, DatasetRules, UploadPolicy]
+    classes = [StorageQuota, DatasetRules, UploadPolicy, ImageBuilder]
     aliases = {"hub-config": "WorkspaceService.hub_config"}
 
     hub_config = Unicode(
@@ -104,11 +107,25 @@ class WorkspaceService(Application):
         self.storage_quota = StorageQuota(parent=self)
         self.dataset_rules = DatasetRules(parent=self)
         self.upload_policy = UploadPolicy(parent=self)
+        self.image_builder = ImageBuilder(
+            parent=self,
+            deployment=self.spawner.deployment,
+            log_root=self.spawner.execution_log_root,
+        )
+
+    @property
+    def image_refs(self) -> dict[str, str]:
+        """{the name a user chooses: the engine's image} of the site's images."""
+        allowed = self.spawner.allowed_images
+        if isinstance(allowed, dict) and allowed:
+            return dict(allowed)
+        if isinstance(allowed, list) and allowed:
+            return {i: i for i in allowed}
+        return {self.spawner.image: self.spawner.image}
 
     @property
     def images(self) -> list[str]:
-        allowed = self.spawner.allowed_images
-        return list(allowed) if isinstance(allowed, (list, dict)) and allowed else [self.spawner.image]
+        return list(self.image_refs)
 
     def make_app(self) -> web.Application:
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/workspace/")
@@ -130,6 +147,7 @@ class WorkspaceService(Application):
                 *ssh_page.handlers(prefix),
                 *tasks_api.handlers(prefix),
                 *images_api.handlers(prefix),
+                *images_page.handlers(prefix),
                 *webhook_api.handlers(prefix),
                 *metrics_handlers(prefix, self.authenticate_prometheus),
             ],
@@ -146,6 +164,11 @@ class WorkspaceService(Application):
             default_resource_type=spawner.default_resource_type,
             image=spawner.image,
             images=self.images,
+            image_refs=self.image_refs,
+            # the users' images are offered where workspaces run on the engine that builds them (not a swarm)
+            user_images_offered=getattr(spawner.spawner_class, "offers_user_images", False),
+            image_builder=self.image_builder,
+            image_build_wake=asyncio.Event(),  # set by a build request: the builder looks at once
             # users' servers on their own subdomains (workspace/origins.py); None: on the hub's origin
             subdomain_host=self.config.JupyterHub.get("subdomain_host") or None,
             courses=self.courses,
@@ -216,6 +239,35 @@ async def retry_saves(service: WorkspaceService) -> None:
         await asyncio.sleep(service.retry_interval)
 
 
+async def build_images(builder: ImageBuilder, db, wake: asyncio.Event) -> None:
+    """Forever: build the queued images users defined, one at a time, oldest first (workspace/image_builds.py)."""
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="workspace-image-build")  # hours long: not the shared pool
+    try:
+        await loop.run_in_executor(None, builder.clean_up, db)
+    except Exception:
+        log.exception("cleaning up interrupted image builds failed")
+    while True:
+        try:
+            job = await loop.run_in_executor(None, user_images.next_queued, db)
+            if job is None:
+                wake.clear()
+                try:
+                    await asyncio.wait_for(wake.wait(), timeout=30)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            log.info("building image %s (build %d)", job["name"], job["build"])
+            result = await loop.run_in_executor(pool, builder.build, job, db)
+            old = await loop.run_in_executor(None, user_images.finish, db, job["id"], job["build"], result)
+            log.info("image %s: %s", job["name"], "built" if result.get("ok") else result.get("error"))
+            if old:
+                await loop.run_in_executor(None, builder.remove_image, old)
+        except Exception:
+            log.exception("the image builder failed; trying again in a minute")
+            await asyncio.sleep(60)
+
+
 async def serve(service: WorkspaceService) -> None:
     app = service.make_app()
     url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:8082"))
@@ -229,9 +281,16 @@ async def serve(service: WorkspaceService) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     retry = asyncio.ensure_future(retry_saves(service))
+    builds = asyncio.ensure_future(
+        build_images(app.settings["image_builder"], app.settings["workspace_db"], app.settings["image_build_wake"])
+    )
     await stop.wait()
     log.info("workspace service stopping")
     retry.cancel()
+    builds.cancel()
+    # a build under way is stopped (its thread would hold the process up to the end of the build); the next
+    # start records it as interrupted
+    await loop.run_in_executor(None, app.settings["image_builder"].abort)
     server.stop()
 
 

@@ -1,22 +1,176 @@
-"""The images a user may choose, with what each holds (#18).
+"""The images a user may choose, with what each holds, and the images users define (#18).
 
-GET /api/images      [{name, default, available, size, created, versions: {python, cuda, torch, ...}}]
+    GET    /api/images                      the site's images [{name, kind: "site", default, available, size,
+                                            versions}] and the users' images the caller may see
+                                            [{name: "owner/name", kind: "user", state, visibility, ...}]
+    POST   /api/images                      build one: {name, from, apt, pip, script, visibility} -> 202
+                                            (the same name again: a rebuild)
+    GET    /api/images/{owner}/{name}       one (its state, the step its build is at, its size, versions)
+    PATCH  /api/images/{owner}/{name}       {visibility: private | group:NAME | public}
+    DELETE /api/images/{owner}/{name}       remove it (its owner or an administrator)
+    GET    /api/images/{owner}/{name}/log   its build's log (text; `?follow=1` streams it until the build ends)
+
+The rules are in workspace/user_images.py, the builds in workspace/image_builds.py (run by the service).
 """
 
 from __future__ import annotations
 
+import asyncio
+from urllib.parse import quote
+
+from jupyterhub.scopes import Scope, parse_scopes
+
+from .. import quotas, tasks, user_images
+from ..errors import UserError
 from .api import APIHandler
+from .courses_api import MANAGE_SCOPE
+
+KEEP_WAIT = 60.0  # how long a follower waits for an ended build's log to be kept
 
 
-class ImagesHandler(APIHandler):
-    async def get(self):
-        self.caller()
-        images = self.settings["images"]
-        described = await self.blocking(self.settings["describe_images"], images)
+class ImageActions:
+    """What the images API and the Images page share (mixed into an APIHandler or a PageHandler)."""
+
+    async def site_images(self) -> list[dict]:
+        described = await self.blocking(self.settings["describe_images"], self.settings["images"])
         for info in described:
+            info["kind"] = "site"
             info["default"] = info["name"] == self.settings["image"]
-        self.write_json(described)
+        return described
+
+    async def bases(self) -> dict[str, str]:
+        """What the caller may build from: the site's images and the built images they may see."""
+        who, groups, _ = self.who()
+        own = await self.blocking(user_images.choices, self.db, who, groups)
+        return {**self.settings["image_refs"], **own}
+
+    def shareable(self) -> set[str] | None:
+        """The courses (groups) the caller may share an image with: theirs and those they teach (None: any)."""
+        user = self.caller()
+        granted = parse_scopes(user.get("scopes") or []).get(MANAGE_SCOPE)
+        if user.get("admin") or granted is Scope.ALL:
+            return None
+        return set(user.get("groups") or []) | set((granted or {}).get("group", ()))
+
+    async def request_build(self, body: dict) -> dict:
+        who, groups, _ = self.who()
+        definition = user_images.parse_definition(body, await self.bases(), self.shareable())
+        status = await self.blocking(
+            quotas.status,
+            self.db,
+            self.settings["workspace_store"],
+            self.settings["storage_quota"],
+            who,
+            groups,
+        )
+        if status.over:
+            raise UserError(
+                403,
+                f"Your storage is over its quota ({status.figures()}), so an image build is refused: an image "
+                "counts against it. Free space on the Storage page first.",
+            )
+        builder = self.settings["image_builder"]
+        image = await self.blocking(user_images.request_build, self.db, who, definition, builder.max_images)
+        self.settings["image_build_wake"].set()
+        return image
+
+
+class ImagesHandler(ImageActions, APIHandler):
+    async def get(self):
+        who, groups, admin = self.who()
+        site = await self.site_images()
+        mine = await self.blocking(user_images.listing, self.db, who, groups, admin)
+        self.write_json(site + [{**i, "kind": "user"} for i in mine])
+
+    async def post(self):
+        image = await self.request_build(self.body())
+        self.write_json({**image, "kind": "user", "log_url": log_url(self.settings["prefix"], image["name"])}, 202)
+
+
+class ImageHandler(ImageActions, APIHandler):
+    async def get(self, owner: str, name: str):
+        who, groups, admin = self.who()
+        self.write_json(await self.blocking(user_images.describe, self.db, f"{owner}/{name}", who, groups, admin))
+
+    async def patch(self, owner: str, name: str):
+        who, groups, admin = self.who()
+        body = self.body()
+        if set(body) != {"visibility"}:
+            raise UserError(400, "Only an image's “visibility” can be changed; build it again to change the rest.")
+        visibility = user_images.parse_visibility(body["visibility"], self.shareable())
+        self.write_json(
+            await self.blocking(user_images.set_visibility, self.db, f"{owner}/{name}", who, groups, admin, visibility)
+        )
+
+    async def delete(self, owner: str, name: str):
+        who, groups, admin = self.who()
+        image_id, ref = await self.blocking(user_images.remove, self.db, f"{owner}/{name}", who, groups, admin)
+        builder = self.settings["image_builder"]
+        builder.log_path(image_id).unlink(missing_ok=True)
+        await self.blocking(builder.remove_image, ref)
+        self.set_status(204)
+        self.finish()
+
+
+class ImageLogHandler(APIHandler):
+    """A build's log: the engine's while it runs, the kept one after; `?follow=1` until the build ends."""
+
+    async def get(self, owner: str, name: str):
+        who, groups, admin = self.who()
+        full = f"{owner}/{name}"
+        image_id, state, build = await self.blocking(user_images.log_of, self.db, full, who, groups, admin)
+        follow = self.get_argument("follow", "") in ("1", "true")
+        builder, db = self.settings["image_builder"], self.db
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        if follow and state == "queued":
+            self.write(f"[image] {full} is queued: it starts when the builds before it have ended.\n")
+            await self.flush()
+            while state == "queued":
+                await asyncio.sleep(1.0)
+                if self.closed:
+                    return
+                state, build = await self.blocking(user_images.state_of, db, image_id)
+        if state == "building":
+            container = builder.container_name(image_id, build)
+            if not follow:
+                await self.relay(lambda stop: builder.engine_log(container))
+                return self.finish()
+
+            def running() -> bool:
+                return user_images.state_of(db, image_id) == ("building", build)
+
+            seen: dict = {}
+            await self.relay(
+                lambda stop: tasks.follow(
+                    lambda since: builder.engine_log(container, since), running, stop.is_set, seen=seen
+                )
+            )
+            # the build ended; the service keeps its log before it records the end: what came after the last
+            # line passed on
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + KEEP_WAIT
+            while (await self.blocking(user_images.state_of, db, image_id))[0] == "building":
+                if self.closed or loop.time() > deadline:
+                    return self.finish()
+                await asyncio.sleep(0.5)
+            path = builder.log_path(image_id)
+            await self.relay(lambda stop: tasks.read_after(path, seen.get("last")))
+            return self.finish()
+        path = builder.log_path(image_id)
+        await self.relay(lambda stop: tasks.read(path))
+        self.finish()
+
+
+def log_url(prefix: str, full_name: str) -> str:
+    owner, _, name = full_name.partition("/")
+    return f"{prefix}api/images/{quote(owner, safe='')}/{quote(name, safe='')}/log?follow=1"
 
 
 def handlers(prefix: str) -> list:
-    return [(rf"{prefix}api/images/?", ImagesHandler)]
+    return [
+        (rf"{prefix}api/images/?", ImagesHandler),
+        (rf"{prefix}api/images/([^/]+)/([^/]+)/log/?", ImageLogHandler),
+        (rf"{prefix}api/images/([^/]+)/([^/]+)/?", ImageHandler),
+    ]

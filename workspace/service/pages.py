@@ -46,6 +46,7 @@ from .. import (
     quotas,
     spawnform,
     tasks,
+    user_images,
 )
 from ..db import utcnow
 from ..errors import UserError
@@ -145,6 +146,7 @@ class PageHandler(APIHandler):
         prefilled from the chosen execution of workspace `name` (None: a new workspace)."""
         user = self.get_current_user()
         types = self.settings["resource_types"]
+        refs = await self.image_choices()
         html = await self.blocking(
             spawnform.page_form,
             self.db,
@@ -155,23 +157,30 @@ class PageHandler(APIHandler):
             selected,
             types=types,
             nodes=await self.engine_nodes() if types else [],
-            images=self.settings["images"],
+            images=list(refs),
             image=self.settings["image"],
             default_type=self.settings["default_resource_type"],
-            image_labels=await self.image_labels(),
+            image_labels=await self.image_labels(refs),
         )
         return Markup(html)
 
-    async def image_labels(self) -> dict[str, str] | None:
+    async def image_choices(self) -> dict[str, str]:
+        """{name: engine image} of the images the user may start: the site's, and the users' they may see."""
+        refs = dict(self.settings["image_refs"])
+        if self.settings["user_images_offered"]:
+            user = self.get_current_user()
+            groups = set(user.get("groups") or [])
+            refs.update(await self.blocking(user_images.choices, self.db, user["name"], groups))
+        return refs
+
+    async def image_labels(self, refs: dict[str, str]) -> dict[str, str] | None:
         """{image: its size and versions} for the form's choice (None: nothing to choose, or no engine)."""
-        images = self.settings["images"]
-        if len(images) < 2:
+        if len(refs) < 2:
             return None
         try:
-            described = await self.blocking(self.settings["describe_images"], images)
+            return await self.blocking(image_catalog.labels, self.settings["describe_images"], list(refs), refs)
         except Exception:
             return None  # the engine does not answer: the names alone
-        return {i["name"]: image_catalog.label(i) for i in described}
 
     async def storage_status(self) -> quotas.Status:
         """The user's storage against their quota."""

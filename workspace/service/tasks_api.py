@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import threading
 from urllib.parse import quote
-
-from tornado.iostream import StreamClosedError
 
 from .. import tasks
 from ..db import utcnow
@@ -130,44 +127,6 @@ class LogsHandler(APIHandler):
         path = tasks.log_path(self.settings["execution_log_root"], source.execution_id)
         await self.relay(lambda stop: tasks.read(path))
         self.finish()
-
-    def on_connection_close(self):
-        self.closed = True
-
-    async def relay(self, chunks) -> None:
-        """Pass the chunks of a blocking iterator (`chunks(stop)`: `stop` is set when the reader left) on as
-        they come: a thread of its own reads (a follower may wait for hours, so not the shared pool), at
-        most 16 chunks wait in memory."""
-        loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue = asyncio.Queue()
-        room = threading.Semaphore(16)
-        stop = threading.Event()
-        done = object()
-
-        def produce():
-            try:
-                for chunk in chunks(stop):
-                    while not room.acquire(timeout=1.0):
-                        if stop.is_set():
-                            return
-                    if stop.is_set():
-                        return
-                    loop.call_soon_threadsafe(inbox.put_nowait, chunk)
-            except Exception:  # the engine went away mid-read: the log ends there
-                pass
-            finally:
-                loop.call_soon_threadsafe(inbox.put_nowait, done)
-
-        threading.Thread(target=produce, name="workspace-log", daemon=True).start()
-        try:
-            while (item := await inbox.get()) is not done:
-                room.release()
-                self.write(item)
-                await self.flush()
-        except StreamClosedError:
-            pass
-        finally:
-            stop.set()
 
 
 class CancelHandler(APIHandler):

@@ -15,7 +15,7 @@ from docker.utils import kwargs_from_env
 from dockerspawner import DockerSpawner
 from traitlets import Bool, Int, Unicode, default
 
-from .. import image_catalog, networks
+from .. import image_catalog, networks, user_images
 from ..errors import UserError
 from .mixin import WorkspaceMixin
 
@@ -139,9 +139,31 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             "workspace.execution": str(self.execution_id or ""),
         }
 
+    # the images users defined (#18) that this user may start, {owner/name: engine image}: read before each
+    # form and start (load_user_images), as dockerspawner asks for the allowed images synchronously
+    _user_images: dict[str, str] = {}
+    # the service builds them on its own engine; a swarm's nodes do not have them (docs/images.md)
+    offers_user_images = True
+
+    async def load_user_images(self) -> None:
+        if self.offers_user_images:
+            groups = {g.name for g in self.user.groups}
+            self._user_images = await self.run_blocking(user_images.choices, self.db, self.user.name, groups)
+
+    def _get_allowed_images(self):
+        allowed = super()._get_allowed_images()
+        if not self._user_images or allowed == "*":
+            return allowed
+        site = dict(allowed) if isinstance(allowed, dict) and allowed else {self.image: self.image}
+        return {**site, **self._user_images}
+
     def image_choices(self) -> list[str]:
         allowed = self._get_allowed_images()
         return list(allowed) if isinstance(allowed, dict) and allowed else [self.image]
+
+    def image_refs(self) -> dict[str, str]:
+        allowed = self._get_allowed_images()
+        return dict(allowed) if isinstance(allowed, dict) else {}
 
     @classmethod
     def describe_images(cls, options, names: list[str]) -> list[dict]:
@@ -158,6 +180,7 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         self.current.image_checked = None
         image_option = self.user_options.get("image")
         if image_option:
+            await self.load_user_images()
             self.image = await self.check_allowed(image_option)
         try:
             await self.pull_image(self.image)

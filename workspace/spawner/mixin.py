@@ -257,6 +257,7 @@ class WorkspaceMixin(LoggingConfigurable):
             if types
             else []
         )
+        await self.load_user_images()
         images = self.image_choices()
         return spawnform.render(
             executions,
@@ -269,13 +270,20 @@ class WorkspaceMixin(LoggingConfigurable):
             image_labels=await self.run_blocking(self.image_labels, images) if len(images) > 1 else None,
         )
 
+    async def load_user_images(self) -> None:
+        """Read the images users defined that this user may start (engine-specific: none here)."""
+
     def image_choices(self) -> list[str]:
         """Images the user may choose from (engine-specific)."""
         return [self.image]
 
+    def image_refs(self) -> dict[str, str]:
+        """{name a user chooses: the engine's image} where the two differ (engine-specific)."""
+        return {}
+
     def image_labels(self, images: list[str]) -> dict[str, str]:
         """{image: its size and versions} for a form (blocking)."""
-        return {i["name"]: image_catalog.label(i) for i in self.describe_images(self, images)}
+        return image_catalog.labels(lambda names: self.describe_images(self, names), images, self.image_refs())
 
     @classmethod
     def describe_images(cls, options, names: list[str]) -> list[dict]:

@@ -82,6 +82,9 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     `workspace.gpu-model`.
     """
 
+    # the service builds users' images on the hub's own engine; the nodes do not have them (docs/images.md)
+    offers_user_images = False
+
     node_refresh = Float(
         5.0,
         config=True,

@@ -1,0 +1,151 @@
+"""Images users define (workspace/user_images.py): what a definition may be, who sees and changes an image, a
+build's record from its request to its end; on real databases. The build itself: tests/integration/test_user_images.py."""
+
+import pytest
+
+from workspace import build_network, image_builds, user_images
+from workspace.errors import UserError
+
+BASES = {"workspace-base:latest": "workspace-base:latest", "bob/nlp": "wstest-user-3:2"}
+
+
+def refused(fn, *args, status=400, **kwargs) -> str:
+    with pytest.raises(UserError) as e:
+        fn(*args, **kwargs)
+    assert e.value.status_code == status, e.value.message
+    return e.value.message
+
+
+def definition(**body):
+    return user_images.parse_definition(
+        {"name": "nlp", "from": "workspace-base:latest", "apt": "graphviz", **body}, BASES, {"cs101"}
+    )
+
+
+def test_apt_names_from_text_or_a_list():
+    assert user_images.parse_apt("graphviz  # for plots\nlibsndfile1 vim=2:9.0.1378-2\n\n") == [
+        "graphviz",
+        "libsndfile1",
+        "vim=2:9.0.1378-2",
+    ]
+    assert user_images.parse_apt(["git", "git", "tmux"]) == ["git", "tmux"]
+    assert user_images.parse_apt(None) == [] and user_images.parse_apt("") == []
+
+
+@pytest.mark.parametrize(
+    "bad", ["-o=APT::Get::foo", "graphviz;rm", "../x", "Graphviz", "a" * 70, "x $(id)", ["ok", 3], {"a": 1}]
+)
+def test_apt_refuses_what_is_no_package_name(bad):
+    message = refused(user_images.parse_apt, bad)
+    assert "Debian package" in message
+
+
+def test_definition_fields_and_sentences():
+    d = definition(pip="six\n", visibility="group:cs101")
+    assert d["base_ref"] == "workspace-base:latest" and d["apt"] == ["graphviz"]
+    assert definition(**{"from": "bob/nlp"})["base_ref"] == "wstest-user-3:2"
+    assert "lower-case" in refused(definition, name="Bad Name")
+    assert "you may use" in refused(definition, **{"from": "alice/secret"})
+    assert "Unknown field" in refused(definition, dockerfile="FROM x")
+    assert "Say what to add" in refused(definition, apt="")
+    assert "NUL" in refused(definition, pip="six\0")
+    assert "KiB" in refused(definition, script="x" * (user_images.TEXT_MAX + 1))
+    assert "group:NAME" in refused(definition, visibility="everyone")
+    # a course the owner neither belongs to nor teaches
+    assert "belong to or teach" in refused(definition, visibility="group:cs999", status=403)
+
+
+def test_build_records_and_who_sees_what(database):
+    db = database
+    first = user_images.request_build(db, "alice", definition(), limit=2)
+    assert first["state"] == "queued" and first["build"] == 1 and not first["available"]
+    assert "being built" in refused(user_images.request_build, db, "alice", definition(), 2, status=409)
+    job = user_images.next_queued(db)
+    assert job["name"] == "alice/nlp" and user_images.next_queued(db) is None
+    user_images.set_progress(db, job["id"], 1, "step 1/1: apt-get install 1 package(s): graphviz")
+    assert user_images.describe(db, "alice/nlp", "alice", set())["progress"].startswith("step 1/1")
+    assert user_images.finish(db, job["id"], 1, {"ok": True, "ref": "d-user-1:1", "bytes": 5, "versions": {}}) is None
+    # private: its owner and administrators only; another user learns nothing of it (404, not 403)
+    assert user_images.choices(db, "alice", set()) == {"alice/nlp": "d-user-1:1"}
+    assert user_images.choices(db, "bob", {"cs101"}) == {}
+    assert refused(user_images.describe, db, "alice/nlp", "bob", set(), status=404)
+    assert refused(user_images.log_of, db, "alice/nlp", "bob", set(), status=404)
+    assert refused(user_images.remove, db, "alice/nlp", "bob", set(), False, status=404)
+    assert [i["name"] for i in user_images.listing(db, "root", set(), admin=True)] == ["alice/nlp"]
+    # shared with a course: its members may use it, not change it or read its log
+    user_images.set_visibility(db, "alice/nlp", "alice", set(), False, "group:cs101")
+    assert user_images.choices(db, "bob", {"cs101"}) == {"alice/nlp": "d-user-1:1"}
+    assert user_images.choices(db, "carol", {"cs102"}) == {}
+    assert "Only alice" in refused(user_images.log_of, db, "alice/nlp", "bob", {"cs101"}, status=403)
+    assert refused(user_images.set_visibility, db, "alice/nlp", "bob", {"cs101"}, False, "public", status=403)
+    # a rebuild that fails keeps the image that works; one that succeeds replaces it (the old one to remove)
+    user_images.request_build(db, "alice", definition(pip="six"), limit=2)
+    job = user_images.next_queued(db)
+    assert job["build"] == 2
+    user_images.finish(db, job["id"], 2, {"ok": False, "error": "The build failed (exit code 1)."})
+    record = user_images.describe(db, "alice/nlp", "alice", set())
+    assert record["state"] == "failed" and record["available"] and record["error"].startswith("The build failed")
+    assert user_images.choices(db, "alice", set()) == {"alice/nlp": "d-user-1:1"}
+    user_images.request_build(db, "alice", definition(), limit=2)
+    job = user_images.next_queued(db)
+    assert user_images.finish(db, job["id"], 3, {"ok": True, "ref": "d-user-1:3", "bytes": 7}) == "d-user-1:1"
+    # a build whose record was deleted meanwhile (after a restart marked it interrupted): its image is nobody's
+    user_images.request_build(db, "alice", definition(name="cv"), limit=2)
+    job = user_images.next_queued(db)
+    assert "being built" in refused(user_images.remove, db, "alice/cv", "alice", set(), False, status=409)
+    assert user_images.interrupted(db) == 1
+    assert user_images.remove(db, "alice/cv", "alice", set(), False) == (job["id"], None)
+    assert user_images.finish(db, job["id"], 1, {"ok": True, "ref": "d-user-2:1"}) == "d-user-2:1"
+    # the per-user limit
+    user_images.request_build(db, "alice", definition(name="cv2"), limit=2)
+    assert "the most one user may have" in refused(
+        user_images.request_build, db, "alice", definition(name="cv3"), 2, status=403
+    )
+
+
+def test_interrupted_builds_fail_with_a_sentence(database):
+    user_images.request_build(database, "alice", definition(), limit=5)
+    user_images.next_queued(database)
+    assert user_images.interrupted(database) == 1
+    record = user_images.describe(database, "alice/nlp", "alice", set())
+    assert record["state"] == "failed" and "interrupted" in record["error"]
+    assert "being built" not in (record["error"] or "")
+
+
+def test_build_script_announces_each_step_and_quotes_nothing_of_the_user():
+    job = {"apt": ["graphviz"], "pip": "# c\nsix\nrequests\n", "script": "echo hi"}
+    text = image_builds.script(job)
+    assert "'[image] step 1/3: apt-get install 1 package(s): graphviz'" in text
+    assert "'[image] step 2/3: pip install 2 requirement(s)'" in text
+    assert "'[image] step 3/3: the post-build script'" in text
+    assert "echo hi" not in text and "requests" not in text  # the owner's text is in files, never in our script
+    only_pip = image_builds.script({"apt": [], "pip": "six", "script": ""})
+    assert "step 1/1: pip" in only_pip and "apt-get" not in only_pip
+
+
+def test_commit_restores_the_base_images_settings():
+    changes = image_builds.ImageBuilder.restore(
+        {"User": "1000", "Cmd": ["workspace-start", "jupyterhub-singleuser"], "Entrypoint": None},
+        {"python": "3.11.2"},
+        "alice/nlp",
+        "d-user-1:1",
+    )
+    assert changes[0] == "USER 1000"
+    assert 'CMD ["workspace-start", "jupyterhub-singleuser"]' in changes
+    assert not any(c.startswith("ENTRYPOINT") for c in changes)
+    assert '"alice/nlp"' in changes[-1] and "workspace.image=d-user-1:1" in changes[-1]
+
+
+def test_build_network_rules_let_dns_and_the_internet_through_only(tmp_path):
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 10.255.255.53\nnameserver 127.0.0.53\nnameserver ::1\nsearch x\n")
+    dns = build_network.nameservers(str(resolv))
+    assert dns == ["10.255.255.53"]
+    rules = build_network.rules("ws-build0", dns, ["10.20.0.0/24"])
+    returns = [r for r in rules if r[-1] == "RETURN"]
+    rejects = [r for r in rules if r[-1] == "REJECT"]
+    assert rules.index(returns[-1]) < rules.index(rejects[0]), "what passes comes before what is refused"
+    assert ["-i", "ws-build0", "-d", "10.255.255.53", "-p", "udp", "--dport", "53", "-j", "RETURN"] in returns
+    assert ["-i", "ws-build0", "-d", "10.20.0.0/24", "-j", "RETURN"] in returns
+    refused_nets = {r[3] for r in rejects}
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8"} <= refused_nets

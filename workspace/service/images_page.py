@@ -1,0 +1,33 @@
+"""The Images page (#18): the site's images with what each holds, the users' images the caller may see, and
+a form to build one whose log is followed live. The script uses the REST API (images_api.py)."""
+
+from __future__ import annotations
+
+from tornado import web
+
+from .. import user_images
+from .images_api import ImageActions
+from .pages import PageHandler
+
+
+class ImagesPage(ImageActions, PageHandler):
+    @web.authenticated
+    async def get(self):
+        who, groups, admin = self.who()
+        try:
+            site = await self.site_images()
+        except Exception:  # the engine does not answer: the names alone
+            site = [{"name": n, "available": None, "versions": {}, "kind": "site"} for n in self.settings["images"]]
+        self.render_page(
+            "images.html",
+            site=site,
+            images=await self.blocking(user_images.listing, self.db, who, groups, admin),
+            bases=list(await self.bases()),
+            me=who,
+            groups=sorted(groups),
+            offered=self.settings["user_images_offered"],
+        )
+
+
+def handlers(prefix: str) -> list:
+    return [(rf"{prefix}images/?", ImagesPage)]

@@ -1,0 +1,80 @@
+// The Images page: build an image and follow its log, share one, delete one (the REST API, api/images).
+(function () {
+  "use strict";
+  var api = document.currentScript.dataset.api;
+  var pre = document.getElementById("build-log");
+  function xsrf() {
+    var m = document.cookie.match(/(?:^|;\s*)_xsrf=([^;]*)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+  function call(method, url, body) {
+    return fetch(url, {
+      method: method,
+      credentials: "same-origin",
+      headers: { "X-XSRFToken": xsrf(), "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }).then(function (r) {
+      if (r.status === 204) return { status: 204, data: {} };
+      return r.json().then(function (data) { return { status: r.status, data: data }; });
+    });
+  }
+  function path(name) { return api + "/" + name.split("/").map(encodeURIComponent).join("/"); }
+  // the log as it is written, until the build ends; then the page shows the result
+  function follow(name, reloadAtEnd) {
+    pre.classList.remove("d-none");
+    pre.textContent = "";
+    fetch(path(name) + "/log" + (reloadAtEnd ? "?follow=1" : ""), {
+      credentials: "same-origin", headers: { "X-XSRFToken": xsrf() },
+    }).then(function (r) {
+      if (!r.ok) return r.json().then(function (e) { throw new Error(e.message); });
+      var reader = r.body.getReader(), decoder = new TextDecoder();
+      function read() {
+        return reader.read().then(function (step) {
+          if (step.done) { if (reloadAtEnd) location.reload(); return; }
+          var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+          pre.textContent += decoder.decode(step.value, { stream: true });
+          if (atEnd) pre.scrollTop = pre.scrollHeight;
+          return read();
+        });
+      }
+      return read();
+    }).catch(function (e) { pre.textContent += "\n[" + e.message + "]"; });
+  }
+  var form = document.getElementById("build-form");
+  if (form) {
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var result = document.getElementById("build-result");
+      var f = new FormData(form), body = {};
+      ["name", "from", "apt", "pip", "script", "visibility"].forEach(function (k) { body[k] = f.get(k); });
+      document.getElementById("build").disabled = true;
+      call("POST", api, body).then(function (r) {
+        document.getElementById("build").disabled = false;
+        if (r.status !== 202) { result.className = "ms-2 text-danger"; result.textContent = r.data.message; return; }
+        result.className = "ms-2 text-success";
+        result.textContent = "Building " + r.data.name + "…";
+        follow(r.data.name, true);
+      });
+    });
+  }
+  document.querySelectorAll(".user-image").forEach(function (row) {
+    var name = row.dataset.name;
+    var busy = row.dataset.state === "queued" || row.dataset.state === "building";
+    var log = row.querySelector(".show-log");
+    if (log) log.addEventListener("click", function () { follow(name, busy); });
+    var del = row.querySelector(".delete-image");
+    if (del) del.addEventListener("click", function () {
+      if (!confirm("Delete the image " + name + "? Workspaces cannot start from it any more.")) return;
+      call("DELETE", path(name)).then(function (r) {
+        if (r.status === 204) row.remove(); else alert(r.data.message);
+      });
+    });
+    var vis = row.querySelector(".visibility");
+    if (vis) vis.addEventListener("change", function () {
+      call("PATCH", path(name), { visibility: vis.value }).then(function (r) {
+        if (r.status !== 200) alert(r.data.message);
+      });
+    });
+    if (busy && log) follow(name, true);  // a build under way: its log at once
+  });
+})();

@@ -1,0 +1,367 @@
+"""Images users define (#18): a base image plus apt packages, pip requirements and a post-build script.
+
+The definition is checked here (names, package lists, sizes, who may see it),
+recorded as a `UserImage`, built by the workspace service one at a time
+(workspace/image_builds.py) and offered on the spawn forms to everyone it is
+visible to: its owner; the members of a course (a JupyterHub group) when the
+owner shares it there; everyone when it is public. Each build is a new engine
+image (`workspace-user-<id>:<build>`); a rebuild replaces the old one only when
+it succeeded, so a failed rebuild never takes an image away from a class.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+
+from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, Text, UniqueConstraint, func, select
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .db import Base, iso, utcnow
+from .errors import UserError
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+# a Debian package name (policy 5.6.1), optionally =version or /release
+APT_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]{1,62}(?:=[A-Za-z0-9.+:~-]{1,64}|/[a-z0-9-]{1,32})?$")
+TEXT_MAX = 64 * 1024
+APT_MAX = 200
+STATES = ("queued", "building", "ready", "failed")
+BUSY = ("queued", "building")
+
+
+class UserImage(Base):
+    __tablename__ = "user_images"
+    __table_args__ = (UniqueConstraint("owner", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    base: Mapped[str] = mapped_column(String(255))  # what the owner chose (an image's name or owner/name)
+    base_ref: Mapped[str] = mapped_column(String(255))  # the engine's image it was resolved to
+    apt: Mapped[list] = mapped_column(JSON, default=list)
+    pip: Mapped[str] = mapped_column(Text, default="")
+    script: Mapped[str] = mapped_column(Text, default="")
+    visibility: Mapped[str] = mapped_column(String(300), default="private")  # private | group:NAME | public
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    progress: Mapped[str | None] = mapped_column(String(300), nullable=True)  # the step a build is at
+    build: Mapped[int] = mapped_column(Integer, default=1)  # the number of the build asked for last
+    ref: Mapped[str | None] = mapped_column(String(255), nullable=True)  # the engine's image of the last success
+    bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # its own layer: its size less its base's
+    versions: Mapped[dict] = mapped_column(JSON, default=dict)
+    log_total: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    log_kept: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    started: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    finished: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    updated: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def as_dict(self) -> dict:
+        seconds = (self.finished - self.started).total_seconds() if self.started and self.finished else None
+        return {
+            "name": self.full_name,
+            "owner": self.owner,
+            "base": self.base,
+            "apt": list(self.apt or []),
+            "pip": self.pip,
+            "script": self.script,
+            "visibility": self.visibility,
+            "state": self.state,
+            "error": self.error,
+            "progress": self.progress if self.state == "building" else None,
+            "build": self.build,
+            "available": self.ref is not None,
+            "bytes": self.bytes,
+            "versions": self.versions or {},
+            "created": iso(self.created),
+            "started": iso(self.started),
+            "finished": iso(self.finished),
+            "build_seconds": round(seconds, 1) if seconds is not None else None,
+        }
+
+
+# -- checking a definition ---------------------------------------------------------------
+
+
+def check_name(name) -> str:
+    if not isinstance(name, str) or not NAME.match(name):
+        raise UserError(
+            400,
+            "An image needs a “name” of 1–63 lower-case letters, digits, “-”, “_” or “.”, starting with a "
+            "letter or digit (like “nlp-course” or “thesis”).",
+        )
+    return name
+
+
+def parse_apt(value) -> list[str]:
+    """Debian package names (a list, or text with one or more per line, # comments), or the user's 400."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        value = [w for line in value.splitlines() for w in line.split("#", 1)[0].split()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError(400, "“apt” must be a list of Debian package names, or text with one per line.")
+    if len(value) > APT_MAX:
+        raise UserError(400, f"“apt” names {len(value)} packages; at most {APT_MAX} are allowed.")
+    bad = [v for v in value if not APT_NAME.match(v)]
+    if bad:
+        shown = ", ".join(json.dumps(b)[:40] for b in bad[:3])
+        raise UserError(
+            400,
+            f"{shown} {'is not a Debian package name' if len(bad) == 1 else 'are not Debian package names'}: "
+            "use names like “graphviz” or “libsndfile1” (lower case; a version as “name=1.2-3”).",
+        )
+    return list(dict.fromkeys(value))
+
+
+def parse_text(value, field: str, what: str) -> str:
+    """A requirements file or a script: text of at most TEXT_MAX bytes, no NUL."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise UserError(400, f"“{field}” must be text: {what}.")
+    if "\0" in value:
+        raise UserError(400, f"“{field}” must not contain a NUL character.")
+    if len(value.encode()) > TEXT_MAX:
+        raise UserError(400, f"“{field}” is longer than {TEXT_MAX // 1024} KiB; {what} must be shorter.")
+    return value
+
+
+def parse_visibility(value, shareable: set[str] | None) -> str:
+    """`private`, `public` or `group:NAME`; `shareable` are the groups the caller may share with (None: any, an
+    administrator). Another group is the user's 403; anything else their 400."""
+    if value is None or value == "private":
+        return "private"
+    if value == "public":
+        return "public"
+    if isinstance(value, str) and value.startswith("group:") and len(value) <= 300:
+        group = value[len("group:") :]
+        if not group:
+            raise UserError(400, "Name the course to share with: “group:cs101”.")
+        if shareable is not None and group not in shareable:
+            raise UserError(
+                403,
+                f"You can share an image only with a course (group) you belong to or teach; “{group}” is not one.",
+            )
+        return value
+    raise UserError(400, "“visibility” is “private”, “public”, or “group:NAME” to share with one course.")
+
+
+def parse_definition(body: dict, bases: dict[str, str], shareable: set[str] | None) -> dict:
+    """A build request's fields checked: {name, base, base_ref, apt, pip, script, visibility}, or the user's
+    400/403. `bases`: what the caller may build from ({name shown: engine ref})."""
+    unknown = set(body) - {"name", "from", "apt", "pip", "script", "visibility"}
+    if unknown:
+        fields = "name, from, apt, pip, script, visibility"
+        raise UserError(400, f"Unknown field(s) {', '.join(sorted(unknown))}; an image takes {fields}.")
+    name = check_name(body.get("name"))
+    base = body.get("from")
+    if not isinstance(base, str) or base not in bases:
+        offered = ", ".join(sorted(bases)) or "none"
+        raise UserError(400, f"“from” must be an image you may use: {offered}.")
+    apt = parse_apt(body.get("apt"))
+    pip = parse_text(body.get("pip"), "pip", "a requirements file")
+    script = parse_text(body.get("script"), "script", "a post-build script")
+    if not apt and not pip.strip() and not script.strip():
+        raise UserError(400, "Say what to add to the base image: apt packages, pip requirements or a script.")
+    return {
+        "name": name,
+        "base": base,
+        "base_ref": bases[base],
+        "apt": apt,
+        "pip": pip,
+        "script": script,
+        "visibility": parse_visibility(body.get("visibility"), shareable),
+    }
+
+
+def visible_clause(owner: str, groups: set[str]):
+    return (
+        (UserImage.owner == owner)
+        | (UserImage.visibility == "public")
+        | UserImage.visibility.in_([f"group:{g}" for g in sorted(groups)] or ["-"])
+    )
+
+
+# -- the records (blocking) ----------------------------------------------------------------
+
+
+def request_build(db, owner: str, definition: dict, limit: int) -> dict:
+    """Record a build of `definition` (a new image, or a rebuild of the caller's own): queued. The user's 409
+    while one of it is queued or building, 403 beyond `limit` images."""
+    with db.session() as s:
+        image = s.scalar(select(UserImage).where(UserImage.owner == owner, UserImage.name == definition["name"]))
+        if image is None:
+            count = s.scalar(select(func.count()).select_from(UserImage).where(UserImage.owner == owner))
+            if count >= limit:
+                raise UserError(
+                    403, f"You have {count} images, the most one user may have; delete one you no longer use first."
+                )
+            image = UserImage(owner=owner, name=definition["name"], build=1)
+            s.add(image)
+        elif image.state in BUSY:
+            raise UserError(409, f"“{image.full_name}” is being built; wait for that build to end, or follow its log.")
+        else:
+            image.build += 1
+        for k in ("base", "base_ref", "apt", "pip", "script", "visibility"):
+            setattr(image, k, definition[k])
+        image.state, image.error, image.started, image.finished = "queued", None, None, None
+        image.progress = None
+        image.updated = utcnow()
+        s.flush()
+        return image.as_dict()
+
+
+def _find(s, full_name: str) -> UserImage | None:
+    owner, _, name = full_name.partition("/")
+    return s.scalar(select(UserImage).where(UserImage.owner == owner, UserImage.name == name))
+
+
+def _visible(image: UserImage | None, who: str, groups: set[str], admin: bool) -> bool:
+    if image is None:
+        return False
+    v = image.visibility
+    return admin or image.owner == who or v == "public" or (v.startswith("group:") and v[6:] in groups)
+
+
+def _get(s, full_name: str, who: str, groups: set[str], admin: bool) -> UserImage:
+    """The image, or the user's 404 (also for one they may not see: its existence is not theirs to learn)."""
+    image = _find(s, full_name)
+    if not _visible(image, who, groups, admin):
+        raise UserError(404, f"There is no image “{full_name}” you can see.")
+    return image
+
+
+def _own(s, full_name: str, who: str, groups: set[str], admin: bool) -> UserImage:
+    image = _get(s, full_name, who, groups, admin)
+    if image.owner != who and not admin:
+        raise UserError(403, f"Only {image.owner} (and administrators) may change or delete “{full_name}”.")
+    return image
+
+
+def listing(db, who: str, groups: set[str], admin: bool = False) -> list[dict]:
+    """The images the caller may see (an administrator: all), their own first."""
+    with db.session() as s:
+        query = select(UserImage).order_by(UserImage.owner != who, UserImage.owner, UserImage.name)
+        if not admin:
+            query = query.where(visible_clause(who, groups))
+        return [i.as_dict() for i in s.scalars(query)]
+
+
+def describe(db, full_name: str, who: str, groups: set[str], admin: bool = False) -> dict:
+    with db.session() as s:
+        return _get(s, full_name, who, groups, admin).as_dict()
+
+
+def choices(db, who: str, groups: set[str]) -> dict[str, str]:
+    """{owner/name: engine image} of the built images the user may start (blocking)."""
+    with db.session() as s:
+        rows = s.scalars(select(UserImage).where(visible_clause(who, groups), UserImage.ref.is_not(None)))
+        return {i.full_name: i.ref for i in rows}
+
+
+def log_of(db, full_name: str, who: str, groups: set[str], admin: bool = False) -> tuple[int, str, int]:
+    """(id, state, build) of an image whose log the caller may read: its owner's or an administrator's (a
+    build log may show what the owner's script printed); 404/403 otherwise."""
+    with db.session() as s:
+        image = _own(s, full_name, who, groups, admin)
+        return image.id, image.state, image.build
+
+
+def state_of(db, image_id: int) -> tuple[str, int]:
+    with db.session() as s:
+        image = s.get(UserImage, image_id)
+        return (image.state, image.build) if image is not None else ("failed", 0)
+
+
+def set_visibility(db, full_name: str, who: str, groups: set[str], admin: bool, visibility: str) -> dict:
+    with db.session() as s:
+        image = _own(s, full_name, who, groups, admin)
+        image.visibility, image.updated = visibility, utcnow()
+        return image.as_dict()
+
+
+def remove(db, full_name: str, who: str, groups: set[str], admin: bool) -> tuple[int, str | None]:
+    """Delete the record (the user's 409 while it builds); (its id, the engine image to remove)."""
+    with db.session() as s:
+        image = _own(s, full_name, who, groups, admin)
+        if image.state == "building":
+            raise UserError(409, f"“{full_name}” is being built; delete it when the build has ended.")
+        found = image.id, image.ref
+        s.delete(image)
+        return found
+
+
+def owned(db_session, owner: str) -> list[UserImage]:
+    """The user's images with an engine image (what counts against their quota)."""
+    return list(
+        db_session.scalars(
+            select(UserImage).where(UserImage.owner == owner, UserImage.ref.is_not(None)).order_by(UserImage.id)
+        )
+    )
+
+
+def last_change(db_session, owner: str) -> dt.datetime | None:
+    return db_session.scalar(select(func.max(UserImage.updated)).where(UserImage.owner == owner))
+
+
+def set_progress(db, image_id: int, build: int, step: str) -> None:
+    """The step a build announced (`step 2/3: pip install 4 requirement(s)`)."""
+    with db.session() as s:
+        image = s.get(UserImage, image_id)
+        if image is not None and image.build == build and image.state == "building":
+            image.progress = step[:300]
+
+
+def next_queued(db) -> dict | None:
+    """The oldest queued build, now marked building: {id, build, owner, name, base_ref, apt, pip, script}."""
+    with db.session() as s:
+        image = s.scalar(select(UserImage).where(UserImage.state == "queued").order_by(UserImage.updated))
+        if image is None:
+            return None
+        image.state, image.started, image.updated = "building", utcnow(), utcnow()
+        return {
+            "id": image.id,
+            "build": image.build,
+            "owner": image.owner,
+            "name": image.full_name,
+            "base_ref": image.base_ref,
+            "apt": list(image.apt or []),
+            "pip": image.pip,
+            "script": image.script,
+        }
+
+
+def finish(db, image_id: int, build: int, result: dict) -> str | None:
+    """Record a build's end. `result`: {ok, ref, bytes, versions, error, log_total, log_kept}. A success makes
+    its image the current one; the engine image it replaces (or, if the record changed meanwhile, this
+    build's own) is returned to be removed."""
+    with db.session() as s:
+        image = s.get(UserImage, image_id)
+        if image is None or image.build != build:  # deleted, or rebuilt meanwhile: this build is nobody's
+            return result.get("ref")
+        image.finished = image.updated = utcnow()
+        image.log_total, image.log_kept = result.get("log_total"), result.get("log_kept")
+        if not result.get("ok"):
+            image.state, image.error = "failed", result.get("error") or "The build failed; read its log."
+            return None
+        old = image.ref
+        image.state, image.error = "ready", None
+        image.ref, image.bytes = result["ref"], int(result.get("bytes") or 0)
+        image.versions = result.get("versions") or {}
+        return old if old != image.ref else None
+
+
+def interrupted(db) -> int:
+    """Builds left `building` by a service that stopped: failed, with a sentence (blocking)."""
+    with db.session() as s:
+        rows = list(s.scalars(select(UserImage).where(UserImage.state == "building")))
+        for image in rows:
+            image.state, image.finished, image.updated = "failed", utcnow(), utcnow()
+            image.error = "The build was interrupted (the service restarted); build it again."
+        return len(rows)

@@ -180,6 +180,7 @@ class SpawnerOptions:
 def configurables() -> list[type]:
     """Every class whose options make up this deployment's configuration, in the reference's order."""
     from .datasets import DatasetRules
+    from .image_builds import ImageBuilder
     from .quotas import StorageQuota
     from .service.app import WorkspaceService
     from .spawner import DockerWorkspaceSpawner, SwarmWorkspaceSpawner, WorkspaceMixin
@@ -192,6 +193,7 @@ def configurables() -> list[type]:
         StorageQuota,
         DatasetRules,
         UploadPolicy,
+        ImageBuilder,
         WorkspaceService,
     ]
 

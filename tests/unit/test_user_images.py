@@ -1,5 +1,5 @@
-"""Images users define (workspace/user_images.py): what a definition may be, who sees and changes an image, a
-build's record from its request to its end; on real databases. The build itself: tests/integration/test_user_images.py."""
+"""Images users define (workspace/user_images.py): what a definition may be, who sees and changes an image,
+a build's record from its request to its end; on real databases. The build: tests/integration/test_user_images.py."""
 
 import pytest
 

@@ -312,6 +312,12 @@ def remove_containers(deployment: str) -> int:
     if c is None:
         return 0
     found = c.containers.list(all=True, filters={"label": f"workspace.deployment={deployment}"})
+    # image builds carry no label (a commit would keep it): by their name
+    found += [
+        b
+        for b in c.containers.list(all=True, filters={"name": f"{deployment}-build-"})
+        if b.name.startswith(f"{deployment}-build-")
+    ]
     for container in found:
         container.remove(force=True)
     networks.remove_all(c, deployment)  # the owners' networks, now unused

@@ -1,0 +1,198 @@
+"""Images users define (#18) against a real hub, engine and build: built in the sandbox with its log followed
+live, started as a workspace, shared with a course, counted in the quota, removed; and what a hostile build
+script can reach (not the hub, not the host's files)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from workspace.setup import engine
+
+from .hub import ADMIN_PASSWORD, Hub
+
+APT = "cowsay\n"
+PIP = "humanize==4.11.0\n"
+WORKSPACE = str(Path(sys.executable).parent / "workspace")
+
+
+def probe_script(hub: Hub, secret_path: str) -> str:
+    """A post-build script that tries what a hostile owner would: the hub's API, the host's own ports and the
+    cloud's metadata address, and a file of the host; it records what it got and never fails."""
+    hub_port = hub.env["WORKSPACE_HUB_PORT"]
+    return f"""
+for target in {engine.bridge_gateway()}:{hub_port} {engine.bridge_gateway()}:22 169.254.169.254:80; do
+  /opt/venv/bin/python - "$target" <<'PY'
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+try:
+    socket.create_connection((host, int(port)), timeout=5).close()
+    print("probe REACHED", sys.argv[1])
+except OSError as e:
+    print("probe refused", sys.argv[1], type(e).__name__)
+PY
+done
+cat {secret_path} 2>&1 | sed 's/^/probe host file: /' || true
+echo built > /opt/tools-built
+"""
+
+
+def wait_image(hub: Hub, token: str, name: str, timeout: float = 600) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = hub.service_call("GET", f"/images/{name}", token)
+        assert r.status_code == 200, r.text
+        if r.json()["state"] not in ("queued", "building"):
+            return r.json()
+        assert time.monotonic() < deadline, r.json()
+        time.sleep(0.5)
+
+
+def test_a_users_image_builds_in_a_sandbox_and_starts(hub: Hub, tmp_path):
+    alice, bob = f"imga{uuid.uuid4().hex[:6]}", f"imgb{uuid.uuid4().hex[:6]}"
+    ta, tb = hub.user_token(alice), hub.user_token(bob)
+    course = f"imgcourse{uuid.uuid4().hex[:6]}"
+    assert hub.api("POST", f"/groups/{course}", json={"users": [bob]}).status_code == 201
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("the host's secret\n")
+
+    # bad input: a sentence, nothing recorded
+    r = hub.service_call("POST", "/images", ta, json={"name": "tools", "from": "workspace-base:latest", "apt": "x;rm"})
+    assert r.status_code == 400 and "Debian package" in r.json()["message"], r.text
+    r = hub.service_call(
+        "POST",
+        "/images",
+        ta,
+        json={"name": "tools", "from": "workspace-base:latest", "apt": APT, "visibility": f"group:{course}"},
+    )
+    assert r.status_code == 403 and "belong to or teach" in r.json()["message"], r.text
+    r = hub.service_call("POST", "/images", ta, json={"name": "tools", "from": "ubuntu:latest", "apt": APT})
+    assert r.status_code == 400 and "you may use" in r.json()["message"], r.text
+    assert [i for i in hub.service_call("GET", "/images", ta).json() if i["kind"] == "user"] == []
+
+    started = time.monotonic()
+    r = hub.service_call(
+        "POST",
+        "/images",
+        ta,
+        json={
+            "name": "tools",
+            "from": "workspace-base:latest",
+            "apt": APT,
+            "pip": PIP,
+            "script": probe_script(hub, secret),
+        },
+    )
+    assert r.status_code == 202, r.text
+    image = r.json()
+    name = image["name"]
+    assert name == f"{alice}/tools" and image["state"] in ("queued", "building")
+
+    # the log, followed while the build runs
+    seen_while_building = False
+    text = ""
+    with requests.get(
+        f"{hub.url}{image['log_url']}", headers={"Authorization": f"token {ta}"}, stream=True, timeout=600
+    ) as log:
+        assert log.status_code == 200, log.text
+        for chunk in log.iter_content(chunk_size=None):
+            text += chunk.decode(errors="replace")
+            if not seen_while_building and "[image] step 1/3: apt-get install 1 package(s): cowsay" in text:
+                state = hub.service_call("GET", f"/images/{name}", ta).json()
+                seen_while_building = state["state"] == "building"
+                assert state["progress"] is None or state["progress"].startswith("step "), state
+    assert seen_while_building, text[-3000:]
+    record = wait_image(hub, ta, name)
+    seconds = time.monotonic() - started
+    assert record["state"] == "ready", (record, text[-3000:])
+    assert "[image] step 2/3: pip install 1 requirement(s)" in text and "[image] versions {" in text
+    assert record["versions"]["python"].startswith("3.") and record["bytes"] > 0, record
+    print(
+        f"\nuser image {name}: built in {seconds:.1f} s ({record['build_seconds']} s in the builder), "
+        f"{record['bytes'] / 1e6:.1f} MB over its base"
+    )
+
+    # the hostile part of the script reached nothing of the site and found no host file
+    probes = [line for line in text.splitlines() if " probe " in line]
+    assert len([p for p in probes if "probe refused" in p]) == 3, probes
+    assert not any("REACHED" in p for p in probes), probes
+    assert any("No such file" in p for p in probes) and "the host's secret" not in text, probes
+
+    # private: bob can neither see it, read its log, delete it nor start it
+    assert hub.service_call("GET", f"/images/{name}", tb).status_code == 404
+    assert hub.service_call("GET", f"/images/{name}/log", tb).status_code == 404
+    assert hub.service_call("DELETE", f"/images/{name}", tb).status_code == 404
+    assert name not in [i["name"] for i in hub.service_call("GET", "/images", tb).json()]
+    r = hub.spawn(bob, "stolen", tb, {"image": name})
+    if r.status_code in (201, 202):
+        events = hub.progress(bob, "stolen", tb)
+        assert events[-1].get("failed") and "not in allowed list" in events[-1]["message"], events
+        hub.wait_stopped(bob, "stolen")
+    else:
+        assert r.status_code == 400 and "not in allowed list" in r.text, r.text
+
+    # a workspace of alice's from it has both packages (and what the script made)
+    hub.start_workspace(alice, "tw", ta, image=name)
+    out = hub.sh(
+        alice,
+        "tw",
+        "/usr/games/cowsay moo; python -c 'import humanize; print(humanize.__version__)'; "
+        "cat /opt/tools-built; id -u; ls /tmp/workspace-build 2>&1 || true",
+    )
+    assert "moo" in out and "4.11.0" in out and "built" in out and "1000" in out, out
+    assert "No such file" in out, "the build's input (with the CA bundle) is not left in the image"
+    hub.stop_workspace(alice, "tw", ta)
+
+    # its layer counts against alice's quota
+    storage = hub.service_call("GET", "/storage", ta).json()
+    (item,) = [i for i in storage["items"] if i["kind"] == "image"]
+    assert item["bytes"] == record["bytes"] and storage["usage"]["bytes"] >= record["bytes"], storage
+
+    # shared with bob's course: bob sees it on the spawn form, may not change it or read its log
+    r = hub.service_call("PATCH", f"/images/{name}", ta, json={"visibility": "public"})
+    assert r.status_code == 200 and r.json()["visibility"] == "public"
+    browser = hub.browser_login(bob)
+    form = browser.get(f"{hub.url}/hub/spawn/{bob}/shared", timeout=30)
+    assert name in form.text, form.text[-2000:]
+    assert hub.service_call("GET", f"/images/{name}/log", tb).status_code == 403
+    assert hub.service_call("PATCH", f"/images/{name}", tb, json={"visibility": "private"}).status_code == 403
+
+    # a rebuild that fails (from the command line, its log printed as it comes) keeps the image that worked
+    (tmp_path / "broken.sh").write_text("echo broken; exit 3\n")
+    env = dict(os.environ, WORKSPACE_URL=hub.url, WORKSPACE_TOKEN=ta)
+    env.pop("JUPYTERHUB_API_TOKEN", None)
+    build = [
+        WORKSPACE,
+        "image",
+        "build",
+        "tools",
+        "--from",
+        "workspace-base:latest",
+        "--script",
+        str(tmp_path / "broken.sh"),
+    ]
+    p = subprocess.run(build, capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "[image] step 1/1: the post-build script" in p.stdout and "broken" in p.stdout, p.stdout
+    assert f"{name}: The build failed (exit code 3)" in p.stdout, p.stdout
+    failed = hub.service_call("GET", f"/images/{name}", ta).json()
+    assert failed["state"] == "failed" and failed["available"] and failed["build"] == 2, failed
+    listing = subprocess.run([WORKSPACE, "image", "ls"], capture_output=True, text=True, env=env, timeout=60)
+    assert any(line.startswith(name) and " failed " in line for line in listing.stdout.splitlines()), listing.stdout
+
+    # an administrator may remove anyone's; the engine's image goes with it
+    (built,) = engine.client().images.list(filters={"label": f"workspace.user-image={name}"})
+    ref = built.tags[0]
+    assert ref.startswith(f"{hub.deployment}-user-"), built.tags
+    admin = hub.user_token(hub.settings.admin_user, password=ADMIN_PASSWORD)
+    assert hub.service_call("DELETE", f"/images/{name}", admin).status_code == 204
+    assert hub.service_call("GET", f"/images/{name}", ta).status_code == 404
+    with pytest.raises(Exception):
+        engine.client().images.get(ref)

@@ -15,6 +15,7 @@ from tests.browser.network import again_on_network_change
 from tests.integration.conftest import (  # noqa: F401  (fixtures)
     btrfs_dir,
     docker_client,
+    hub,
     image,
     pytest_runtest_makereport,
     start_hub,

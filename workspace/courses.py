@@ -197,7 +197,11 @@ def check_setup(
         resource_types.choose(types, rtype, default_type, {course})  # the type exists and the course may use it
     image = body.get("image") or None
     if image is not None and image not in images:
-        raise UserError(400, f"“{image}” is not an image this hub offers; choose one of: {', '.join(images)}.")
+        raise UserError(
+            400,
+            f"“{image}” is not an image this course's students may start; choose one of: {', '.join(images)} "
+            "(an image you built must first be shared with the course, on the Images page).",
+        )
     refs = datasets.parse_refs(body.get("datasets"))
     starter = body.get("starter") or None
     with db.session() as s:

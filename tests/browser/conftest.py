@@ -53,9 +53,9 @@ def chromium():
         Page.goto, Page.reload = goto, reload
 
 
-def login(page, hub, user: str, password: str) -> None:
-    """Log in through the hub's login form, as a student would."""
-    page.goto(f"{hub.url}/hub/login")
+def login(page, server, user: str, password: str) -> None:
+    """Log in through the hub's login form (of `server`, a Hub), as a student would."""
+    page.goto(f"{server.url}/hub/login")
     page.fill("input[name=username]", user)
     page.fill("input[name=password]", password)
     page.click("input[type=submit], button[type=submit]")

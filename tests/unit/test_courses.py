@@ -92,7 +92,7 @@ def test_a_good_set_up_is_checked_and_says_what_it_leaves_alone(db):
         ({"students": [], "workspace": "Lab 1"}, 400, "cannot be the course's workspace name"),
         ({"students": [], "resource_type": "huge"}, 400, "There is no resource type “huge”"),
         ({"students": [], "resource_type": "staff"}, 403, "is for the group(s) staff"),
-        ({"students": [], "image": "img:c"}, 400, "is not an image this hub offers"),
+        ({"students": [], "image": "img:c"}, 400, "is not an image this course"),
         ({"students": [], "datasets": ["eve/theirs"]}, 403, "only datasets you own"),
         ({"students": [], "datasets": ["prof/handout:1"]}, 400, "without a version"),
         ({"students": [], "datasets": ["prof/empty"]}, 400, "has no versions yet"),

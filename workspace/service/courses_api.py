@@ -17,7 +17,7 @@ from urllib.parse import quote
 from jupyterhub.scopes import Scope, parse_scopes
 from tornado import web
 
-from .. import courses
+from .. import courses, user_images
 from ..errors import UserError
 from .api import READ_SCOPE, APIHandler
 
@@ -69,6 +69,10 @@ class CourseActions:
         if not self.may_manage(course):
             raise web.HTTPError(403, f"Only the instructors of “{course}” (and administrators) may set it up.")
         user = self.caller()
+        images = list(self.settings["images"])
+        if self.settings["user_images_offered"]:
+            # the users' images every student of the course may start: shared with it, or public
+            images += list(await self.blocking(user_images.choices, self.db, "", {course}))
         setup = await self.blocking(
             courses.check_setup,
             self.db,
@@ -78,7 +82,7 @@ class CourseActions:
             bool(user.get("admin")),
             self.settings["resource_types"],
             self.settings["default_resource_type"],
-            self.settings["images"],
+            images,
         )
         # a roster names students only: enrolling an administrator or an instructor would give this
         # instructor read access to them (and plant a workspace restoring this instructor's starter)

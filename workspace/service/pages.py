@@ -520,7 +520,8 @@ class CoursePage(CourseActions, PageHandler):
             form=form or {},
             choices=await self.blocking(courses.setup_choices, self.db, me),
             types=self.settings["resource_types"],
-            images=self.settings["images"],
+            # a user's image must be shared with the course (or public) for its students to start it
+            images=list(await self.image_choices()),
         )
 
     @web.authenticated

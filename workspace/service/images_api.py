@@ -54,6 +54,12 @@ class ImageActions:
 
     async def request_build(self, body: dict) -> dict:
         who, groups, _ = self.who()
+        if not self.settings["user_images_offered"]:
+            raise UserError(
+                409,
+                "Workspaces here run on a cluster whose nodes do not have images users build; ask your "
+                "administrator to add the packages you need to one of the site's images.",
+            )
         definition = user_images.parse_definition(body, await self.bases(), self.shareable())
         status = await self.blocking(
             quotas.status,

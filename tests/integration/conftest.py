@@ -73,28 +73,38 @@ def btrfs_dir(tmp_path_factory):
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-@pytest.fixture(scope="session")
-def start_hub(tmp_path_factory, image, btrfs_dir):
-    """Start hubs on demand; all are stopped, and their containers removed, at the end.
+class HubStarter:
+    """Starts hubs, each keeping its homes on the shared btrfs unless `store_dir` says otherwise; stops them all."""
 
-    Each hub keeps its homes on the shared btrfs unless `store_dir` says otherwise.
-    """
-    started = []
+    def __init__(self, tmp_path_factory, btrfs_dir):
+        self.tmp_path_factory, self.btrfs_dir, self.started = tmp_path_factory, btrfs_dir, []
 
-    def start(store_dir=None, **env) -> Hub:
-        data = tmp_path_factory.mktemp("hub")
-        hub = Hub(data, store_dir=store_dir or btrfs_dir / data.name, **env).start()
-        started.append(hub)
+    def __call__(self, store_dir=None, **env) -> Hub:
+        data = self.tmp_path_factory.mktemp("hub")
+        hub = Hub(data, store_dir=store_dir or self.btrfs_dir / data.name, **env).start()
+        self.started.append(hub)
         _running_hubs.append(hub)
         return hub
 
-    yield start
-    for hub in started:
-        hub.stop()
-        _running_hubs.remove(hub)
+    def stop_all(self) -> None:
+        for hub in self.started:
+            hub.stop()
+            _running_hubs.remove(hub)
+
+
+@pytest.fixture(scope="module")
+def start_hub(tmp_path_factory, image, btrfs_dir):
+    """Start hubs on demand; they are stopped, and their containers removed, when the module's tests are done
+    (a hub left running has its service, culler and proxy busy on the machine's two cores for the rest of
+    the suite)."""
+    starter = HubStarter(tmp_path_factory, btrfs_dir)
+    yield starter
+    starter.stop_all()
 
 
 @pytest.fixture(scope="session")
-def hub(start_hub) -> Hub:
+def hub(tmp_path_factory, image, btrfs_dir) -> Hub:
     """The suite's shared hub with the default configuration."""
-    return start_hub()
+    starter = HubStarter(tmp_path_factory, btrfs_dir)
+    yield starter()
+    starter.stop_all()

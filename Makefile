@@ -4,6 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# parallel test workers (pytest-xdist); 0 runs the suite in this process
+TEST_WORKERS ?= 3
 
 .PHONY: up down images test unit venv bench lint format cluster-up cluster-down
 
@@ -44,7 +46,7 @@ cluster-down: $(STAMP)
 ## make test: set up (engine, proxy, images) and run the whole suite
 test: $(STAMP) lint
 	@$(PY) -m workspace.setup.deploy prepare
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 ## make lint: ruff's linter and formatter check (configured in pyproject.toml); `make format` fixes
 lint: $(STAMP)

@@ -13,11 +13,22 @@ installs and starts one.
 A test marked `optional_image` checks an image that is built only by choice
 (`WORKSPACE_BUILD_IMAGES=...,pytorch`): it skips where the image is absent,
 CI included.
+
+`make test` runs the files in parallel workers (pytest-xdist, `--dist loadgroup`): each file is one group,
+so its module fixtures (a hub with its own settings) start once and its tests keep their order; the cluster
+tests are one group, as they share the one swarm of namespaced engines this machine can hold.
 """
 
 import os
 
 import pytest
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        path = str(item.fspath)
+        group = "cluster" if "/tests/cluster/" in path else os.path.relpath(path)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _under_ci() -> bool:

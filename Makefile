@@ -46,7 +46,7 @@ cluster-down: $(STAMP)
 ## make test: set up (engine, proxy, images) and run the whole suite
 test: $(STAMP) lint
 	@$(PY) -m workspace.setup.deploy prepare
-	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 ## make lint: ruff's linter and formatter check (configured in pyproject.toml); `make format` fixes
 lint: $(STAMP)

@@ -14,9 +14,9 @@ A test marked `optional_image` checks an image that is built only by choice
 (`WORKSPACE_BUILD_IMAGES=...,pytorch`): it skips where the image is absent,
 CI included.
 
-`make test` runs the files in parallel workers (pytest-xdist, `--dist loadgroup`): each file is one group,
-so its module fixtures (a hub with its own settings) start once and its tests keep their order; the cluster
-tests are one group, as they share the one swarm of namespaced engines this machine can hold.
+`make test` runs the files in parallel workers (pytest-xdist, with the scheduler below): each file is one
+unit, so its module fixtures (a hub with its own settings) start once and its tests keep their order; the cluster
+tests are one unit, as they share the one swarm of namespaced engines this machine can hold.
 """
 
 import os
@@ -24,11 +24,21 @@ import os
 import pytest
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        path = str(item.fspath)
-        group = "cluster" if "/tests/cluster/" in path else os.path.relpath(path)
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config, log):
+    """Each file is one unit of work, and the cluster tests' files are one together.
+
+    A scheduler of our own rather than `--dist loadgroup` with `xdist_group` markers: pytest 9.2 keeps a
+    node's id where xdist 3.8 no longer writes the group into it, so the groups silently fell apart (and
+    two workers each tried to bring up the one cluster).
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/cluster/" if path.startswith("tests/cluster/") else path
+
+    return FileScheduling(config, log)
 
 
 def _under_ci() -> bool:

@@ -99,6 +99,9 @@ def dockerspawner_sdist(cache: Path) -> Path:
 def run_suite(sdist: Path, files: list[str], tmp: Path, image: str, spawner_class: str | None) -> tuple[dict, str]:
     """Run dockerspawner's tests in a child pytest: ({"class", "tests": {nodeid: outcome}}, its output)."""
     report = tmp / "report.json"
+    # a copy of its own to run in: a hub writes its proxy's pid file into the working directory and, on
+    # start, kills the proxy a pid file there names, so two runs in one directory stop each other's proxies
+    suite = shutil.copytree(sdist, tmp / "suite")
     prefix = f"dstest-{uuid.uuid4().hex[:8]}"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     env |= {
@@ -121,7 +124,7 @@ def run_suite(sdist: Path, files: list[str], tmp: Path, image: str, spawner_clas
     # -P: the installed dockerspawner, not the sdist's copy in the working directory
     cmd = [sys.executable, "-P", "-m", "pytest", "-p", "ds_suite_plugin", "-p", "no:cacheprovider"]
     cmd += ["-o", "addopts=", "-q", "-rfE", *files]
-    r = subprocess.run(cmd, cwd=sdist, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=600)
     if not report.exists():
         pytest.fail(f"dockerspawner's suite did not run (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return json.loads(report.read_text()), r.stdout + r.stderr
@@ -169,7 +172,8 @@ def test_dockerspawners_suite_passes_for_our_class_where_it_passes_for_dockerspa
     # (by the class itself: the configured name may be a re-export of where the class is defined)
     ran = (import_item(base["class"]), import_item(ours["class"]))
     assert ran == (import_item(BASELINE), import_item(OURS)), (base["class"], ours["class"])
-    assert sdist not in Path(ours["dockerspawner"]).parents, "the sdist's copy of dockerspawner was tested"
+    for run in (base, ours):  # the installed dockerspawner, not the copy of the sdist it ran in
+        assert tmp_path not in Path(run["dockerspawner"]).parents, "the sdist's copy of dockerspawner was tested"
     assert base["tests"], f"no test ran:\n{base_log[-3000:]}"
     broken = {
         t: r["message"] for t, r in base["tests"].items() if r["outcome"] != "passed" and t not in BASELINE_MAY_FAIL

@@ -17,7 +17,9 @@ def test_cpu_and_memory_of_a_real_container(docker_client, image):
         meter.sample()
         time.sleep(2)
         busy = meter.sample()
-        assert busy is not None and 60 < busy < 220, busy
+        # a busy loop: most of a core alone, at least a quarter of one while the suite's other workers
+        # (hubs, containers, builds) share this machine's two cores with it; never more than the two
+        assert busy is not None and 25 < busy < 220, busy
         assert ContainerCgroup(c.id).memory_bytes() > 60 << 20
     finally:
         c.remove(force=True)

@@ -72,6 +72,11 @@ if "named_server_limit_per_user" not in c.JupyterHub:
 # Login lands on the hub's home page, where a student picks or creates a
 # workspace: no server is spawned behind their back.
 c.JupyterHub.redirect_to_server = False
+# ... and lands on their workspaces (the service's page), whose navigation the hub's own pages share
+# (workspace/hub_templates/page.html extends the hub's page.html)
+c.JupyterHub.default_url = "/services/workspace/workspaces"
+c.JupyterHub.template_paths = [str(HERE / "workspace" / "hub_templates")]
+c.JupyterHub.template_vars = {"ws_prefix": "/services/workspace/"}
 # A spawn request returns within a second, after its input is validated (so
 # bad input is a 400 and records nothing); the page then follows the progress
 # stream, which replays from the first event.
@@ -111,11 +116,12 @@ if os.environ.get("WORKSPACE_AUTH") == "native":
     import nativeauthenticator
 
     c.JupyterHub.authenticator_class = "workspace.auth.InstitutionAuthenticator"
-    c.JupyterHub.template_paths = [str(Path(nativeauthenticator.__file__).parent / "templates")]
+    c.JupyterHub.template_paths.append(str(Path(nativeauthenticator.__file__).parent / "templates"))
     c.InstitutionAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN_PASSWORD"] or ""
-    c.JupyterHub.template_vars = {
-        "announcement_login": 'New here? <a href="signup">Sign up</a> with your institution\'s e-mail address.'
-    }
+    c.JupyterHub.template_vars["native_auth"] = True  # its pages in the shared navigation
+    c.JupyterHub.template_vars["announcement_login"] = (
+        'New here? <a href="signup">Sign up</a> with your institution\'s e-mail address.'
+    )
 
 # -- services --------------------------------------------------------------------
 # workspace: the REST API and the pages; started and proxied by the hub

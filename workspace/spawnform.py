@@ -81,9 +81,10 @@ def page_form(
     default_type: str | None,
     image_labels: dict[str, str] | None = None,
 ) -> str:
-    """The form's fields on the service's pages (blocking): for workspace `name` (None: a new one, without
-    "Continue from"), prefilled from its execution `selected` (else its newest): that execution's datasets
-    and resource type (the default for one in cleanup mode, or one with none)."""
+    """The start form's fields, on the service's pages and the hub's spawn page alike (blocking): for
+    workspace `name` (None or one never started: a new one, without "Continue from"), prefilled from its
+    execution `selected` (else its newest): that execution's datasets and resource type (the default for
+    one in cleanup mode, or one with none)."""
     executions = execution_choices(db, owner, name) if name else []
     chosen = next((e for e in executions if str(e["number"]) == str(selected)), None) or (
         executions[0] if executions else None
@@ -100,7 +101,7 @@ def page_form(
         bound=(chosen or {}).get("datasets", []),
         types=type_choices(db, types, groups, nodes) if types else [],
         current_type=current_type,
-        continue_choice=name is not None,
+        continue_choice=bool(executions),
         image_labels=image_labels,
     )
 

@@ -59,7 +59,7 @@ def login(page, server, user: str, password: str) -> None:
     page.fill("input[name=username]", user)
     page.fill("input[name=password]", password)
     page.click("input[type=submit], button[type=submit]")
-    page.wait_for_url("**/hub/home")
+    page.wait_for_url("**/services/workspace/workspaces")
 
 
 def watch_errors(page, errors: list[str] | None = None) -> list[str]:

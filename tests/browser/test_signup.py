@@ -31,6 +31,8 @@ def try_login(page, hub, user: str, password: str) -> str:
     page.fill("input[name=password]", password)
     page.click("input[type=submit], button[type=submit]")
     page.wait_for_load_state()
+    if "/hub/login" not in page.url:  # logged in: the OAuth hops to the workspaces page
+        page.wait_for_url("**/services/workspace/workspaces")
     return page.url
 
 
@@ -48,20 +50,22 @@ def test_sign_up_with_the_institution_address_and_an_administrators_approval(sta
         message = sign_up(page, hub, "stu", f"stu@cs.{DOMAIN}")
         assert "waits for an administrator's approval" in message, message
 
-        assert "/hub/home" not in try_login(page, hub, "stu", PASSWORD), "logged in before approval"
+        assert "/hub/login" in try_login(page, hub, "stu", PASSWORD), "logged in before approval"
         # the shared password of `make up` is not a way in here
         assert requests.post(
             f"{hub.url}/hub/api/users/stu/tokens", timeout=30, json={"auth": {"username": "stu", "password": "x" * 12}}
         ).status_code in (401, 403)
 
-        assert try_login(page, hub, hub.settings.admin_user, ADMIN_PASSWORD).endswith("/hub/home")
+        assert try_login(page, hub, hub.settings.admin_user, ADMIN_PASSWORD).endswith("/services/workspace/workspaces")
         page.goto(f"{hub.url}/hub/authorize")
         page.click("a[href$='authorize/stu']")
         page.wait_for_load_state()
         page.goto(f"{hub.url}/hub/logout")
         context.clear_cookies()
 
-        assert try_login(page, hub, "stu", PASSWORD).endswith("/hub/home")
+        assert try_login(page, hub, "stu", PASSWORD).endswith("/services/workspace/workspaces")
+        # NativeAuthenticator's pages stay in the shared navigation
+        assert page.is_visible("a.nav-link[href$='/hub/change-password']")
         # console errors from the sign-up page's own refusals are the expected 4xx pages only
         assert not [e for e in errors if "Failed to load resource" not in e], errors
     finally:

@@ -158,7 +158,8 @@ class Hub:
             timeout=30,
             data={"username": user, "password": password, "_xsrf": browser.cookies.get("_xsrf")},
         )
-        assert r.status_code == 200 and "/hub/home" in r.url, (r.status_code, r.url)
+        # login lands on the workspaces page (through the service's OAuth)
+        assert r.status_code == 200 and "/services/workspace/workspaces" in r.url, (r.status_code, r.url)
         return browser
 
     def spawn(self, user: str, server: str, token: str, user_options: dict | None = None) -> requests.Response:

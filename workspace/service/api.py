@@ -31,7 +31,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 from tornado.iostream import StreamClosedError
 
-from .. import courses, executions
+from .. import courses, errors, executions, i18n
 from ..errors import UserError
 from ..executions import number_of
 
@@ -109,7 +109,12 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         req = HTTPRequest(
             self.settings["hub_api_url"].rstrip("/") + path,
             method=method,
-            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+            # the user's language on to the hub: a start's progress is said in it
+            headers={
+                "Authorization": f"token {token}",
+                "Content-Type": "application/json",
+                "Accept-Language": i18n.TAGS[self.lang],
+            },
             body=None if body is None else json.dumps(body),
             allow_nonstandard_methods=True,
             request_timeout=60,
@@ -225,16 +230,27 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         finally:
             stop.set()
 
+    @property
+    def lang(self) -> str:
+        """The locale the user reads (the header's switch, else their browser's Accept-Language)."""
+        return i18n.of_request(self.request)
+
     def write_error(self, status_code, **kwargs):
-        message = self._reason
         exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, web.HTTPError):
-            message = getattr(exc, "jupyterhub_message", None) or exc.log_message or message
-        elif exc is not None:
-            message = "Something went wrong on the server; the administrators can find the details in its log."
-        if status_code == 405 and message == self._reason:
-            message = f"{self.request.method} is not allowed at {self.request.path}; see api/openapi.yaml."
+        bare = exc is None or (isinstance(exc, web.HTTPError) and not errors.sentence_of(exc))
+        if bare and status_code == 405:
+            message = i18n.translate(
+                self.lang,
+                "{method} is not allowed at {path}; see api/openapi.yaml.",
+                method=self.request.method,
+                path=self.request.path,
+            )
+        elif bare:
+            message = self._reason
+        else:
+            message = errors.sentence(exc, self.lang)
         self.set_header("Content-Type", "application/json")
+        self.set_header("Content-Language", i18n.TAGS[self.lang])
         self.finish(json.dumps({"status": status_code, "message": message}))
 
 

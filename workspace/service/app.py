@@ -48,6 +48,7 @@ from . import (
     datasets_api,
     images_api,
     images_page,
+    language_page,
     outputs_api,
     outputs_page,
     pages,
@@ -134,6 +135,7 @@ class WorkspaceService(Application):
             [
                 (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
                 *pages.handlers(prefix),
+                *language_page.handlers(prefix),
                 *outputs_page.handlers(prefix),
                 *handlers(prefix),
                 *datasets_api.handlers(prefix),
@@ -172,6 +174,8 @@ class WorkspaceService(Application):
             # users' servers on their own subdomains (workspace/origins.py); None: on the hub's origin
             subdomain_host=self.config.JupyterHub.get("subdomain_host") or None,
             courses=self.courses,
+            # what the hub's pages are given (the navigation they share: NativeAuthenticator's pages)
+            template_vars=dict(self.config.JupyterHub.get("template_vars") or {}),
             hub_config=self.config,  # what the hub configures for others: the SSH gateway's address and keys
             # the nodes starts are placed on, with their GPUs (blocking: a swarm's manager is asked)
             engine_nodes=functools.partial(spawner.spawner_class.engine_nodes, spawner),

@@ -37,7 +37,9 @@ from tornado import web
 from .. import (
     courses,
     datasets,
+    errors,
     executions,
+    i18n,
     image_catalog,
     lifecycle,
     origins,
@@ -57,7 +59,11 @@ from .courses_api import CourseActions
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
-_env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True)
+# the service's own templates, and the navigation it shares with the hub's pages (workspace/hub_templates)
+HUB_TEMPLATES = Path(__file__).resolve().parents[1] / "hub_templates"
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader([str(TEMPLATES), str(HUB_TEMPLATES)]), autoescape=True, extensions=[i18n.Jinja]
+)
 
 
 def _mb(n: int | None) -> str:
@@ -113,6 +119,10 @@ def _timeline(ex: dict) -> list[dict]:
 _env.filters.update(timeline=_timeline, size=quotas.gb, mb=_mb, seconds=_seconds, when=_when, ran=_ran)
 
 
+# the navigation item a page belongs to (the others are named after their template)
+CURRENT = {"workspace.html": "workspaces", "output.html": "workspaces"}
+
+
 class PageHandler(APIHandler):
     """A page for a logged-in user (the hub's login when there is none); errors are pages, not JSON."""
 
@@ -124,10 +134,14 @@ class PageHandler(APIHandler):
         user = self.get_current_user()
         teaches = bool(user and (user.get("admin") or parse_scopes(user.get("scopes") or []).get(READ_SCOPE)))
         html = _env.get_template(template).render(
+            locale=self.lang,
+            js_messages=i18n.js_messages(self.lang),
+            native_auth=bool(self.settings.get("template_vars", {}).get("native_auth")),
             prefix=self.prefix,
             user=user,
             hub_prefix=self.settings["hub_prefix"],
             teaches=teaches,
+            current_page=CURRENT.get(template, template.rsplit(".", 1)[0]),
             xsrf_token=self.xsrf_token.decode() if isinstance(self.xsrf_token, bytes) else self.xsrf_token,
             **context,
         )
@@ -200,13 +214,11 @@ class PageHandler(APIHandler):
 
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None, None))[1]
-        message = (
-            exc.log_message
-            if isinstance(exc, web.HTTPError) and exc.log_message
-            else "Something went wrong on the server; the administrators can find the details in its log."
-        )
+        message = errors.sentence(exc, self.lang)
         self.finish(
             _env.get_template("error.html").render(
+                locale=self.lang,
+                js_messages=i18n.js_messages(self.lang),
                 prefix=self.prefix,
                 hub_prefix=self.settings["hub_prefix"],
                 user=None,
@@ -265,7 +277,7 @@ class WorkspacesPage(PageHandler):
         try:
             executions.check_workspace_name(name)
         except UserError as e:
-            return await self.get(error=e.jupyterhub_message, status=e.status_code)
+            return await self.get(error=errors.sentence(e, self.lang), status=e.status_code)
         await start(
             self,
             name,
@@ -398,7 +410,7 @@ class WorkspacePage(PageHandler):
                     int(number) if number.isdigit() else 0,
                 )
             except UserError as e:
-                return await self.get(name, error=e.jupyterhub_message, status=e.status_code)
+                return await self.get(name, error=errors.sentence(e, self.lang), status=e.status_code)
             quotas.measure_soon(self.db, self.settings["workspace_store"], user)
             return await self.get(
                 name,
@@ -412,7 +424,7 @@ class WorkspacePage(PageHandler):
         try:
             command = tasks.parse_command(self.get_body_argument("command", ""))
         except UserError as e:
-            return await self.get(name, error=e.jupyterhub_message, status=e.status_code)
+            return await self.get(name, error=errors.sentence(e, self.lang), status=e.status_code)
         if name in await self.servers(user):  # the hub would answer a second start with the first's 202
             message = f"“{name}” is running or starting; stop it first, or run the task in another workspace."
             return await self.get(name, error=message, status=409)
@@ -493,7 +505,7 @@ class StoragePage(PageHandler):
             else:
                 raise UserError(400, "Say what to do: delete-output or cleanup.")
         except UserError as e:
-            return await self.get(error=e.jupyterhub_message, status=e.status_code)
+            return await self.get(error=errors.sentence(e, self.lang), status=e.status_code)
         # measured now (not off the request): the page shows what the deletion freed
         await self.blocking(quotas.measure, self.db, store, user)
         await self.get(message=text)
@@ -544,7 +556,7 @@ class CoursePage(CourseActions, PageHandler):
             done = await self.set_up_course(course, body)
         except web.HTTPError as e:
             return await self.get(
-                error=getattr(e, "jupyterhub_message", None) or e.log_message,
+                error=errors.sentence(e, self.lang),
                 status=e.status_code,
                 form={"course": course, **body},
             )

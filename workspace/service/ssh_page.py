@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tornado import web
 
-from .. import ssh_keys
+from .. import errors, ssh_keys
 from ..errors import UserError
 from ..gateway import directions
 from .pages import PageHandler
@@ -50,7 +50,7 @@ class SshPage(PageHandler):
         try:
             text = await self.blocking(act)
         except UserError as e:
-            return await self.get(error=e.jupyterhub_message, status=e.status_code)
+            return await self.get(error=errors.sentence(e, self.lang), status=e.status_code)
         await self.get(message=text)
 
 

@@ -22,6 +22,7 @@ from traitlets.config import LoggingConfigurable
 from .. import (
     courses,
     datasets,
+    i18n,
     image_catalog,
     lifecycle,
     nodes,
@@ -242,31 +243,24 @@ class WorkspaceMixin(LoggingConfigurable):
         return spawnform.options_from_form
 
     async def _render_options_form(self, spawner) -> str:
-        executions = await self.run_blocking(spawnform.execution_choices, self.db, self.user.name, self.name)
+        # the very fields and defaults of the service's "New workspace" and "Start" (spawnform.page_form):
+        # one start form, whichever page a student starts from
         groups = {g.name for g in self.user.groups}
-        readable = await self.run_blocking(
-            spawnform.readable_datasets, self.db, self.user.name, groups, bool(self.user.admin)
-        )
-        # prefilled from the newest execution: "continue" offers the same datasets again
-        bound = executions[0]["datasets"] if executions else []
         types = self.parsed_resource_types()
-        choices = (
-            await self.run_blocking(
-                spawnform.type_choices, self.db, types, groups, await self.run_blocking(self.cluster_nodes)
-            )
-            if types
-            else []
-        )
         await self.load_user_images()
         images = self.image_choices()
-        return spawnform.render(
-            executions,
-            images,
-            self.image,
-            datasets=readable,
-            bound=bound,
-            types=choices,
-            current_type=self.default_resource_type,
+        return await self.run_blocking(
+            spawnform.page_form,
+            self.db,
+            self.user.name,
+            groups,
+            bool(self.user.admin),
+            self.name,
+            types=types,
+            nodes=await self.run_blocking(self.cluster_nodes) if types else [],
+            images=images,
+            image=self.image,
+            default_type=self.default_resource_type,
             image_labels=await self.run_blocking(self.image_labels, images) if len(images) > 1 else None,
         )
 
@@ -445,6 +439,17 @@ class WorkspaceMixin(LoggingConfigurable):
     def _reset_progress(self):
         self._progress_events = []
         self._progress_changed = asyncio.Event()
+
+    @property
+    def locale(self) -> str:
+        """The language of the user who asked for this start (the request's language cookie or
+        Accept-Language; the workspace service passes its user's on): its progress is said in it."""
+        request = getattr(getattr(self, "handler", None), "request", None)
+        return i18n.of_request(request) if request is not None else i18n.DEFAULT
+
+    def localized(self, message: str, **params) -> str:
+        """`message` (a literal with `{placeholders}`: Babel's keyword `localized`) in the user's language."""
+        return i18n.translate(self.locale, message, **params)
 
     def emit_progress(self, progress: int, message: str, **extra) -> None:
         """Record a progress event (0-100) and wake up the listeners."""

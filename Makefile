@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # parallel test workers (pytest-xdist); 0 runs the suite in this process
 TEST_WORKERS ?= 3
 
-.PHONY: up down images test unit venv bench lint format cluster-up cluster-down
+.PHONY: up down images test unit venv bench lint format cluster-up cluster-down messages
 
 # The venv is (re)built when the package definition changes.
 $(STAMP): pyproject.toml
@@ -66,6 +66,11 @@ bench: $(STAMP)
 	  $(PY) benchmarks/$$b.py > data/logs/bench-$$b.log 2>&1 || { echo "error: benchmarks/$$b.py failed; read data/logs/bench-$$b.log"; exit 1; }; \
 	  tail -n 1 data/logs/bench-$$b.log; \
 	done
+
+## make messages: extract the messages (Babel) into workspace/locale/workspace.pot and add new ones to each
+## language's .po for a translator (workspace/i18n.py)
+messages: $(STAMP)
+	@$(PY) -m workspace.setup.messages
 
 ## make unit: only the tests that need no Docker engine
 unit: $(STAMP)

@@ -77,6 +77,9 @@ c.JupyterHub.redirect_to_server = False
 c.JupyterHub.default_url = "/services/workspace/workspaces"
 c.JupyterHub.template_paths = [str(HERE / "workspace" / "hub_templates")]
 c.JupyterHub.template_vars = {"ws_prefix": "/services/workspace/"}
+# the hub's pages in the user's language: our templates mark their sentences for the catalogues of
+# workspace/i18n.py, whose jinja2 extension takes the language from each page's request
+c.JupyterHub.jinja_environment_options = {"extensions": ["workspace.i18n.Jinja"]}
 # A spawn request returns within a second, after its input is validated (so
 # bad input is a 400 and records nothing); the page then follows the progress
 # stream, which replays from the first event.

@@ -88,7 +88,12 @@ def parse_time(value: str | None, what: str) -> dt.datetime | None:
     try:
         t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise UserError(400, f"“{what}” must be a date or time like 2026-12-01 or 2026-12-01T08:00:00Z, not {value!r}.")
+        raise UserError(
+            400,
+            "“{field}” must be a date or time like 2026-12-01 or 2026-12-01T08:00:00Z, not {value!r}.",
+            field=what,
+            value=value,
+        )
     if t.tzinfo is not None:
         t = t.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return t

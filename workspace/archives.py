@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from . import paths
+from .i18n import N_
 
 CHUNK = 1 << 20  # what `out` receives at a time (the last chunk may be smaller)
 LEVEL = 1
@@ -264,7 +265,10 @@ class ZipWriter:
         self.zip.writestr(info, b"")
 
     def link(self, name: str, st: os.stat_result, target: bytes) -> None:
-        self.skip(name, f"a link to {os.fsdecode(target)!r} (zip has no links; the tar.gz keeps them)")
+        self.skip(
+            name,
+            N_("a link to {target!r} (zip has no links; the tar.gz keeps them)").format(target=os.fsdecode(target)),
+        )
         self.written.links += 1
 
     def file(self, name: str, st: os.stat_result, blocks: Iterator[bytes]) -> None:
@@ -292,7 +296,7 @@ class ZipWriter:
 
     def close(self) -> None:
         if self.written.skipped:
-            text = "Left out of this archive:\n" + "\n".join(self.written.skipped)
+            text = N_("Left out of this archive:") + "\n" + "\n".join(self.written.skipped)
             self.zip.comment = text.encode("utf-8", "replace")[:65000]
         self.zip.close()
         self.sink.flush()
@@ -358,7 +362,7 @@ def add_tree(w, tree: paths.Tree, rel: bytes, name: str, check: Callable[[], Non
         elif stat.S_ISLNK(st.st_mode):
             w.link(entry_name, st, tree.readlink(entry_rel))
         else:
-            w.skip(entry_name, f"a {kind_of(st)}, not a file")
+            w.skip(entry_name, N_("a {kind}, not a file").format(kind=kind_of(st)))
 
     one(rel, st, name)
     if stat.S_ISDIR(st.st_mode):

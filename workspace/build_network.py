@@ -28,6 +28,7 @@ from pathlib import Path
 import docker
 
 from .errors import UserError
+from .i18n import N_
 
 CHAIN = "WORKSPACE-BUILD"
 # the ranges a site's own hosts live in (RFC 6890): private, shared, loopback, link-local (the cloud's
@@ -47,7 +48,7 @@ PRIVATE = (
     "224.0.0.0/4",
     "240.0.0.0/4",
 )
-UNAVAILABLE = (
+UNAVAILABLE = N_(
     "Image builds are not available on this server: its build network cannot be isolated. "
     "Please tell your administrator."
 )

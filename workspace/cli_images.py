@@ -16,28 +16,41 @@ import sys
 import time
 from pathlib import Path
 
+from .i18n import translate
+
 COMMANDS = ("image",)
 
 
+def _locale() -> str:
+    from .cli import user_locale
+
+    return user_locale()
+
+
 def add_parsers(cmds) -> None:
-    im = cmds.add_parser("image", help="images you build: packages on top of an image of the site")
+    loc = _locale()
+    im = cmds.add_parser("image", help=translate(loc, "images you build: packages on top of an image of the site"))
     sub = im.add_subparsers(dest="image_command", required=True)
-    b = sub.add_parser("build", help="build (or rebuild) an image and print its log")
-    b.add_argument("name", help="the image's name (yours: it becomes YOU/NAME)")
-    b.add_argument("--from", dest="base", required=True, help="the image to start from (see `workspace image ls`)")
-    b.add_argument("--apt", type=Path, metavar="FILE", help="Debian packages, one per line")
-    b.add_argument("--pip", type=Path, metavar="FILE", help="a pip requirements file")
-    b.add_argument("--script", type=Path, metavar="FILE", help="a bash script run as root after the packages")
-    b.add_argument("--share", default="private", help="private (default), public or group:COURSE")
-    b.add_argument("--detach", action="store_true", help="ask for the build and return")
-    sub.add_parser("ls", help="the images you may use").add_argument("--json", action="store_true")
-    lg = sub.add_parser("log", help="an image's build log")
+    b = sub.add_parser("build", help=translate(loc, "build (or rebuild) an image and print its log"))
+    b.add_argument("name", help=translate(loc, "the image's name (yours: it becomes YOU/NAME)"))
+    b.add_argument(
+        "--from", dest="base", required=True, help=translate(loc, "the image to start from (see `workspace image ls`)")
+    )
+    b.add_argument("--apt", type=Path, metavar="FILE", help=translate(loc, "Debian packages, one per line"))
+    b.add_argument("--pip", type=Path, metavar="FILE", help=translate(loc, "a pip requirements file"))
+    b.add_argument(
+        "--script", type=Path, metavar="FILE", help=translate(loc, "a bash script run as root after the packages")
+    )
+    b.add_argument("--share", default="private", help=translate(loc, "private (default), public or group:COURSE"))
+    b.add_argument("--detach", action="store_true", help=translate(loc, "ask for the build and return"))
+    sub.add_parser("ls", help=translate(loc, "the images you may use")).add_argument("--json", action="store_true")
+    lg = sub.add_parser("log", help=translate(loc, "an image's build log"))
     lg.add_argument("image", metavar="OWNER/NAME")
-    lg.add_argument("-f", "--follow", action="store_true", help="until the build ends")
-    sh = sub.add_parser("share", help="who may use an image")
+    lg.add_argument("-f", "--follow", action="store_true", help=translate(loc, "until the build ends"))
+    sh = sub.add_parser("share", help=translate(loc, "who may use an image"))
     sh.add_argument("image", metavar="OWNER/NAME")
-    sh.add_argument("visibility", help="private, public or group:COURSE")
-    sub.add_parser("rm", help="delete an image").add_argument("image", metavar="OWNER/NAME")
+    sh.add_argument("visibility", help=translate(loc, "private, public or group:COURSE"))
+    sub.add_parser("rm", help=translate(loc, "delete an image")).add_argument("image", metavar="OWNER/NAME")
 
 
 def run(args, client, out=sys.stdout) -> None:
@@ -61,7 +74,7 @@ def run(args, client, out=sys.stdout) -> None:
         print(f"{image['name']}: {image['visibility']}", file=out)
     elif what == "rm":
         client.call("DELETE", f"/images/{_path(args.image)}")
-        print(f"deleted {args.image}", file=out)
+        print(translate(_locale(), "deleted {image}", image=args.image), file=out)
 
 
 def _path(full_name: str) -> str:
@@ -71,11 +84,12 @@ def _path(full_name: str) -> str:
 
     owner, _, name = full_name.partition("/")
     if not owner or not name:
-        raise CLIError(f"“{full_name}” is not OWNER/NAME (see `workspace image ls`).")
+        raise CLIError(translate(_locale(), "“{image}” is not OWNER/NAME (see `workspace image ls`).", image=full_name))
     return f"{quote(owner, safe='')}/{quote(name, safe='')}"
 
 
 def _read(path: Path | None, what: str) -> str | None:
+    """The text of the file given for `what` (apt, pip or script)."""
     from .cli import CLIError
 
     if path is None:
@@ -83,22 +97,38 @@ def _read(path: Path | None, what: str) -> str | None:
     try:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise CLIError(f"Cannot read {what} {path}: {e}")
+        loc = _locale()
+        if what == "apt":
+            raise CLIError(translate(loc, "Cannot read the package list {path}: {error}", path=path, error=e))
+        if what == "pip":
+            raise CLIError(translate(loc, "Cannot read the requirements file {path}: {error}", path=path, error=e))
+        raise CLIError(translate(loc, "Cannot read the script {path}: {error}", path=path, error=e))
 
 
 def build(client, args, out) -> str:
+    loc = _locale()
     body = {
         "name": args.name,
         "from": args.base,
-        "apt": _read(args.apt, "the package list"),
-        "pip": _read(args.pip, "the requirements file"),
-        "script": _read(args.script, "the script"),
+        "apt": _read(args.apt, "apt"),
+        "pip": _read(args.pip, "pip"),
+        "script": _read(args.script, "script"),
         "visibility": args.share,
     }
     image = client.call("POST", "/images", json={k: v for k, v in body.items() if v is not None})
-    print(f"building {image['name']} (build {image['build']}) from {image['base']}", file=out, flush=True)
+    print(
+        translate(
+            loc,
+            "building {image} (build {build}) from {base}",
+            image=image["name"],
+            build=image["build"],
+            base=image["base"],
+        ),
+        file=out,
+        flush=True,
+    )
     if args.detach:
-        print(f"follow it with: workspace image log {image['name']} -f", file=out)
+        print(translate(loc, "follow it with: workspace image log {image} -f", image=image["name"]), file=out)
         return "ready"
     print_log(client, image["name"], True, out)
     deadline = time.monotonic() + 120
@@ -110,8 +140,15 @@ def build(client, args, out) -> str:
     if record["state"] == "ready":
         size = (record.get("bytes") or 0) / 1e6
         print(
-            f"{record['name']} is ready ({size:,.1f} MB over {record['base']}, "
-            f"built in {record.get('build_seconds')} s): start a workspace with image {record['name']}",
+            translate(
+                loc,
+                "{image} is ready ({size:,.1f} MB over {base}, built in {seconds} s): "
+                "start a workspace with image {image}",
+                image=record["name"],
+                size=size,
+                base=record["base"],
+                seconds=record.get("build_seconds"),
+            ),
             file=out,
         )
     else:
@@ -126,14 +163,27 @@ def print_log(client, full_name: str, follow: bool, out) -> None:
 
 
 def lines(images: list[dict]) -> list[str]:
+    loc = _locale()
     out = []
     for i in images:
         size = f"{(i.get('size') or i.get('bytes') or 0) / 1e9:.2f} GB"
         versions = ", ".join(f"{k} {v}" for k, v in (i.get("versions") or {}).items())
         if i.get("kind") == "user":
             state = i["state"] + (f" ({i['progress']})" if i.get("progress") else "")
-            out.append(f"{i['name']:<32} {state:<10} {size:>9}  from {i['base']}, {i['visibility']}  {versions}")
+            out.append(
+                translate(
+                    loc,
+                    "{image:<32} {state:<10} {size:>9}  from {base}, {visibility}  {versions}",
+                    image=i["name"],
+                    state=state,
+                    size=size,
+                    base=i["base"],
+                    visibility=i["visibility"],
+                    versions=versions,
+                )
+            )
         else:
-            default = " (default)" if i.get("default") else ""
-            out.append(f"{i['name'] + default:<32} {'site':<10} {size:>9}  {versions}")
+            # the site's images: "site" where a user's image shows its state
+            name = translate(loc, "{image} (default)", image=i["name"]) if i.get("default") else i["name"]
+            out.append(f"{name:<32} {'site':<10} {size:>9}  {versions}")
     return out

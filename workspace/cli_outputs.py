@@ -28,23 +28,54 @@ from urllib.parse import quote
 
 import urllib3
 
+from .i18n import translate
+
 COMMANDS = ("download", "collect")
 ARCHIVES = (".tar.gz", ".tgz", ".zip")
 BLOCK = 1 << 20
 
 
+def _locale() -> str:
+    from .cli import user_locale
+
+    return user_locale()
+
+
 def add_parsers(cmds) -> None:
-    d = cmds.add_parser("download", help="download a saved output, one of its directories or one file")
-    d.add_argument("what", metavar="NAME[#N]", help="the workspace, and which execution's output (default: the latest)")
-    d.add_argument("path", nargs="?", default="", help="a directory or file inside the output (default: all of it)")
-    d.add_argument("-o", "--output", metavar="DEST", help="where to put it (a .tar.gz or .zip name: keep the archive)")
-    d.add_argument("--user", metavar="U", help="a student's output (instructors; administrators: anyone's)")
-    c = cmds.add_parser("collect", help="instructors: every student's work at a path, in one archive")
+    loc = _locale()
+    d = cmds.add_parser("download", help=translate(loc, "download a saved output, one of its directories or one file"))
+    d.add_argument(
+        "what",
+        metavar="NAME[#N]",
+        help=translate(loc, "the workspace, and which execution's output (default: the latest)"),
+    )
+    d.add_argument(
+        "path", nargs="?", default="", help=translate(loc, "a directory or file inside the output (default: all of it)")
+    )
+    d.add_argument(
+        "-o",
+        "--output",
+        metavar="DEST",
+        help=translate(loc, "where to put it (a .tar.gz or .zip name: keep the archive)"),
+    )
+    d.add_argument(
+        "--user", metavar="U", help=translate(loc, "a student's output (instructors; administrators: anyone's)")
+    )
+    c = cmds.add_parser("collect", help=translate(loc, "instructors: every student's work at a path, in one archive"))
     c.add_argument("course")
-    c.add_argument("--path", default="", help="the directory or file to take from each output (like submission)")
-    c.add_argument("--before", metavar="TIME", help="the latest output saved before this (ISO, UTC unless it says)")
-    c.add_argument("--workspace", help="the workspace to take it from (default: the course's)")
-    c.add_argument("-o", "--output", metavar="FILE", help="the archive (default COURSE-PATH.tar.gz; .zip for a zip)")
+    c.add_argument(
+        "--path", default="", help=translate(loc, "the directory or file to take from each output (like submission)")
+    )
+    c.add_argument(
+        "--before", metavar="TIME", help=translate(loc, "the latest output saved before this (ISO, UTC unless it says)")
+    )
+    c.add_argument("--workspace", help=translate(loc, "the workspace to take it from (default: the course's)"))
+    c.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help=translate(loc, "the archive (default COURSE-PATH.tar.gz; .zip for a zip)"),
+    )
 
 
 def run(args, client, out=sys.stdout) -> None:
@@ -73,7 +104,11 @@ def get(client, path: str, params: dict | None = None):
     try:
         r = client.session.get(client.base + path, params=params or {}, stream=True, timeout=(30, 600))
     except requests.ConnectionError:
-        raise _error()(f"Cannot reach the hub at {client.base}; is it running and is WORKSPACE_URL right?")
+        raise _error()(
+            translate(
+                _locale(), "Cannot reach the hub at {url}; is it running and is WORKSPACE_URL right?", url=client.base
+            )
+        )
     if r.status_code >= 400:
         try:
             message = r.json().get("message") or r.reason
@@ -118,16 +153,25 @@ def execution(client, what: str, user: str | None) -> tuple[str, int]:
     name, _, number = what.partition("#")
     if number:
         if not number.isdigit():
-            raise _error()(f"“{what}” is not NAME#N: the execution's number is a whole number, like thesis#3.")
+            raise _error()(
+                translate(
+                    _locale(),
+                    "“{what}” is not NAME#N: the execution's number is a whole number, like thesis#3.",
+                    what=what,
+                )
+            )
         return name, int(number)
     rows = client.call("GET", f"/workspaces/{quote(name, safe='')}/executions", params={"user": user} if user else {})
     saved = [e["number"] for e in rows if e.get("has_output")]
     if not saved:
-        raise _error()(f"“{name}” has no saved output yet: its home is saved when it stops.")
+        raise _error()(
+            translate(_locale(), "“{name}” has no saved output yet: its home is saved when it stops.", name=name)
+        )
     return name, saved[-1]
 
 
 def download(client, what: str, path: str, dest: str | None, user: str | None, out=sys.stdout) -> None:
+    loc = _locale()
     name, number = execution(client, what, user)
     url = f"/workspaces/{quote(name, safe='')}/executions/{number}/files/{quote(path.strip('/'), safe='/')}"
     whose = {"user": user} if user else {}
@@ -138,18 +182,40 @@ def download(client, what: str, path: str, dest: str | None, user: str | None, o
         if target.is_dir():
             target = target / (_basename(path) or f"{name}-{number}")
         size = save_stream(r, target)
-        print(f"saved {target} ({_size(size)}) from {name} #{number}", file=out)
+        print(
+            translate(
+                loc,
+                "saved {path} ({size}) from {name} #{number}",
+                path=target,
+                size=_size(size),
+                name=name,
+                number=number,
+            ),
+            file=out,
+        )
         return
     r.close()
     top = _basename(path) or f"{name}-{number}"
     if dest and dest.endswith(ARCHIVES):
         kind = "zip" if dest.endswith(".zip") else "tar.gz"
         size = save_stream(get(client, url, {**whose, "archive": kind}), Path(dest))
-        print(f"saved {dest} ({_size(size)}) from {name} #{number}", file=out)
+        print(
+            translate(
+                loc,
+                "saved {path} ({size}) from {name} #{number}",
+                path=dest,
+                size=_size(size),
+                name=name,
+                number=number,
+            ),
+            file=out,
+        )
         return
     target = Path(dest or top)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise _error()(f"{target} exists and is not an empty directory; choose another with -o.")
+        raise _error()(
+            translate(loc, "{path} exists and is not an empty directory; choose another with -o.", path=target)
+        )
     target.mkdir(parents=True, exist_ok=True)
     r = get(client, url, {**whose, "archive": "tar.gz"})
     try:
@@ -157,13 +223,22 @@ def download(client, what: str, path: str, dest: str | None, user: str | None, o
     finally:
         r.close()
     print(
-        f"unpacked {done.files:,} files ({_size(done.bytes)}), {done.links} links into {target} from {name} #{number}",
+        translate(
+            loc,
+            "unpacked {files:,} files ({size}), {links} links into {path} from {name} #{number}",
+            files=done.files,
+            size=_size(done.bytes),
+            links=done.links,
+            path=target,
+            name=name,
+            number=number,
+        ),
         file=out,
     )
     for line in done.skipped[:50]:
-        print(f"  left out {line}", file=out)
+        print("  " + translate(loc, "left out {entry}", entry=line), file=out)
     if len(done.skipped) > 50:
-        print(f"  … and {len(done.skipped) - 50} more left out", file=out)
+        print("  " + translate(loc, "… and {count} more left out", count=len(done.skipped) - 50), file=out)
 
 
 def _basename(path: str) -> str:
@@ -182,14 +257,40 @@ def collect(
     size = save_stream(get(client, f"/courses/{quote(course, safe='')}/collect", params), target)
     rows = manifest(target)
     got = [r for r in rows if r["status"] == "collected"]
-    print(f"saved {target} ({_size(size)}): {len(got)} of {len(rows)} students' work", file=out)
+    loc = _locale()
+    print(
+        translate(
+            loc,
+            "saved {path} ({size}): {collected} of {students} students' work",
+            path=target,
+            size=_size(size),
+            collected=len(got),
+            students=len(rows),
+        ),
+        file=out,
+    )
     for row in rows:
-        if row["status"] == "collected":
-            line = f"#{row['execution']} saved {row['saved_at']}, {row['files']:,} files, {_size(row['bytes'])}"
-            if row["reason"]:
-                line += f" ({row['reason']})"
+        if row["status"] != "collected":
+            line = translate(loc, "nothing: {reason}", reason=row["reason"])
+        elif row["reason"]:
+            line = translate(
+                loc,
+                "#{execution} saved {saved_at}, {files:,} files, {size} ({reason})",
+                execution=row["execution"],
+                saved_at=row["saved_at"],
+                files=row["files"],
+                size=_size(row["bytes"]),
+                reason=row["reason"],
+            )
         else:
-            line = f"nothing: {row['reason']}"
+            line = translate(
+                loc,
+                "#{execution} saved {saved_at}, {files:,} files, {size}",
+                execution=row["execution"],
+                saved_at=row["saved_at"],
+                files=row["files"],
+                size=_size(row["bytes"]),
+            )
         print(f"  {row['student']:<20} {line}", file=out)
 
 
@@ -224,7 +325,13 @@ def clean(name: str, strip: int) -> list[str] | None:
         bad = bad or "\\" in name or ":" in name
     parts = [p for p in name.split("/") if p and p != "."]
     if bad or ".." in parts:
-        raise _error()(f"The archive is refused: its entry “{name[:200]}” would be written outside the directory.")
+        raise _error()(
+            translate(
+                _locale(),
+                "The archive is refused: its entry “{entry}” would be written outside the directory.",
+                entry=name[:200],
+            )
+        )
     if len(parts) <= strip:
         return None
     return parts[strip:]
@@ -232,20 +339,21 @@ def clean(name: str, strip: int) -> list[str] | None:
 
 def escapes(parts: list[str], target: str, links: set[str]) -> str | None:
     """Why a link at `parts` with this target may not be made (None: it stays inside, through no link)."""
+    loc = _locale()
     if not target or target.startswith("/") or "\0" in target or (os.sep == "\\" and (":" in target or "\\" in target)):
-        return "it points outside"
+        return translate(loc, "it points outside")
     where = [p.casefold() for p in parts[:-1]]
     for comp in target.split("/"):
         if comp in ("", "."):
             continue
         if comp == "..":
             if not where:
-                return "it points outside"
+                return translate(loc, "it points outside")
             where.pop()
             continue
         where.append(comp.casefold())
         if "/".join(where) in links:
-            return "it points through another link"
+            return translate(loc, "it points through another link")
     return None
 
 
@@ -258,7 +366,13 @@ def _mkdirs(root: Path, parts: list[str], mode: int = 0o755) -> Path:
             os.mkdir(here, mode)
         except FileExistsError:
             if here.is_symlink() or not here.is_dir():
-                raise _error()(f"The archive is refused: “{here}” would be written through what is not a directory.")
+                raise _error()(
+                    translate(
+                        _locale(),
+                        "The archive is refused: “{path}” would be written through what is not a directory.",
+                        path=here,
+                    )
+                )
     return here
 
 
@@ -266,12 +380,13 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
     """Unpack a .tar.gz read as a stream into the (new, empty) directory `dest`, dropping the first
     `strip` components of each name (the archive's top directory)."""
     done = Unpacked()
+    loc = _locale()
     links: list[tuple[list[str], str]] = []
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     try:
         tar = tarfile.open(fileobj=stream, mode="r|gz")
     except tarfile.TarError as e:
-        raise _error()(f"The download is not a .tar.gz ({e}).")
+        raise _error()(translate(loc, "The download is not a .tar.gz ({error}).", error=e))
     with tar:
         try:
             for m in tar:
@@ -286,7 +401,7 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
                     try:
                         fd = os.open(parent / parts[-1], flags, 0o600)
                     except FileExistsError:
-                        done.skipped.append(f"{shown}: it is in the archive twice")
+                        done.skipped.append(translate(loc, "{entry}: it is in the archive twice", entry=shown))
                         continue
                     with os.fdopen(fd, "wb") as f:
                         source = tar.extractfile(m)
@@ -299,24 +414,29 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
                     done.files += 1
                 elif m.issym():
                     links.append((parts, m.linkname))
+                elif m.islnk():
+                    done.skipped.append(translate(loc, "{entry}: a hard link", entry=shown))
                 else:
-                    what = "a hard link" if m.islnk() else "a device or pipe"
-                    done.skipped.append(f"{shown}: {what}")
+                    done.skipped.append(translate(loc, "{entry}: a device or pipe", entry=shown))
         except (tarfile.TarError, EOFError, zlib.error, urllib3.exceptions.HTTPError) as e:
-            raise _error()(f"The download was cut or is not a whole .tar.gz ({e}); try again.")
+            raise _error()(
+                translate(loc, "The download was cut or is not a whole .tar.gz ({error}); try again.", error=e)
+            )
     made = {"/".join(p).casefold() for p, _ in links}
     for parts, target in links:
         shown = "/".join(parts)
         why = escapes(parts, target, made)
         if why is None and any("/".join(parts[:i]).casefold() in made for i in range(1, len(parts))):
-            why = "it would be made inside another link"
+            why = translate(loc, "it would be made inside another link")
         if why is None:
             try:
                 os.symlink(target, _mkdirs(dest, parts[:-1]) / parts[-1])
                 done.links += 1
                 continue
             except (OSError, NotImplementedError) as e:
-                why = f"it could not be made here ({e.strerror if isinstance(e, OSError) else e})"
+                why = translate(
+                    loc, "it could not be made here ({error})", error=e.strerror if isinstance(e, OSError) else e
+                )
         done.skipped.append(f"{shown} -> {target}: {why}")
     return done
 

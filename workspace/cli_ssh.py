@@ -13,26 +13,45 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from .i18n import translate
+
 COMMANDS = ("ssh-key", "ssh", "ssh-config")
 
 
+def _locale() -> str:
+    from .cli import user_locale
+
+    return user_locale()
+
+
 def add_parsers(cmds) -> None:
-    sk = cmds.add_parser("ssh-key", help="your SSH public keys").add_subparsers(dest="ssh_key_command", required=True)
-    k = sk.add_parser("add", help="register a public key (a .pub file, or - for standard input)")
+    loc = _locale()
+    sk = cmds.add_parser("ssh-key", help=translate(loc, "your SSH public keys")).add_subparsers(
+        dest="ssh_key_command", required=True
+    )
+    k = sk.add_parser("add", help=translate(loc, "register a public key (a .pub file, or - for standard input)"))
     k.add_argument("file", nargs="?", default=str(Path.home() / ".ssh" / "id_ed25519.pub"))
-    k.add_argument("--comment", help="a name for it, like “lab laptop” (default: the key's own comment)")
-    k = sk.add_parser("ls", help="your keys and their fingerprints")
+    k.add_argument(
+        "--comment", help=translate(loc, "a name for it, like “lab laptop” (default: the key's own comment)")
+    )
+    k = sk.add_parser("ls", help=translate(loc, "your keys and their fingerprints"))
     k.add_argument("--json", action="store_true")
-    k = sk.add_parser("rm", help="remove a key: its number or its SHA256: fingerprint")
+    k = sk.add_parser("rm", help=translate(loc, "remove a key: its number or its SHA256: fingerprint"))
     k.add_argument("key")
-    c = cmds.add_parser("ssh", help="connect to a workspace through the SSH gateway")
+    c = cmds.add_parser("ssh", help=translate(loc, "connect to a workspace through the SSH gateway"))
     c.add_argument("name")
-    c.add_argument("--start", action="store_true", help="start it first if it is not running")
-    c.add_argument("-i", "--identity", help="the private key to use (default: ssh's own choice)")
-    c.add_argument("ssh_args", nargs="*", help="passed to ssh after the destination (a command to run)")
-    c = cmds.add_parser("ssh-config", help="~/.ssh/config entries for every workspace of yours")
-    c.add_argument("--prefix", default="ws-", help="put before each workspace's name (default ws-: `ssh ws-thesis`)")
-    c.add_argument("-i", "--identity", help="the private key the entries use (default: ssh's own choice)")
+    c.add_argument("--start", action="store_true", help=translate(loc, "start it first if it is not running"))
+    c.add_argument("-i", "--identity", help=translate(loc, "the private key to use (default: ssh's own choice)"))
+    c.add_argument("ssh_args", nargs="*", help=translate(loc, "passed to ssh after the destination (a command to run)"))
+    c = cmds.add_parser("ssh-config", help=translate(loc, "~/.ssh/config entries for every workspace of yours"))
+    c.add_argument(
+        "--prefix",
+        default="ws-",
+        help=translate(loc, "put before each workspace's name (default ws-: `ssh ws-thesis`)"),
+    )
+    c.add_argument(
+        "-i", "--identity", help=translate(loc, "the private key the entries use (default: ssh's own choice)")
+    )
 
 
 def run(args, client, out=sys.stdout) -> None:
@@ -48,7 +67,7 @@ def run(args, client, out=sys.stdout) -> None:
 
 def ssh_key_lines(keys: list[dict]) -> list[str]:
     return [f"{k['id']:<4} {k['type']:<22} {k['fingerprint']}  {k['comment']}".rstrip() for k in keys] or [
-        "no SSH keys yet: add one with `workspace ssh-key add ~/.ssh/id_ed25519.pub`"
+        translate(_locale(), "no SSH keys yet: add one with `workspace ssh-key add ~/.ssh/id_ed25519.pub`")
     ]
 
 
@@ -61,10 +80,27 @@ def ssh_key(args, client, out) -> None:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
         body = {"key": text, **({"comment": args.comment} if args.comment is not None else {})}
         k = client.call("POST", "/ssh-keys", json=body)
-        print(f"added {k['type']} key {k['fingerprint']} {k['comment']}".rstrip(), file=out)
+        print(
+            translate(
+                _locale(),
+                "added {key_type} key {fingerprint} {comment}",
+                key_type=k["type"],
+                fingerprint=k["fingerprint"],
+                comment=k["comment"],
+            ).rstrip(),
+            file=out,
+        )
     else:
         k = client.call("DELETE", f"/ssh-keys/{quote(args.key, safe='')}")["removed"]
-        print(f"removed {k['type']} key {k['fingerprint']}; it no longer opens your workspaces", file=out)
+        print(
+            translate(
+                _locale(),
+                "removed {key_type} key {fingerprint}; it no longer opens your workspaces",
+                key_type=k["type"],
+                fingerprint=k["fingerprint"],
+            ),
+            file=out,
+        )
 
 
 def directions(client) -> dict:
@@ -72,7 +108,9 @@ def directions(client) -> dict:
 
     d = client.call("GET", "/ssh")
     if not d.get("enabled"):
-        raise CLIError("SSH is not offered on this platform (its administrator has not set the gateway up).")
+        raise CLIError(
+            translate(_locale(), "SSH is not offered on this platform (its administrator has not set the gateway up).")
+        )
     return d
 
 
@@ -108,7 +146,9 @@ def connect(client, name: str, start: bool, identity: str | None, ssh_args: list
     g = d["gateway"]
     ssh = shutil.which("ssh")
     if ssh is None:
-        raise CLIError("ssh is not installed here: install OpenSSH's client (apt install openssh-client).")
+        raise CLIError(
+            translate(_locale(), "ssh is not installed here: install OpenSSH's client (apt install openssh-client).")
+        )
     login = f"{_me(client)}+{name}" + ("+start" if start else "")
     alias = g["known_hosts"].split(" ", 1)[0]
     command = [

@@ -16,24 +16,45 @@ from __future__ import annotations
 import sys
 import time
 
+from .i18n import translate
+
 COMMANDS = ("run", "logs", "cancel", "webhook")
 
 
+def _locale() -> str:
+    from .cli import user_locale
+
+    return user_locale()
+
+
 def add_parsers(cmds) -> None:
-    r = cmds.add_parser("run", help="run a command to completion as a new execution (a task) of a workspace")
-    r.add_argument("name", help="the workspace (created if it does not exist)")
-    r.add_argument("--continue", dest="continue_from", default="latest", help="N, latest (default) or fresh")
-    r.add_argument("--type", dest="resource_type", help="the resource type")
-    r.add_argument("--dataset", dest="datasets", action="append", metavar="REF", help="OWNER/NAME[@VERSION]")
-    r.add_argument("--image", help="the image")
-    r.add_argument("--detach", action="store_true", help="start it and return (read it with `workspace logs`)")
-    r.add_argument("task_command", nargs="+", metavar="COMMAND", help="after --: what to run in the home")
-    lg = cmds.add_parser("logs", help="a task's log")
+    loc = _locale()
+    r = cmds.add_parser(
+        "run", help=translate(loc, "run a command to completion as a new execution (a task) of a workspace")
+    )
+    r.add_argument("name", help=translate(loc, "the workspace (created if it does not exist)"))
+    r.add_argument(
+        "--continue", dest="continue_from", default="latest", help=translate(loc, "N, latest (default) or fresh")
+    )
+    r.add_argument("--type", dest="resource_type", help=translate(loc, "the resource type"))
+    r.add_argument(
+        "--dataset", dest="datasets", action="append", metavar="REF", help=translate(loc, "OWNER/NAME[@VERSION]")
+    )
+    r.add_argument("--image", help=translate(loc, "the image"))
+    r.add_argument(
+        "--detach", action="store_true", help=translate(loc, "start it and return (read it with `workspace logs`)")
+    )
+    r.add_argument(
+        "task_command", nargs="+", metavar="COMMAND", help=translate(loc, "after --: what to run in the home")
+    )
+    lg = cmds.add_parser("logs", help=translate(loc, "a task's log"))
     lg.add_argument("what", metavar="NAME[#N]")
-    lg.add_argument("-f", "--follow", action="store_true", help="until the task ends")
-    c = cmds.add_parser("cancel", help="stop a running task (its home is saved)")
+    lg.add_argument("-f", "--follow", action="store_true", help=translate(loc, "until the task ends"))
+    c = cmds.add_parser("cancel", help=translate(loc, "stop a running task (its home is saved)"))
     c.add_argument("what", metavar="NAME[#N]")
-    w = cmds.add_parser("webhook", help="the URL called when a task of yours ends (show, set, --remove)")
+    w = cmds.add_parser(
+        "webhook", help=translate(loc, "the URL called when a task of yours ends (show, set, --remove)")
+    )
     w.add_argument("url", nargs="?")
     w.add_argument("--remove", action="store_true")
 
@@ -51,7 +72,12 @@ def run(args, client, out=sys.stdout) -> None:
     else:
         name, number = task_of(client, args.what)
         client.call("POST", f"/workspaces/{name}/executions/{number}/cancel")
-        print(f"cancelling {name} #{number}; its home is saved as its output", file=out)
+        print(
+            translate(
+                _locale(), "cancelling {name} #{number}; its home is saved as its output", name=name, number=number
+            ),
+            file=out,
+        )
 
 
 def _error():
@@ -65,11 +91,17 @@ def task_of(client, what: str) -> tuple[str, int]:
     name, _, number = what.partition("#")
     if number:
         if not number.isdigit():
-            raise _error()(f"“{what}” is not NAME#N: the execution's number is a whole number, like train#3.")
+            raise _error()(
+                translate(
+                    _locale(),
+                    "“{what}” is not NAME#N: the execution's number is a whole number, like train#3.",
+                    what=what,
+                )
+            )
         return name, int(number)
     tasks = [e for e in client.call("GET", f"/workspaces/{name}/executions") or [] if e.get("kind") == "task"]
     if not tasks:
-        raise _error()(f"Workspace “{name}” has run no task.")
+        raise _error()(translate(_locale(), "Workspace “{name}” has run no task.", name=name))
     return name, tasks[-1]["number"]
 
 
@@ -91,19 +123,38 @@ def run_task(client, args, out) -> int:
             body[key] = getattr(args, key)
     started = client.call("POST", f"/workspaces/{args.name}/tasks", json=body)
     ex = started.get("execution")
+    loc = _locale()
     if ex is None:
-        raise _error()(f"The task was asked for, but {args.name} shows no new execution; see `workspace ls`.")
+        raise _error()(
+            translate(
+                loc, "The task was asked for, but {name} shows no new execution; see `workspace ls`.", name=args.name
+            )
+        )
     number = ex["number"]
-    print(f"task {args.name} #{number}: {ex['command']}", file=out, flush=True)
+    print(
+        translate(loc, "task {name} #{number}: {command}", name=args.name, number=number, command=ex["command"]),
+        file=out,
+        flush=True,
+    )
     if args.detach:
-        print(f"follow it with: workspace logs {args.name}#{number} -f", file=out)
+        print(
+            translate(loc, "follow it with: workspace logs {name}#{number} -f", name=args.name, number=number), file=out
+        )
         return 0
     follow_progress(client, _me(client), args.name, out)  # None: it already ended
     print_log(client, args.name, number, True, out)
     record = _ended(client, args.name, number)
     code = record.get("exit_code")
-    saved = "its output is saved" if record.get("has_output") else "no output was saved"
-    print(f"{args.name} #{number}: {record.get('stop_detail') or record['state']} ({saved})", file=out)
+    outcome = record.get("stop_detail") or record["state"]
+    if record.get("has_output"):
+        ended = translate(
+            loc, "{name} #{number}: {outcome} (its output is saved)", name=args.name, number=number, outcome=outcome
+        )
+    else:
+        ended = translate(
+            loc, "{name} #{number}: {outcome} (no output was saved)", name=args.name, number=number, outcome=outcome
+        )
+    print(ended, file=out)
     if record["state"] == "failed":
         return 1
     return code if isinstance(code, int) and 0 <= code < 256 else 0
@@ -124,13 +175,22 @@ def _ended(client, name: str, number: int, timeout: float = 120) -> dict:
 
 
 def webhook(client, url: str | None, remove: bool, out) -> None:
+    loc = _locale()
     if remove:
         client.call("DELETE", "/webhook")
-        print("webhook removed", file=out)
+        print(translate(loc, "webhook removed"), file=out)
         return
     hook = client.call("PUT", "/webhook", json={"url": url}) if url else client.call("GET", "/webhook")
     print(
-        f"url:    {hook['url']}\nsecret: {hook['secret']}  (X-Workspace-Signature: sha256=HMAC of the body)", file=out
+        translate(
+            loc,
+            "url:    {url}\nsecret: {secret}  (X-Workspace-Signature: sha256=HMAC of the body)",
+            url=hook["url"],
+            secret=hook["secret"],
+        ),
+        file=out,
     )
     if hook.get("last_sent"):
-        print(f"last call: {hook['last_sent']}: {hook['last_result']}", file=out)
+        print(
+            translate(loc, "last call: {when}: {result}", when=hook["last_sent"], result=hook["last_result"]), file=out
+        )

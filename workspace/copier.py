@@ -26,6 +26,8 @@ from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, ThreadPoolExecu
 from dataclasses import dataclass, field
 from typing import Callable
 
+from . import i18n
+from .i18n import N_
 from .paths import Entry, Escape, Tree
 
 
@@ -59,15 +61,46 @@ class Transfer:
             return None
         return max(0.0, (self.bytes_total - self.bytes) / (self.bytes / self.seconds))
 
-    def describe(self) -> str:
-        """One line for a progress bar, e.g. `1,200 of 30,000 files, 12.5 of 230.0 MB, ...`."""
-        files = f"{self.files:,}" + (f" of {self.files_total:,}" if self.files_total is not None else "")
-        mb = f"{self.bytes / 1e6:,.1f}" + (f" of {self.bytes_total / 1e6:,.1f}" if self.bytes_total is not None else "")
-        text = f"{files} files, {mb} MB, {self.files_per_s:,.0f} files/s, {self.mb_per_s:,.1f} MB/s"
+    def describe(self, locale: str = i18n.DEFAULT) -> str:
+        """One line for a progress bar, e.g. `1,200 of 30,000 files, 12.5 of 230.0 MB, ...`, in `locale`."""
         eta = self.eta_s
-        if eta is not None and self.files != self.files_total:
-            text += f", about {eta:,.0f} s left"
-        return text
+        figures = dict(
+            files=self.files,
+            files_total=self.files_total,
+            mb=self.bytes / 1e6,
+            mb_total=self.bytes_total / 1e6 if self.bytes_total is not None else None,
+            files_per_s=self.files_per_s,
+            mb_per_s=self.mb_per_s,
+            eta=eta,
+        )
+        if self.files == self.files_total:
+            eta = None  # done: nothing left to wait for
+        if self.files_total is not None and self.bytes_total is not None and eta is not None:
+            text = N_(
+                "{files:,} of {files_total:,} files, {mb:,.1f} of {mb_total:,.1f} MB, {files_per_s:,.0f} files/s, "
+                "{mb_per_s:,.1f} MB/s, about {eta:,.0f} s left"
+            )
+        elif self.files_total is not None and self.bytes_total is not None:
+            text = N_(
+                "{files:,} of {files_total:,} files, {mb:,.1f} of {mb_total:,.1f} MB, {files_per_s:,.0f} files/s, "
+                "{mb_per_s:,.1f} MB/s"
+            )
+        elif self.files_total is not None:
+            text = N_(
+                "{files:,} of {files_total:,} files, {mb:,.1f} MB, {files_per_s:,.0f} files/s, {mb_per_s:,.1f} MB/s"
+            )
+        elif self.bytes_total is not None and eta is not None:
+            text = N_(
+                "{files:,} files, {mb:,.1f} of {mb_total:,.1f} MB, {files_per_s:,.0f} files/s, {mb_per_s:,.1f} MB/s, "
+                "about {eta:,.0f} s left"
+            )
+        elif self.bytes_total is not None:
+            text = N_(
+                "{files:,} files, {mb:,.1f} of {mb_total:,.1f} MB, {files_per_s:,.0f} files/s, {mb_per_s:,.1f} MB/s"
+            )
+        else:
+            text = N_("{files:,} files, {mb:,.1f} MB, {files_per_s:,.0f} files/s, {mb_per_s:,.1f} MB/s")
+        return i18n.translate(locale, text, **figures)
 
     def as_dict(self) -> dict:
         return {"bytes": self.bytes, "files": self.files, "seconds": round(self.seconds, 3)}

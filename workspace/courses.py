@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import JSON, DateTime, ForeignKey, String, select
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from . import datasets, resource_types
+from . import datasets, i18n, resource_types
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
 from .executions import (
@@ -111,31 +111,38 @@ def parse_roster(value) -> list[str]:
         if not USERNAME.match(name):
             raise UserError(
                 400,
-                f"Line {number} of the roster, “{raw.strip()[:80]}”, is not a username: use 1–64 "
+                "Line {line} of the roster, “{text}”, is not a username: use 1–64 "
                 "letters, digits, “.”, “_”, “-”, “@” or “+”, starting with a letter or digit.",
+                line=number,
+                text=raw.strip()[:80],
             )
         if name not in names:
             names.append(name)
     if len(names) > MAX_ROSTER:
-        raise UserError(400, f"A roster may name at most {MAX_ROSTER} students; this one names {len(names)}.")
+        raise UserError(
+            400,
+            "A roster may name at most {limit} students; this one names {count}.",
+            limit=MAX_ROSTER,
+            count=len(names),
+        )
     return names
 
 
-def why_privileged(name: str, model: dict | None, config: dict[str, dict]) -> str | None:
+def why_privileged(name: str, model: dict | None, config: dict[str, dict], locale: str = i18n.DEFAULT) -> str | None:
     """Why a user (the hub's model of them; None: not a user yet) is no student: an instructor of a course
-    of `config` (WORKSPACE_COURSES), an administrator, or a holder of a role beyond the default one. None
-    for a student.
+    of `config` (WORKSPACE_COURSES), an administrator, or a holder of a role beyond the default one, in
+    `locale`. None for a student.
 
     A roster may name only students, and an instructor reads only students: enrolling a privileged user
     would give the instructor read access to them."""
     if name in {i for spec in config.values() for i in spec.get("instructors", [])}:
-        return "an instructor"
+        return i18n.translate(locale, "an instructor")
     if not model:
         return None  # not a user yet: the set-up creates a plain one
     if model.get("admin"):
-        return "an administrator"
+        return i18n.translate(locale, "an administrator")
     extra = sorted(set(model.get("roles") or ["user"]) - {"user"})
-    return f"holds the role {', '.join(extra)}" if extra else None
+    return i18n.translate(locale, "holds the role {roles}", roles=", ".join(extra)) if extra else None
 
 
 # -- setting a course up -------------------------------------------------------------------
@@ -165,20 +172,24 @@ def check_setup(
     types: list[resource_types.ResourceType],
     default_type: str | None,
     images: list[str],
+    locale: str = i18n.DEFAULT,
 ) -> Setup:
-    """Check a set-up request (everything, before anything changes); the user's 400/403/404 otherwise."""
+    """Check a set-up request (everything, before anything changes); the user's 400/403/404 otherwise.
+    Its notes are in `locale`."""
     if not WORKSPACE_NAME.match(course):
         raise UserError(
             400,
-            f"“{course}” cannot be a course name: use lower-case letters, digits, “-”, “_” "
+            "“{course}” cannot be a course name: use lower-case letters, digits, “-”, “_” "
             "or “.” (it is the JupyterHub group of its students).",
+            course=course,
         )
     unknown = set(body) - {"students", "workspace", "resource_type", "image", "datasets", "starter"}
     if unknown:
         raise UserError(
             400,
-            f"Unknown field(s) {', '.join(sorted(unknown))}: a course set-up takes students, "
+            "Unknown field(s) {fields}: a course set-up takes students, "
             "workspace, resource_type, image, datasets and starter.",
+            fields=", ".join(sorted(unknown)),
         )
     if "students" not in body:
         raise UserError(400, "Give the roster: “students”, a list of usernames (or the roster's text).")
@@ -187,8 +198,9 @@ def check_setup(
     if not isinstance(workspace, str) or not WORKSPACE_NAME.match(workspace):
         raise UserError(
             400,
-            f"“{workspace}” cannot be the course's workspace name: use 1–63 lower-case letters, "
+            "“{workspace}” cannot be the course's workspace name: use 1–63 lower-case letters, "
             "digits, “-”, “_” or “.”, starting with a letter or digit (like “cs101-lab1”).",
+            workspace=workspace,
         )
     rtype = body.get("resource_type") or None
     if rtype is not None:
@@ -199,8 +211,10 @@ def check_setup(
     if image is not None and image not in images:
         raise UserError(
             400,
-            f"“{image}” is not an image this course's students may start; choose one of: {', '.join(images)} "
+            "“{image}” is not an image this course's students may start; choose one of: {images} "
             "(an image you built must first be shared with the course, on the Images page).",
+            image=image,
+            images=", ".join(images),
         )
     refs = datasets.parse_refs(body.get("datasets"))
     starter = body.get("starter") or None
@@ -209,18 +223,22 @@ def check_setup(
             if ref.version is not None:
                 raise UserError(
                     400,
-                    f"Give the course's datasets without a version ({ref.owner}/{ref.name}): "
+                    "Give the course's datasets without a version ({owner}/{name}): "
                     "students get the newest version at each start.",
+                    owner=ref.owner,
+                    name=ref.name,
                 )
             ds = datasets.find_dataset(s, ref.owner, ref.name)
             if ds is None or (ds.owner != caller and not admin):
                 raise UserError(
                     403,
-                    f"You can give the course only datasets you own; {ref.owner}/{ref.name} is "
+                    "You can give the course only datasets you own; {owner}/{name} is "
                     "not yours (its owner can share it with the group instead).",
+                    owner=ref.owner,
+                    name=ref.name,
                 )
             if not ds.live_versions():
-                raise UserError(400, f"The dataset {ds.ref} has no versions yet: upload one first.")
+                raise UserError(400, "The dataset {dataset} has no versions yet: upload one first.", dataset=ds.ref)
         starter_id = None
         if starter is not None:
             if (
@@ -239,13 +257,17 @@ def check_setup(
             if ex is None:
                 raise UserError(
                     404,
-                    f"You have no execution #{starter['number']} of “{starter['workspace']}” to use as the starter.",
+                    "You have no execution #{number} of “{workspace}” to use as the starter.",
+                    number=starter["number"],
+                    workspace=starter["workspace"],
                 )
             if not ex.has_output:
                 raise UserError(
                     400,
-                    f"Execution #{ex.number} of “{ws.name}” has no saved output to use as the "
+                    "Execution #{number} of “{workspace}” has no saved output to use as the "
                     "starter; stop it (so that its home is saved), or choose another.",
+                    number=ex.number,
+                    workspace=ws.name,
                 )
             starter_id = ex.id
         taken = [
@@ -260,10 +282,26 @@ def check_setup(
         ]
     notes = []
     if taken:
-        notes.append(
-            f"{len(taken)} student(s) already have a workspace “{workspace}” of their own, which is left "
-            f"as it is: {', '.join(sorted(taken)[:10])}{' …' if len(taken) > 10 else ''}."
-        )
+        shown = ", ".join(sorted(taken)[:10])
+        if len(taken) > 10:
+            note = i18n.translate(
+                locale,
+                "{count} student(s) already have a workspace “{workspace}” of their own, which is left "
+                "as it is: {students} ….",
+                count=len(taken),
+                workspace=workspace,
+                students=shown,
+            )
+        else:
+            note = i18n.translate(
+                locale,
+                "{count} student(s) already have a workspace “{workspace}” of their own, which is left "
+                "as it is: {students}.",
+                count=len(taken),
+                workspace=workspace,
+                students=shown,
+            )
+        notes.append(note)
     return Setup(course, students, workspace, rtype, image, [str(r) for r in refs], starter_id, caller, notes)
 
 
@@ -316,8 +354,9 @@ def starter_of_courses(session, ex: Execution) -> list[str]:
     return list(session.scalars(select(Course.name).where(Course.starter_id == ex.id)))
 
 
-def setup_choices(db: Database, caller: str) -> dict:
-    """What the caller can give a course: their datasets with a version, and their outputs as starters."""
+def setup_choices(db: Database, caller: str, locale: str = i18n.DEFAULT) -> dict:
+    """What the caller can give a course: their datasets with a version, and their outputs as starters
+    (labelled in `locale`)."""
     with db.session() as s:
         owned = s.scalars(
             select(datasets.Dataset).where(datasets.Dataset.owner == caller).order_by(datasets.Dataset.name)
@@ -330,8 +369,13 @@ def setup_choices(db: Database, caller: str) -> dict:
                     starters.append(
                         {
                             "value": f"{ws.name}:{ex.number}",
-                            "label": f"{ws.name} #{ex.number}, "
-                            f"saved {iso(ex.stopped)[:16].replace('T', ' ') if ex.stopped else ''}",
+                            "label": i18n.translate(
+                                locale,
+                                "{workspace} #{number}, saved {saved}",
+                                workspace=ws.name,
+                                number=ex.number,
+                                saved=iso(ex.stopped)[:16].replace("T", " ") if ex.stopped else "",
+                            ),
                         }
                     )
         return {"datasets": refs, "starters": starters}

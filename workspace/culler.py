@@ -55,6 +55,7 @@ from traitlets import Float, Int, Unicode
 from . import config, lifecycle, origins, tasks, webhooks
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
+from .i18n import N_
 from .idle import IdlePolicy, Observation, Verdict, Watch
 from .nodes import NodeStores
 from .quotas import home_files_notice, home_notice
@@ -62,6 +63,10 @@ from .store_agent import read_token
 from .usage import ContainerCgroup, CpuMeter
 
 log = logging.getLogger("workspace.culler")
+
+# what a workspace's notice says when its home is back under a limit
+FILES_BACK = N_("Your home is back under its file limit.")
+SIZE_BACK = N_("Your home is back under its size limit.")
 
 
 def _epoch(t: dt.datetime | str | None) -> float | None:
@@ -496,9 +501,7 @@ class Culler(config.HubService):
             log.info("%s: the home's files could not be counted: %s", server.label, e)
             return
         message = home_files_notice(files, server.home_files, self.home_warn_fraction)
-        if message != tracked.files_notice and await self._show_notice(
-            server, "home-files", message, "Your home is back under its file limit."
-        ):
+        if message != tracked.files_notice and await self._show_notice(server, "home-files", message, FILES_BACK):
             log.info(
                 "%s #%s: home has %s%d files (limit %d)",
                 server.label,
@@ -539,7 +542,7 @@ class Culler(config.HubService):
         message = home_notice(used, server.home_limit, enforced, self.home_warn_fraction)
         if tracked is None or message == tracked.home_notice:
             return
-        if not await self._show_notice(server, "home-limit", message, "Your home is back under its size limit."):
+        if not await self._show_notice(server, "home-limit", message, SIZE_BACK):
             return
         log.info(
             "%s #%s: home %d of %d bytes: %s",

@@ -22,7 +22,7 @@ from .datasets import Dataset, DatasetRules, DatasetVersion, writable
 from .db import Database, utcnow
 from .errors import UserError
 from .executions import ACTIVE, Execution, execution_by_number, find_workspace
-from .homes import HomeStoreError, StoreFullError
+from .homes import HomeStoreError, PathEscapeError, StoreFullError
 
 # build(key, check): fill the store's dataset `key`, calling check(path) on the finished tree
 Build = Callable[[str, Callable], None]
@@ -48,11 +48,19 @@ def make(
     try:
         build(key, check)
     except FileNotFoundError:
-        raise UserError(400, f"{label} does not exist.")
+        raise UserError(400, "{label} does not exist.", label=label)
     except StoreFullError:
         raise UserError(507, "The storage is full; the version was not made. Tell your administrator.")
+    except PathEscapeError as e:
+        raise UserError(
+            400,
+            "{label} cannot become a dataset ({path!r} leads through a link or out of the output; give the path "
+            "of a real directory inside it).",
+            label=label,
+            path=e.path,
+        )
     except HomeStoreError as e:
-        raise UserError(400, f"{label} cannot become a dataset ({e}).")
+        raise UserError(400, "{label} cannot become a dataset ({error}).", label=label, error=str(e))
     with db.session() as s:
         ds = s.get(Dataset, dataset_id)
         version = DatasetVersion(
@@ -86,16 +94,23 @@ def source(session: Session, store, data: dict, user: str, admin: bool) -> tuple
         ws = find_workspace(session, user, src["workspace"])
         ex: Execution | None = execution_by_number(session, ws, number) if ws else None
         if ex is None:
-            raise UserError(404, f"You have no execution {src['workspace']}#{number}.")
+            raise UserError(
+                404, "You have no execution {workspace}#{number}.", workspace=src["workspace"], number=number
+            )
         if not ex.has_output:
-            raise UserError(400, f"Execution {src['workspace']}#{number} has no saved output.")
+            raise UserError(
+                400, "Execution {workspace}#{number} has no saved output.", workspace=src["workspace"], number=number
+            )
         label = f"{src['workspace']}#{number}" + (f":{path}" if path else "")
         snapshot = ex.snapshot.key
         if not store.has_snapshot(snapshot):  # saved on a swarm's node, not yet in the store of record
             raise UserError(
                 409,
-                f"The output of {src['workspace']}#{number} is still being copied from {ex.snapshot.node} to the "
+                "The output of {workspace}#{number} is still being copied from {node} to the "
                 "central store; please try again in a minute.",
+                workspace=src["workspace"],
+                number=number,
+                node=ex.snapshot.node,
             )
         return "execution", label, lambda key, check: store.dataset_from_snapshot(snapshot, path, key, check)
     if "from_path" in data:
@@ -147,13 +162,16 @@ def delete(db: Database, store, owner: str, name: str, number: int, user: str, g
         ds = writable(s, owner, name, user, groups, admin)
         version = next((v for v in ds.live_versions() if v.number == number), None)
         if version is None:
-            raise UserError(404, f"The dataset {ds.ref} has no version {number}.")
+            raise UserError(404, "The dataset {dataset} has no version {number}.", dataset=ds.ref, number=number)
         ex = mounted_by(s, version)
         if ex is not None:
             raise UserError(
                 409,
-                f"Version {number} of {ds.ref} is mounted by a running workspace "
-                f"({ex.workspace.owner}/{ex.workspace.name}); stop it first.",
+                "Version {number} of {dataset} is mounted by a running workspace ({owner}/{workspace}); stop it first.",
+                number=number,
+                dataset=ds.ref,
+                owner=ex.workspace.owner,
+                workspace=ex.workspace.name,
             )
         version.deleted = utcnow()
         key = version.key

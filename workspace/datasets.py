@@ -23,7 +23,7 @@ from traitlets import Bool
 from traitlets import Integer as IntTrait
 from traitlets.config import LoggingConfigurable
 
-from . import paths
+from . import i18n, paths
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
 
@@ -141,7 +141,7 @@ def readable(session: Session, owner: str, name: str, user: str, groups: set[str
     not, so that names do not leak)."""
     ds = find_dataset(session, owner, name)
     if ds is None or not ds.readable_by(user, groups, admin):
-        raise UserError(404, f"There is no dataset {owner}/{name} that you can see.")
+        raise UserError(404, "There is no dataset {owner}/{name} that you can see.", owner=owner, name=name)
     return ds
 
 
@@ -149,7 +149,7 @@ def writable(session: Session, owner: str, name: str, user: str, groups: set[str
     """The dataset owner/name if `user` may change it (its owner, or an administrator); a 404 or 403 otherwise."""
     ds = readable(session, owner, name, user, groups, admin)
     if ds.owner != user and not admin:
-        raise UserError(403, f"Only {ds.owner} can change the dataset {ds.ref}.")
+        raise UserError(403, "Only {owner} can change the dataset {dataset}.", owner=ds.owner, dataset=ds.ref)
     return ds
 
 
@@ -163,12 +163,17 @@ def create(db: Database, owner: str, name, description, visibility) -> dict:
     """A new dataset of `owner`, with no versions yet; the user's 400 or 409 (blocking)."""
     check_slug(name)
     if visibility not in VISIBILITIES:
-        raise UserError(400, f"Visibility must be one of {', '.join(VISIBILITIES)}, not {visibility!r}.")
+        raise UserError(
+            400,
+            "Visibility must be one of {choices}, not {visibility!r}.",
+            choices=", ".join(VISIBILITIES),
+            visibility=visibility,
+        )
     if not isinstance(description, str):
         raise UserError(400, "The description must be text.")
     with db.session() as s:
         if find_dataset(s, owner, name) is not None:
-            raise UserError(409, f"You already have a dataset named {name}.")
+            raise UserError(409, "You already have a dataset named {name}.", name=name)
         ds = Dataset(owner=owner, name=name, description=description, visibility=visibility)
         s.add(ds)
         s.flush()
@@ -208,19 +213,27 @@ def remove_share(
         ds = writable(s, owner, name, user, groups, admin)
         kept = [x for x in ds.shares if not (x.kind == kind and x.principal == principal)]
         if len(kept) == len(ds.shares):
-            raise UserError(404, f"{ds.ref} is not shared with the {kind} “{principal}”.")
+            if kind == "group":
+                raise UserError(
+                    404, "{dataset} is not shared with the group “{principal}”.", dataset=ds.ref, principal=principal
+                )
+            raise UserError(
+                404, "{dataset} is not shared with the user “{principal}”.", dataset=ds.ref, principal=principal
+            )
         ds.shares = kept
 
 
 # -- names and references ----------------------------------------------------------
 
 
-def check_slug(name: str, what: str = "A dataset name") -> str:
+def check_slug(name: str) -> str:
+    """A dataset's name, or the user's 400 saying what a name may be."""
     if not isinstance(name, str) or not SLUG.match(name):
         raise UserError(
             400,
-            f"{what} may use lower-case letters, digits, '.', '_' and '-', must start and end with a "
-            f"letter or digit and be at most 64 characters; {name!r} is not one.",
+            "A dataset name may use lower-case letters, digits, '.', '_' and '-', must start and end with a "
+            "letter or digit and be at most 64 characters; {name!r} is not one.",
+            name=name,
         )
     return name
 
@@ -245,18 +258,21 @@ def parse_refs(value) -> list[Ref]:
         raise UserError(400, "“datasets” must be a list of references like “owner/name” or “owner/name:2”.")
     if len(value) > MAX_BOUND:
         raise UserError(
-            400, f"At most {MAX_BOUND} datasets can be bound (at /input0 … /input4); you asked for {len(value)}."
+            400,
+            "At most {limit} datasets can be bound (at /input0 … /input4); you asked for {count}.",
+            limit=MAX_BOUND,
+            count=len(value),
         )
     refs = []
     for v in value:
         m = REF.match(v.strip())
         if not m:
-            raise UserError(400, f"“{v}” is not a dataset reference; write “owner/name” or “owner/name:2”.")
+            raise UserError(400, "“{ref}” is not a dataset reference; write “owner/name” or “owner/name:2”.", ref=v)
         ref = Ref(m["owner"], m["name"], int(m["version"]) if m["version"] else None)
         if ref.version == 0:
-            raise UserError(400, f"“{v}”: dataset versions are numbered from 1.")
+            raise UserError(400, "“{ref}”: dataset versions are numbered from 1.", ref=v)
         if any((r.owner, r.name) == (ref.owner, ref.name) for r in refs):
-            raise UserError(400, f"The dataset {ref.owner}/{ref.name} is listed twice.")
+            raise UserError(400, "The dataset {owner}/{name} is listed twice.", owner=ref.owner, name=ref.name)
         refs.append(ref)
     return refs
 
@@ -277,19 +293,33 @@ def resolve(session: Session, refs: list[Ref], user: str, groups: set[str], admi
         if ds is None or not ds.readable_by(user, groups, admin):
             raise UserError(
                 403,
-                f"You cannot use the dataset {ref.owner}/{ref.name}: it does not exist or is not shared with "
-                f"you. Ask its owner to share it.",
+                "You cannot use the dataset {owner}/{name}: it does not exist or is not shared with "
+                "you. Ask its owner to share it.",
+                owner=ref.owner,
+                name=ref.name,
             )
         versions = ds.live_versions()
         if ref.version is None:
             if not versions:
-                raise UserError(400, f"The dataset {ds.ref} has no versions yet.")
+                raise UserError(400, "The dataset {dataset} has no versions yet.", dataset=ds.ref)
             version = versions[-1]
         else:
             version = next((v for v in versions if v.number == ref.version), None)
+            if version is None and versions:
+                raise UserError(
+                    400,
+                    "The dataset {dataset} has no version {version} (it has: {have}).",
+                    dataset=ds.ref,
+                    version=ref.version,
+                    have=", ".join(str(v.number) for v in versions),
+                )
             if version is None:
-                have = ", ".join(str(v.number) for v in versions) or "none"
-                raise UserError(400, f"The dataset {ds.ref} has no version {ref.version} (it has: {have}).")
+                raise UserError(
+                    400,
+                    "The dataset {dataset} has no version {version} (it has: none).",
+                    dataset=ds.ref,
+                    version=ref.version,
+                )
         plan.append(
             {
                 "slot": slot,
@@ -333,17 +363,27 @@ class DatasetRules(LoggingConfigurable):
                     size += e.st.st_size
                 elif stat.S_ISLNK(mode):
                     if paths.link_escapes(e.rel, tree.readlink(e.rel)):
-                        bad.append(f"{rel} (a link pointing outside)")
+                        bad.append(i18n.N_("{path} (a link pointing outside)").format(path=rel))
                 elif not stat.S_ISDIR(mode):
-                    bad.append(f"{rel} (a device, pipe or socket)")
+                    bad.append(i18n.N_("{path} (a device, pipe or socket)").format(path=rel))
                 if len(bad) > 100:
                     break
         if bad:
-            shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+            if len(bad) > 5:
+                raise UserError(
+                    400,
+                    "{label} cannot become a dataset: it has entries that point outside it or are not "
+                    "files: {entries}; and {more} more. Remove or replace them and try again.",
+                    label=label,
+                    entries="; ".join(bad[:5]),
+                    more=len(bad) - 5,
+                )
             raise UserError(
                 400,
-                f"{label} cannot become a dataset: it has entries that point outside it or are not "
-                f"files: {shown}. Remove or replace them and try again.",
+                "{label} cannot become a dataset: it has entries that point outside it or are not "
+                "files: {entries}. Remove or replace them and try again.",
+                label=label,
+                entries="; ".join(bad),
             )
         if (
             self.small_files_rule
@@ -353,9 +393,15 @@ class DatasetRules(LoggingConfigurable):
         ):
             raise UserError(
                 400,
-                f"{label} has {files:,} files averaging {size / files / 1e3:,.0f} kB ({size / 1e9:,.2f} GB in "
-                f"all). Datasets over {self.small_files_min_total / 1e9:g} GB must have files of "
-                f"{self.small_files_min_average / 1e6:g} MB or more on average: pack the small files into "
-                f"a few large ones (HDF5, LMDB, TFRecord, or tar archives) and try again.",
+                "{label} has {files:,} files averaging {average_kb:,.0f} kB ({total_gb:,.2f} GB in "
+                "all). Datasets over {over_gb:g} GB must have files of "
+                "{min_average_mb:g} MB or more on average: pack the small files into "
+                "a few large ones (HDF5, LMDB, TFRecord, or tar archives) and try again.",
+                label=label,
+                files=files,
+                average_kb=size / files / 1e3,
+                total_gb=size / 1e9,
+                over_gb=self.small_files_min_total / 1e9,
+                min_average_mb=self.small_files_min_average / 1e6,
             )
         return size, files

@@ -18,7 +18,7 @@ class UserError(web.HTTPError):
     checks). `detail` (optional) is for the log only.
     """
 
-    def __init__(self, status: int, message: str, detail: str | None = None, **params):
+    def __init__(self, status: int, message: str, /, detail: str | None = None, **params):
         self.template, self.params = message, params
         text = message.format(**params) if params else message
         super().__init__(status, detail or text, reason=None)

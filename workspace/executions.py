@@ -335,13 +335,13 @@ def history(db: Database, owner: str, name: str) -> list[dict] | None:
 
 
 def no_such_workspace(name: str) -> UserError:
-    return UserError(404, f"There is no workspace “{name}”.")
+    return UserError(404, "There is no workspace “{name}”.", name=name)
 
 
 def _numbered(session: Session, ws: Workspace | None, name: str, number: int) -> Execution:
     ex = execution_by_number(session, ws, number) if ws is not None else None
     if ex is None:
-        raise UserError(404, f"Workspace “{name}” has no execution #{number}.")
+        raise UserError(404, "Workspace “{name}” has no execution #{number}.", name=name, number=number)
     return ex
 
 
@@ -380,8 +380,9 @@ def check_workspace_name(name: str) -> str:
     if not WORKSPACE_NAME.match(name):
         raise UserError(
             400,
-            f"“{name}” cannot be a workspace name: use 1–63 lower-case letters, digits, “-”, “_” "
+            "“{name}” cannot be a workspace name: use 1–63 lower-case letters, digits, “-”, “_” "
             "or “.”, starting with a letter or digit (like “thesis” or “cs101-lab2”).",
+            name=name,
         )
     return name
 
@@ -426,8 +427,9 @@ def parse_continue_from(value) -> str | int:
 def _bad_continue(value) -> UserError:
     return UserError(
         400,
-        f"“Continue from” must be “latest”, “fresh” or the number of an earlier execution "
-        f"of this workspace (like 3), not {value!r}.",
+        "“Continue from” must be “latest”, “fresh” or the number of an earlier execution "
+        "of this workspace (like 3), not {value!r}.",
+        value=value,
     )
 
 
@@ -449,8 +451,17 @@ def plan_continuation(session: Session, ws: Workspace, choice: str | int) -> tup
     parent = execution_by_number(session, ws, choice)
     if parent is None:
         numbers = sorted(e.number for e in ws.executions)
-        known = f"It has executions {_ranges(numbers)}." if numbers else "It has no executions yet."
-        raise UserError(400, f"Workspace “{ws.name}” has no execution #{choice}. {known}")
+        if numbers:
+            raise UserError(
+                400,
+                "Workspace “{name}” has no execution #{number}. It has executions {numbers}.",
+                name=ws.name,
+                number=choice,
+                numbers=_ranges(numbers),
+            )
+        raise UserError(
+            400, "Workspace “{name}” has no execution #{number}. It has no executions yet.", name=ws.name, number=choice
+        )
     return parent, nearest_output(parent)
 
 

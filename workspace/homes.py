@@ -47,6 +47,16 @@ class StoreFullError(HomeStoreError):
     """The store's filesystem is full."""
 
 
+class PathEscapeError(HomeStoreError):
+    """A path inside an output leads through a link or out of it (the user's to fix)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(
+            f"{path!r} leads through a link or out of the output; give the path of a real directory inside it"
+        )
+
+
 def _is_full(err: BaseException | str) -> bool:
     if isinstance(err, OSError):
         return err.errno in (errno.ENOSPC, errno.EDQUOT)
@@ -204,9 +214,7 @@ class HomeStore(LoggingConfigurable):
             try:
                 fd, inner = tree.proc_path(subdir.strip("/"))
             except paths.Escape:
-                raise HomeStoreError(
-                    f"{subdir!r} leads through a link or out of the output; give the path of a real directory inside it"
-                )
+                raise PathEscapeError(subdir)
             except (FileNotFoundError, NotADirectoryError):
                 raise FileNotFoundError(subdir)
             try:

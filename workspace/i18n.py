@@ -78,7 +78,7 @@ def js_messages(locale: str) -> dict[str, str]:
     }
 
 
-def translate(locale: str, message: str, **params) -> str:
+def translate(locale: str, message: str, /, **params) -> str:
     """`message` in `locale`, its `{placeholders}` filled from `params`."""
     text = translations(locale).gettext(message)
     if not params:

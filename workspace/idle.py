@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from traitlets import Dict, Float
 from traitlets.config import Configurable
 
+from . import i18n
+
 POLICY_FIELDS = ("browser_timeout", "cpu_threshold", "cpu_window", "gpu_threshold", "max_runtime", "warn_before")
 
 
@@ -139,16 +141,18 @@ class Verdict:
     stop_at: float | None = None
 
 
-def duration(seconds: float) -> str:
-    """`45 s`, `31 min`, `3 h 5 min`."""
+def duration(seconds: float, locale: str = i18n.DEFAULT) -> str:
+    """`45 s`, `31 min`, `3 h 5 min` (in `locale`)."""
     seconds = max(0, int(round(seconds)))
     if seconds < 120:
-        return f"{seconds} s"
+        return i18n.translate(locale, "{seconds} s", seconds=seconds)
     minutes = seconds // 60
     if minutes < 120:
-        return f"{minutes} min"
+        return i18n.translate(locale, "{minutes} min", minutes=minutes)
     hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return i18n.translate(locale, "{hours} h {minutes} min", hours=hours, minutes=minutes)
+    return i18n.translate(locale, "{hours} h", hours=hours)
 
 
 def clock_time(t: float) -> str:
@@ -210,17 +214,26 @@ class Watch:
         return at
 
     def evidence(self, now: float, limits: Limits, gpu_percent: float | None) -> str:
-        parts = [f"no browser for {duration(now - self.last_browser)}"]
+        """Why an idle workspace was stopped, for its record (in English, as records are kept)."""
         avg = self.cpu_average(now, limits.cpu_window)
-        span = min(limits.cpu_window, now - self.first_seen)
-        if avg is not None:
-            parts.append(f"CPU {avg:.1f} % average over {duration(span)}")
-        if gpu_percent is not None:
-            parts.append(f"GPU {gpu_percent:.0f} %")
-        return "; ".join(parts)
+        figures = dict(
+            browser=duration(now - self.last_browser),
+            cpu=avg,
+            span=duration(min(limits.cpu_window, now - self.first_seen)),
+            gpu=gpu_percent,
+        )
+        if avg is not None and gpu_percent is not None:
+            text = i18n.N_("no browser for {browser}; CPU {cpu:.1f} % average over {span}; GPU {gpu:.0f} %")
+        elif avg is not None:
+            text = i18n.N_("no browser for {browser}; CPU {cpu:.1f} % average over {span}")
+        elif gpu_percent is not None:
+            text = i18n.N_("no browser for {browser}; GPU {gpu:.0f} %")
+        else:
+            text = i18n.N_("no browser for {browser}")
+        return text.format(**figures)
 
-    def decide(self, obs: Observation, limits: Limits) -> Verdict:
-        """Update the memory with `obs` and say what to do now."""
+    def decide(self, obs: Observation, limits: Limits, locale: str = i18n.DEFAULT) -> Verdict:
+        """Update the memory with `obs` and say what to do now (the user's messages in `locale`)."""
         self.observe(obs, limits)
         now = obs.now
         if limits.max_runtime > 0:
@@ -229,8 +242,9 @@ class Watch:
                 return Verdict(
                     "cull",
                     "max_runtime",
-                    evidence=f"ran for {duration(now - obs.started)}; "
-                    f"the maximum run time is {duration(limits.max_runtime)}",
+                    evidence=i18n.N_("ran for {ran}; the maximum run time is {maximum}").format(
+                        ran=duration(now - obs.started), maximum=duration(limits.max_runtime)
+                    ),
                 )
             if (
                 now >= end - limits.warn_before
@@ -242,10 +256,14 @@ class Watch:
                     "warn",
                     "max_runtime",
                     stop_at=end,
-                    message=(
-                        f"This workspace will be stopped at {clock_time(end)} (in {duration(end - now)}): it reaches "
-                        f"its maximum run time of {duration(limits.max_runtime)}. Your home is saved when it stops; "
-                        "you can start it again and continue from this execution."
+                    message=i18n.translate(
+                        locale,
+                        "This workspace will be stopped at {time} (in {left}): it reaches "
+                        "its maximum run time of {maximum}. Your home is saved when it stops; "
+                        "you can start it again and continue from this execution.",
+                        time=clock_time(end),
+                        left=duration(end - now, locale),
+                        maximum=duration(limits.max_runtime, locale),
                     ),
                 )
         if self.warning is not None and self.warning.kind == "max_runtime":
@@ -258,7 +276,9 @@ class Watch:
         )
         if active_since_warning:
             self.warning = None
-            return Verdict("withdraw", "idle", message="Activity seen: this workspace keeps running.")
+            return Verdict(
+                "withdraw", "idle", message=i18n.translate(locale, "Activity seen: this workspace keeps running.")
+            )
         idle_at = self.idle_at(limits)
         if self.warning is not None:
             if now >= self.warning.stop_at:
@@ -279,10 +299,14 @@ class Watch:
                 "warn",
                 "idle",
                 stop_at=stop_at,
-                message=(
-                    f"This workspace seems idle (no open tab, CPU under {limits.cpu_threshold:g} %) and will be "
-                    f"stopped at {clock_time(stop_at)} (in {duration(stop_at - now)}) to free its resources. "
-                    "Open it in your browser or keep a program running to keep it. Your home is saved when it stops."
+                message=i18n.translate(
+                    locale,
+                    "This workspace seems idle (no open tab, CPU under {threshold:g} %) and will be "
+                    "stopped at {time} (in {left}) to free its resources. "
+                    "Open it in your browser or keep a program running to keep it. Your home is saved when it stops.",
+                    threshold=limits.cpu_threshold,
+                    time=clock_time(stop_at),
+                    left=duration(stop_at - now, locale),
                 ),
             )
         return Verdict("keep")

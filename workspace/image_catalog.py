@@ -11,6 +11,8 @@ import time
 
 import docker
 
+from . import i18n
+
 CACHE_SECONDS = 60.0
 # what a form's label names, in this order, where the image has it
 SHOWN = ("python", "cuda", "torch", "torchvision", "numpy", "pandas", "scikit-learn", "jupyterlab")
@@ -51,11 +53,12 @@ def describe(client, names: list[str], now=time.monotonic) -> list[dict]:
     return out
 
 
-def label(info: dict) -> str:
-    """One line for a form: `workspace-pytorch:latest · 6.1 GB · Python 3.11.2, CUDA 12.4.127, torch 2.5.1`."""
+def label(info: dict, locale: str = "en") -> str:
+    """One line for a form: `workspace-pytorch:latest · 6.1 GB · Python 3.11.2, CUDA 12.4.127, torch 2.5.1`
+    (in `locale`: only an image that is not installed has words to translate)."""
     parts = [info["name"]]
     if not info["available"]:
-        return f"{info['name']} (not installed on this server)"
+        return i18n.translate(locale, "{image} (not installed on this server)", image=info["name"])
     if info.get("size"):
         parts.append(f"{info['size'] / 1e9:.1f} GB")
     versions = info.get("versions") or {}
@@ -66,8 +69,8 @@ def label(info: dict) -> str:
     return " · ".join(parts)
 
 
-def labels(describe, names: list[str], refs: dict[str, str]) -> dict[str, str]:
+def labels(describe, names: list[str], refs: dict[str, str], locale: str = "en") -> dict[str, str]:
     """{name: label} of the images a form offers; `refs` maps a name to its engine image where they differ
     (a user's image, “alice/nlp”, is `<deployment>-user-7:2` to the engine) (blocking)."""
     described = describe([refs.get(n, n) for n in names])
-    return {name: label({**info, "name": name}) for name, info in zip(names, described)}
+    return {name: label({**info, "name": name}, locale) for name, info in zip(names, described)}

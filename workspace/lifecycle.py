@@ -22,7 +22,7 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from . import courses, replication
+from . import courses, i18n, replication
 from .copier import Transfer
 from .db import Database, utcnow
 from .executions import (
@@ -38,6 +38,16 @@ from .executions import (
 from .homes import HomeStore, HomeStoreError, StoreFullError
 
 log = logging.getLogger("workspace.lifecycle")
+
+# what an execution's record says of a failed save (its page shows it)
+SAVE_FAILED_FULL = i18n.N_(
+    "The home could not be saved because the storage is full. Nothing is lost: the home is kept "
+    "and the save is retried automatically; an administrator may need to free space."
+)
+SAVE_FAILED = i18n.N_(
+    "The home could not be saved. Nothing is lost: the home is kept and the save is retried automatically."
+)
+SAVING = i18n.N_("Saving the home")
 
 LEASE = dt.timedelta(minutes=10)
 PROCESS = f"{os.uname().nodename}:{os.getpid()}"
@@ -61,24 +71,38 @@ class StartPlan:
     starter: str | None = None  # a course's starter restored instead: "course (owner/workspace #n)"
     report_key: str | None = None  # the workspace's secret for the culler's calls
 
-    def describe(self) -> str:
-        """The sentence the progress stream shows about what is restored."""
+    def describe(self, locale: str = i18n.DEFAULT) -> str:
+        """The sentence the progress stream shows about what is restored, in `locale`."""
         if self.starter:
-            return f"Execution #{self.number} starts from the starter of the course {self.starter}"
+            return i18n.translate(
+                locale,
+                "Execution #{number} starts from the starter of the course {starter}",
+                number=self.number,
+                starter=self.starter,
+            )
         if self.restore_from is None and self.parent is None:
-            return f"Execution #{self.number} starts with an empty home"
+            return i18n.translate(locale, "Execution #{number} starts with an empty home", number=self.number)
         if self.restore_from is None:
-            return (
-                f"Execution #{self.number} continues from #{self.parent}, which has no saved output "
-                f"and no earlier output in its lineage: starting with an empty home"
+            return i18n.translate(
+                locale,
+                "Execution #{number} continues from #{parent}, which has no saved output "
+                "and no earlier output in its lineage: starting with an empty home",
+                number=self.number,
+                parent=self.parent,
             )
         if self.restore_from != self.parent:
-            return (
-                f"Execution #{self.number} continues from #{self.parent}, which has no saved output "
-                f"(it was closed while preparing, or its save failed): restoring #{self.restore_from}, "
-                f"its nearest earlier execution with output"
+            return i18n.translate(
+                locale,
+                "Execution #{number} continues from #{parent}, which has no saved output "
+                "(it was closed while preparing, or its save failed): restoring #{restored}, "
+                "its nearest earlier execution with output",
+                number=self.number,
+                parent=self.parent,
+                restored=self.restore_from,
             )
-        return f"Execution #{self.number} continues from #{self.parent}"
+        return i18n.translate(
+            locale, "Execution #{number} continues from #{parent}", number=self.number, parent=self.parent
+        )
 
 
 def begin(
@@ -222,13 +246,44 @@ def restore(db: Database, store: HomeStore, plan: StartPlan, progress: Callable[
 class HomeLimit:
     bytes: int | None  # None: no limit
     enforced: bool  # by the filesystem (else watched and warned about)
-    reason: str = ""  # why it is what it is, for the progress stream
+    # why it is what it is, for the progress stream: "" (the type's), "cleanup" (cleanup mode: the home's
+    # size now), "over" (the home is larger than the type's limit already: it may not grow)
+    why: str = ""
+    used: int = 0  # bytes the home took when the limit was set
+    type_limit: int | None = None  # the resource type's limit (bytes)
 
-    def describe(self) -> str | None:
+    def describe(self, locale: str = i18n.DEFAULT) -> str | None:
+        """The progress stream's sentence about the limit, in `locale` (None: no limit)."""
         if self.bytes is None:
             return None
-        how = "writes past it fail (“Disk quota exceeded”)" if self.enforced else "you are warned as the home nears it"
-        return f"Home size limit {self.bytes / 1e9:,.2f} GB ({how}){self.reason}"
+        figures = dict(limit_gb=self.bytes / 1e9, used_gb=self.used / 1e9, type_gb=(self.type_limit or 0) / 1e9)
+        if self.why == "cleanup" and self.enforced:
+            message = i18n.N_(
+                "Home size limit {limit_gb:,.2f} GB (writes past it fail (“Disk quota exceeded”)); "
+                "cleanup mode: the home ({used_gb:,.2f} GB) may only shrink"
+            )
+        elif self.why == "cleanup":
+            message = i18n.N_(
+                "Home size limit {limit_gb:,.2f} GB (you are warned as the home nears it); "
+                "cleanup mode: the home ({used_gb:,.2f} GB) may only shrink"
+            )
+        elif self.why == "over" and self.enforced:
+            message = i18n.N_(
+                "Home size limit {limit_gb:,.2f} GB (writes past it fail (“Disk quota exceeded”)); "
+                "your home ({used_gb:,.2f} GB) is already larger than this resource type's {type_gb:,.2f} GB, "
+                "so it may not grow: delete files, or choose a larger type"
+            )
+        elif self.why == "over":
+            message = i18n.N_(
+                "Home size limit {limit_gb:,.2f} GB (you are warned as the home nears it); "
+                "your home ({used_gb:,.2f} GB) is already larger than this resource type's {type_gb:,.2f} GB, "
+                "so it may not grow: delete files, or choose a larger type"
+            )
+        elif self.enforced:
+            message = i18n.N_("Home size limit {limit_gb:,.2f} GB (writes past it fail (“Disk quota exceeded”))")
+        else:
+            message = i18n.N_("Home size limit {limit_gb:,.2f} GB (you are warned as the home nears it)")
+        return i18n.translate(locale, message, **figures)
 
 
 def limit_home(db: Database, store: HomeStore, plan: StartPlan) -> HomeLimit:
@@ -245,20 +300,17 @@ def _home_limit(store: HomeStore, plan: StartPlan) -> HomeLimit:
     if plan.cleanup_slack is None and not plan.home_limit:
         return HomeLimit(None, False)
     used = store.home_usage(plan.live_key)
-    reason = ""
+    why = ""
     if plan.cleanup_slack is not None:
         limit = used + plan.cleanup_slack
-        reason = f"; cleanup mode: the home ({used / 1e9:,.2f} GB) may only shrink"
+        why = "cleanup"
     else:
         limit = plan.home_limit
         if used >= limit:
             limit = used + (64 << 20)
-            reason = (
-                f"; your home ({used / 1e9:,.2f} GB) is already larger than this resource type's "
-                f"{plan.home_limit / 1e9:,.2f} GB, so it may not grow: delete files, or choose a larger type"
-            )
+            why = "over"
     enforced = store.limit_home(plan.live_key, limit)
-    return HomeLimit(limit, enforced, reason)
+    return HomeLimit(limit, enforced, why, used, plan.home_limit)
 
 
 def discard(
@@ -331,7 +383,7 @@ def save(
             ex.stop_reason, ex.stop_detail = stop_reason, detail
         label = f"#{ex.number}"
         ex.error = None
-        ex.to(s, "saving", "Saving the home")
+        ex.to(s, "saving", SAVING)
     try:
         if store.has_snapshot(snapshot_key):
             stats = Transfer()  # saved before a crash, not yet recorded
@@ -340,13 +392,7 @@ def save(
         else:
             stats = store.save(live_key, snapshot_key, parent, _SaveProgress(db, execution_id, owner))
     except (HomeStoreError, OSError) as e:
-        full = isinstance(e, StoreFullError)
-        message = (
-            "The home could not be saved because the storage is full. Nothing is lost: the home is kept "
-            "and the save is retried automatically; an administrator may need to free space."
-            if full
-            else "The home could not be saved. Nothing is lost: the home is kept and the save is retried automatically."
-        )
+        message = SAVE_FAILED_FULL if isinstance(e, StoreFullError) else SAVE_FAILED
         log.error("save of execution %s failed: %s", execution_id, e)
         with db.session() as s:
             ex = s.get(Execution, execution_id)

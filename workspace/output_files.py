@@ -21,7 +21,7 @@ import re
 import stat
 from urllib.parse import quote
 
-from . import paths
+from . import i18n, paths
 from .archives import kind_of
 from .errors import UserError
 
@@ -67,7 +67,14 @@ def page_args(offset: str | None, limit: str | None) -> tuple[int, int]:
         if value is None or value == "":
             return default
         if not value.isdigit() or len(value) > 12 or not low <= int(value) <= high:
-            raise UserError(400, f"“{name}” must be a whole number from {low:,} to {high:,}, not {value[:40]!r}.")
+            raise UserError(
+                400,
+                "“{name}” must be a whole number from {low:,} to {high:,}, not {value!r}.",
+                name=name,
+                low=low,
+                high=high,
+                value=value[:40],
+            )
         return int(value)
 
     return number(offset, "offset", 0, 0, MAX_OFFSET), number(limit, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
@@ -120,20 +127,24 @@ def resolve(tree: paths.Tree, rel: bytes) -> os.stat_result:
                     raise _through_link(rel)
             except (OSError, paths.Escape):
                 break
-        raise UserError(404, f"There is no “{shown(rel)}” in this output.")
+        raise UserError(404, "There is no “{path}” in this output.", path=shown(rel))
 
 
 def is_a_link(rel: bytes, target: bytes) -> UserError:
     return UserError(
-        400, f"“{shown(rel)}” is a link to “{shown(target)}”; links in an output are shown, never followed."
+        400,
+        "“{path}” is a link to “{target}”; links in an output are shown, never followed.",
+        path=shown(rel),
+        target=shown(target),
     )
 
 
 def _through_link(rel: bytes) -> UserError:
     return UserError(
         400,
-        f"“{shown(rel)}” leads through a link; links in an output are shown, never followed. "
+        "“{path}” leads through a link; links in an output are shown, never followed. "
         "Give the path of a real directory or file.",
+        path=shown(rel),
     )
 
 
@@ -144,7 +155,7 @@ def listing(tree: paths.Tree, rel: bytes, offset: int = 0, limit: int = DEFAULT_
     its page, not its size), and only the page's entries are looked at."""
     st = resolve(tree, rel)
     if not stat.S_ISDIR(st.st_mode):
-        raise UserError(400, f"“{shown(rel)}” is a {kind_of(st)}, not a directory.")
+        raise UserError(400, "“{path}” is a {kind}, not a directory.", path=shown(rel), kind=kind_of(st))
     fd = tree.opendir(rel)
     total = 0
 
@@ -191,15 +202,17 @@ def open_file(tree: paths.Tree, rel: bytes) -> tuple[int, os.stat_result]:
     if kind == "link":
         raise is_a_link(rel, tree.readlink(rel))
     if kind != "file":
-        raise UserError(400, f"“{shown(rel)}” is a {kind}, not a file: there is nothing to download.")
+        raise UserError(
+            400, "“{path}” is a {kind}, not a file: there is nothing to download.", path=shown(rel), kind=kind
+        )
     try:
         fd = tree.open(rel, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except paths.Escape:
-        raise UserError(400, f"“{shown(rel)}” leads through a link; links in an output are never followed.")
+        raise UserError(400, "“{path}” leads through a link; links in an output are never followed.", path=shown(rel))
     opened = os.fstat(fd)
     if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
         os.close(fd)
-        raise UserError(409, f"“{shown(rel)}” changed while it was opened; try again.")
+        raise UserError(409, "“{path}” changed while it was opened; try again.", path=shown(rel))
     return fd, opened
 
 
@@ -266,19 +279,19 @@ def text_preview(data: bytes, size: int) -> dict:
     return {"kind": "text", "text": text, "truncated": len(data) < size}
 
 
-def _text(value) -> str:
+def _text(value, locale: str = i18n.DEFAULT) -> str:
     if isinstance(value, list):
         value = "".join(v for v in value if isinstance(v, str))
     if not isinstance(value, str):
         return ""
-    return value if len(value) <= NOTEBOOK_TEXT else value[:NOTEBOOK_TEXT] + "\n… (cut)"
+    return value if len(value) <= NOTEBOOK_TEXT else value[:NOTEBOOK_TEXT] + "\n" + i18n.translate(locale, "… (cut)")
 
 
-def notebook(data: bytes) -> list[dict]:
+def notebook(data: bytes, locale: str = i18n.DEFAULT) -> list[dict]:
     """A notebook's cells for a page: each cell's type, source and text outputs (stream text, the
     plain-text form of results, errors without terminal colours). Nothing else of it is used: no
-    HTML, JavaScript or widget output is shown (an image output is named, not shown). The user's 400
-    for what is no notebook."""
+    HTML, JavaScript or widget output is shown (an image output is named, not shown; the notes are in
+    `locale`). The user's 400 for what is no notebook."""
     try:
         nb = json.loads(data)
     except ValueError:
@@ -296,23 +309,24 @@ def notebook(data: bytes) -> list[dict]:
                 continue
             kind = o.get("output_type")
             if kind == "stream":
-                shown_outputs.append({"kind": "stream", "text": _text(o.get("text"))})
+                shown_outputs.append({"kind": "stream", "text": _text(o.get("text"), locale)})
             elif kind in ("execute_result", "display_data"):
                 bundle = o.get("data") if isinstance(o.get("data"), dict) else {}
                 if "text/plain" in bundle:
-                    shown_outputs.append({"kind": "result", "text": _text(bundle["text/plain"])})
+                    shown_outputs.append({"kind": "result", "text": _text(bundle["text/plain"], locale)})
                 others = sorted(k for k in bundle if k != "text/plain" and isinstance(k, str))
                 if others:
-                    shown_outputs.append({"kind": "note", "text": f"({', '.join(others)[:200]} not shown here)"})
+                    note = i18n.translate(locale, "({types} not shown here)", types=", ".join(others)[:200])
+                    shown_outputs.append({"kind": "note", "text": note})
             elif kind == "error":
                 trace = o.get("traceback") if isinstance(o.get("traceback"), list) else []
                 text = "\n".join(t for t in trace if isinstance(t, str)) or f"{o.get('ename')}: {o.get('evalue')}"
-                shown_outputs.append({"kind": "error", "text": _ANSI.sub("", _text(text))})
+                shown_outputs.append({"kind": "error", "text": _ANSI.sub("", _text(text, locale))})
         count = cell.get("execution_count")
         out.append(
             {
                 "type": cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "raw",
-                "source": _text(cell.get("source")),
+                "source": _text(cell.get("source"), locale),
                 "count": count if isinstance(count, int) and not isinstance(count, bool) else None,
                 "outputs": shown_outputs,
             }

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from . import archives, courses, paths
+from . import archives, courses, i18n, paths
 from .db import Database, iso, utcnow
 from .errors import UserError
 from .executions import UNFINISHED, Execution, Snapshot, Workspace, execution_by_number, find_workspace
@@ -50,25 +50,43 @@ def dependants(session, ex: Execution) -> list[Execution]:
     )
 
 
-def _why_not(session, ex: Execution) -> str | None:
+def _blocker(session, ex: Execution, locale: str = i18n.DEFAULT) -> tuple[str, str] | None:
+    """Why the output of `ex` must stay, as (kind, what): ("saving", the executions that continue from it
+    and have not finished saving) or ("starter", the courses it is the starter of); None: it may go."""
     users = dependants(session, ex)
     if users:
-        names = ", ".join(
-            f"#{u.number} ({u.state})"
+        return "saving", ", ".join(
+            i18n.translate(locale, "#{number} ({state})", number=u.number, state=u.state)
             if u.workspace_id == ex.workspace_id
-            else f"{u.workspace.owner}'s #{u.number} ({u.state})"
+            else i18n.translate(
+                locale, "{owner}'s #{number} ({state})", owner=u.workspace.owner, number=u.number, state=u.state
+            )
             for u in users
-        )
-        return (
-            f"execution {names} continues from it and has not finished saving; stop it (and let its save finish) first"
         )
     taught = courses.starter_of_courses(session, ex)
     if taught:
-        return (
-            f"it is the starter of the course {', '.join(taught)}, which students' first starts restore; "
-            "set another starter first"
-        )
+        return "starter", ", ".join(taught)
     return None
+
+
+def _why_not(session, ex: Execution, locale: str = i18n.DEFAULT) -> str | None:
+    """Why the output of `ex` must stay, in `locale`; None: it may go."""
+    blocker = _blocker(session, ex, locale)
+    if blocker is None:
+        return None
+    kind, what = blocker
+    if kind == "saving":
+        return i18n.translate(
+            locale,
+            "execution {executions} continues from it and has not finished saving; stop it (and let its save "
+            "finish) first",
+            executions=what,
+        )
+    return i18n.translate(
+        locale,
+        "it is the starter of the course {courses}, which students' first starts restore; set another starter first",
+        courses=what,
+    )
 
 
 def delete_output(db: Database, store, owner: str, name: str, number: int) -> dict:
@@ -77,12 +95,28 @@ def delete_output(db: Database, store, owner: str, name: str, number: int) -> di
         ws = find_workspace(s, owner, name)
         ex = execution_by_number(s, ws, number) if ws is not None else None
         if ex is None:
-            raise UserError(404, f"Workspace “{name}” has no execution #{number}.")
+            raise UserError(404, "Workspace “{name}” has no execution #{number}.", name=name, number=number)
         if not ex.has_output:
-            raise UserError(409, f"Execution #{number} of “{name}” has no saved output to delete.")
-        why = _why_not(s, ex)
-        if why:
-            raise UserError(409, f"The output of #{number} cannot be deleted: {why}.")
+            raise UserError(
+                409, "Execution #{number} of “{name}” has no saved output to delete.", number=number, name=name
+            )
+        blocker = _blocker(s, ex)
+        if blocker is not None and blocker[0] == "saving":
+            raise UserError(
+                409,
+                "The output of #{number} cannot be deleted: execution {executions} continues from it and has not "
+                "finished saving; stop it (and let its save finish) first.",
+                number=number,
+                executions=blocker[1],
+            )
+        if blocker is not None:
+            raise UserError(
+                409,
+                "The output of #{number} cannot be deleted: it is the starter of the course {courses}, which "
+                "students' first starts restore; set another starter first.",
+                number=number,
+                courses=blocker[1],
+            )
         snap = ex.snapshot
         snap.deleted = utcnow()
         key, size, files = snap.key, snap.bytes, snap.files
@@ -90,22 +124,24 @@ def delete_output(db: Database, store, owner: str, name: str, number: int) -> di
     return {"workspace": name, "number": number, "bytes": size, "files": files}
 
 
-def old_outputs(session, owner: str, keep: int) -> list[tuple[Execution, str | None]]:
-    """Every output of the user's workspaces but the newest `keep` of each, with why it must stay (or None)."""
+def old_outputs(session, owner: str, keep: int, locale: str = i18n.DEFAULT) -> list[tuple[Execution, str | None]]:
+    """Every output of the user's workspaces but the newest `keep` of each, with why it must stay (or None),
+    in `locale`."""
     out = []
     for ws in session.scalars(select(Workspace).where(Workspace.owner == owner).order_by(Workspace.name)):
         with_output = [e for e in sorted(ws.executions, key=lambda e: e.number, reverse=True) if e.has_output]
         for ex in with_output[keep:]:
-            out.append((ex, _why_not(session, ex)))
+            out.append((ex, _why_not(session, ex, locale)))
     return out
 
 
-def cleanup(db: Database, store, owner: str, keep: int = 1) -> dict:
-    """Delete the old outputs of every workspace of the user, keeping the newest `keep` of each (blocking)."""
+def cleanup(db: Database, store, owner: str, keep: int = 1, locale: str = i18n.DEFAULT) -> dict:
+    """Delete the old outputs of every workspace of the user, keeping the newest `keep` of each (blocking);
+    why one was kept is said in `locale`."""
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
         raise UserError(400, "“keep” must be a whole number of outputs to keep per workspace, at least 1.")
     with db.session() as s:
-        plan = [(ex.workspace.name, ex.number, why) for ex, why in old_outputs(s, owner, keep)]
+        plan = [(ex.workspace.name, ex.number, why) for ex, why in old_outputs(s, owner, keep, locale)]
     deleted, kept = [], []
     for name, number, why in plan:
         if why:
@@ -114,7 +150,7 @@ def cleanup(db: Database, store, owner: str, keep: int = 1) -> dict:
         try:
             deleted.append(delete_output(db, store, owner, name, number))
         except UserError as e:  # it changed meanwhile (a new start continues from it)
-            kept.append({"workspace": name, "number": number, "reason": e.jupyterhub_message})
+            kept.append({"workspace": name, "number": number, "reason": e.in_locale(locale)})
     return {"deleted": deleted, "kept": kept}
 
 
@@ -150,13 +186,28 @@ class Located:
 def _output_of(session, ex: Execution, name: str, number: int) -> Snapshot:
     """The execution's snapshot, or the user's 4xx saying why it has none to read."""
     if ex.snapshot is not None and ex.snapshot.deleted is not None:
-        raise UserError(410, f"The output of “{name}” #{number} was deleted on {iso(ex.snapshot.deleted)[:10]}.")
+        raise UserError(
+            410,
+            "The output of “{name}” #{number} was deleted on {date}.",
+            name=name,
+            number=number,
+            date=iso(ex.snapshot.deleted)[:10],
+        )
     if ex.snapshot is None:
         if ex.state in UNFINISHED:
             raise UserError(
-                409, f"“{name}” #{number} is {ex.state.replace('_', ' ')}: its output exists once its home is saved."
+                409,
+                "“{name}” #{number} is {state}: its output exists once its home is saved.",
+                name=name,
+                number=number,
+                state=ex.state.replace("_", " "),
             )
-        raise UserError(404, f"“{name}” #{number} has no saved output (it ended before its home was saved).")
+        raise UserError(
+            404,
+            "“{name}” #{number} has no saved output (it ended before its home was saved).",
+            name=name,
+            number=number,
+        )
     return ex.snapshot
 
 
@@ -168,15 +219,26 @@ def locate(db: Database, store, node_stores, owner: str, name: str, number: int,
         ex = execution_by_number(s, ws, number) if ws is not None else None
         if ex is None:
             if ws is None:
-                raise UserError(404, f"There is no workspace “{name}”.")
-            raise UserError(404, f"Workspace “{name}” has no execution #{number}.")
+                raise UserError(404, "There is no workspace “{name}”.", name=name)
+            raise UserError(404, "Workspace “{name}” has no execution #{number}.", name=name, number=number)
         snap = _output_of(s, ex, name, number)
         root = tree_of(store, node_stores, snap, record)
+        if root is None and snap.node:
+            raise UserError(
+                409,
+                "The output of “{name}” #{number} is still being copied from {node} to the "
+                "central store; please try again in a minute.",
+                name=name,
+                number=number,
+                node=snap.node,
+            )
         if root is None:
             raise UserError(
                 409,
-                f"The output of “{name}” #{number} is still being copied from {snap.node or 'its node'} to the "
+                "The output of “{name}” #{number} is still being copied from its node to the "
                 "central store; please try again in a minute.",
+                name=name,
+                number=number,
             )
         return Located(root, name, number, iso(snap.created), f"{name}-{number}")
 
@@ -236,10 +298,11 @@ def collection(
     before: dt.datetime | None,
     not_collected: dict[str, str] | None = None,
     record=None,
+    locale: str = i18n.DEFAULT,
 ) -> list[Collected]:
     """For each of `students` (a course's enrolled students, nobody else), their latest saved output of
-    `workspace` (saved at or before `before`, when given), or why there is none; `not_collected`:
-    members left out, with why (blocking)."""
+    `workspace` (saved at or before `before`, when given), or why there is none (in `locale`);
+    `not_collected`: members left out, with why (blocking)."""
     out = []
     not_collected = not_collected or {}
     with db.session() as s:
@@ -251,31 +314,43 @@ def collection(
                 continue
             ws = find_workspace(s, student, workspace)
             if ws is None:
-                item.reason = f"has no workspace “{workspace}”"
+                item.reason = i18n.translate(locale, "has no workspace “{workspace}”", workspace=workspace)
                 continue
             saved = [e for e in ws.executions if e.has_output and (before is None or e.snapshot.created <= before)]
             if not saved:
                 started = any(e.has_output for e in ws.executions)
                 item.reason = (
-                    f"saved nothing of “{workspace}” before {iso(before)}"
+                    i18n.translate(
+                        locale,
+                        "saved nothing of “{workspace}” before {before}",
+                        workspace=workspace,
+                        before=iso(before),
+                    )
                     if before is not None and started
-                    else f"has no saved output of “{workspace}” yet"
+                    else i18n.translate(locale, "has no saved output of “{workspace}” yet", workspace=workspace)
                 )
                 continue
             ex = max(saved, key=lambda e: e.snapshot.created)
             item.execution, item.saved_at = ex.number, iso(ex.snapshot.created)
             item.root = tree_of(store, node_stores, ex.snapshot, record)
             if item.root is None:
-                item.reason = f"its output #{ex.number} is still being copied to the central store"
+                item.reason = i18n.translate(
+                    locale, "its output #{number} is still being copied to the central store", number=ex.number
+                )
     return out
 
 
 def write_collection(
-    w, items: list[Collected], rel: bytes, top: str, check: Callable[[], None] | None = None
+    w,
+    items: list[Collected],
+    rel: bytes,
+    top: str,
+    check: Callable[[], None] | None = None,
+    locale: str = i18n.DEFAULT,
 ) -> list[Collected]:
     """Write each collected student's `rel` into the archive writer `w` under `TOP/students/NAME/`, then
-    `TOP/manifest.csv` and `TOP/manifest.json` (what each got, or why not); the items, completed
-    (blocking: it reads the outputs)."""
+    `TOP/manifest.csv` and `TOP/manifest.json` (what each got, or why not, in `locale`); the items,
+    completed (blocking: it reads the outputs)."""
     shown = rel.decode("utf-8", "replace")
     for item in items:
         item.path = shown
@@ -289,24 +364,37 @@ def write_collection(
                 try:
                     st = tree.lstat(rel)
                 except paths.Escape:
-                    item.reason = f"“{shown}” leads through a link in the output; links are not followed"
+                    item.reason = i18n.translate(
+                        locale, "“{path}” leads through a link in the output; links are not followed", path=shown
+                    )
                     continue
                 except (FileNotFoundError, NotADirectoryError):
-                    item.reason = f"there is no “{shown}” in output #{item.execution}"
+                    item.reason = i18n.translate(
+                        locale, "there is no “{path}” in output #{number}", path=shown, number=item.execution
+                    )
                     continue
                 if archives.kind_of(st) not in ("file", "dir"):
-                    item.reason = f"“{shown}” is a {archives.kind_of(st)} in output #{item.execution}, not collected"
+                    item.reason = i18n.translate(
+                        locale,
+                        "“{path}” is a {kind} in output #{number}, not collected",
+                        path=shown,
+                        kind=archives.kind_of(st),
+                        number=item.execution,
+                    )
                     continue
                 got = archives.add_tree(w, tree, rel, name, check)
         except archives.Cancelled:
             raise
         except (OSError, paths.Escape) as e:
             log.warning("collecting %s's %s #%s: %s", item.student, item.workspace, item.execution, e)
-            item.status, item.reason = "error", "its output could not be read whole; what was read is in the archive"
+            item.status = "error"
+            item.reason = i18n.translate(locale, "its output could not be read whole; what was read is in the archive")
             continue
         item.status, item.files, item.bytes, item.links = "collected", got.files, got.bytes, got.links
-        if got.skipped:
-            item.reason = f"{len(got.skipped)} entr{'y' if len(got.skipped) == 1 else 'ies'} left out (links, pipes)"
+        if len(got.skipped) == 1:
+            item.reason = i18n.translate(locale, "{count} entry left out (links, pipes)", count=1)
+        elif got.skipped:
+            item.reason = i18n.translate(locale, "{count} entries left out (links, pipes)", count=len(got.skipped))
     rows = [item.row() for item in items]
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=MANIFEST_FIELDS, lineterminator="\n")

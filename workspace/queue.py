@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import func, select, text
 
+from . import i18n
 from .db import Database, utcnow
 from .errors import UserError
 from .executions import UNFINISHED, Execution, latest_sample
@@ -36,7 +37,7 @@ HOLDING = ("preparing", "pulling", "restoring", "running", "saving")
 # A waiting start renews its heartbeat (the execution's lease) every poll; one
 # not renewed for this long lost its hub (a restart) and leaves the queue.
 QUEUE_HEARTBEAT = dt.timedelta(seconds=30)
-STALE_MESSAGE = (
+STALE_MESSAGE = i18n.N_(
     "The hub restarted while this start waited in the queue; nothing ran, so nothing is lost. "
     "Start the workspace again."
 )
@@ -51,22 +52,44 @@ class Admission:
     estimate_s: float | None = None  # expected wait
     node: str | None = None  # where it was placed
 
-    def describe(self, rtype: ResourceType) -> str:
-        est = f"; about {_minutes(self.estimate_s)} to wait (from recent run lengths)" if self.estimate_s else ""
-        why = []
-        if rtype.capacity is not None:
-            why.append(f"{rtype.capacity} may run at once")
-        if rtype.gpus:
-            why.append(f"{rtype.gpus} GPU(s) each")
-        return (
-            f"Waiting for a free “{rtype.name}” ({', '.join(why)}): position {self.position} "
-            f"of {self.waiting} in the queue{est}"
+    def describe(self, rtype: ResourceType, locale: str = i18n.DEFAULT) -> str:
+        """The progress stream's sentence about the wait, in `locale`."""
+        if rtype.capacity is not None and rtype.gpus:
+            limits = i18n.translate(
+                locale, "{capacity} may run at once, {gpus} GPU(s) each", capacity=rtype.capacity, gpus=rtype.gpus
+            )
+        elif rtype.capacity is not None:
+            limits = i18n.translate(locale, "{capacity} may run at once", capacity=rtype.capacity)
+        elif rtype.gpus:
+            limits = i18n.translate(locale, "{gpus} GPU(s) each", gpus=rtype.gpus)
+        else:
+            limits = ""
+        if self.estimate_s:
+            return i18n.translate(
+                locale,
+                "Waiting for a free “{type}” ({limits}): position {position} of {waiting} in the queue; "
+                "about {wait} to wait (from recent run lengths)",
+                type=rtype.name,
+                limits=limits,
+                position=self.position,
+                waiting=self.waiting,
+                wait=_minutes(self.estimate_s, locale),
+            )
+        return i18n.translate(
+            locale,
+            "Waiting for a free “{type}” ({limits}): position {position} of {waiting} in the queue",
+            type=rtype.name,
+            limits=limits,
+            position=self.position,
+            waiting=self.waiting,
         )
 
 
-def _minutes(seconds: float) -> str:
+def _minutes(seconds: float, locale: str = i18n.DEFAULT) -> str:
     m = max(1, round(seconds / 60))
-    return f"{m} min" if m < 120 else f"{m / 60:.1f} h"
+    if m < 120:
+        return i18n.translate(locale, "{minutes} min", minutes=m)
+    return i18n.translate(locale, "{hours:.1f} h", hours=m / 60)
 
 
 _admit_lock = threading.Lock()
@@ -338,11 +361,15 @@ def admit_execution(
         if ex.state in HOLDING:
             return Admission(True, 0, 0, list(ex.gpu_ids or []), node=ex.node)
         if ex.state != "queued":  # ended while it waited (taken for gone: no heartbeat in time)
-            raise UserError(503, ex.stop_detail or "This start left the queue; start the workspace again.")
+            if ex.stop_detail == STALE_MESSAGE:
+                raise UserError(503, STALE_MESSAGE)
+            raise UserError(503, "This start left the queue; start the workspace again.", detail=ex.stop_detail)
         admission = admit(s, ex, rtype, inventories, prefer)
-        if admission.admitted:
-            gpus = f" with GPU(s) {', '.join(admission.gpu_ids)}" if admission.gpu_ids else ""
-            ex.to(s, "preparing", f"Admitted as “{rtype.name}”{gpus}")
+        if admission.admitted and admission.gpu_ids:
+            message = i18n.N_("Admitted as “{type}” with GPU(s) {gpus}")
+            ex.to(s, "preparing", message.format(type=rtype.name, gpus=", ".join(admission.gpu_ids)))
+        elif admission.admitted:
+            ex.to(s, "preparing", i18n.N_("Admitted as “{type}”").format(type=rtype.name))
         return admission
 
 

@@ -26,6 +26,7 @@ import datetime as dt
 import os
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, cast, func, select
@@ -33,11 +34,12 @@ from sqlalchemy.orm import Mapped, mapped_column
 from traitlets import Dict, Float, Int, Unicode
 from traitlets.config import LoggingConfigurable
 
-from . import paths, user_images
+from . import i18n, paths, user_images
 from .datasets import Dataset, DatasetVersion
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
 from .executions import Execution, Snapshot, Workspace
+from .i18n import N_
 from .resource_types import ResourceType, parse_bytes
 
 
@@ -175,6 +177,26 @@ class Item:
         return dict(self.__dict__)
 
 
+def item_label(item: dict, locale: str = "en") -> str:
+    """What the user reads of a stored item (`Item.as_dict()`, as `storage_usage.items` keeps it), in `locale`:
+    made again from its kind and ref, so a measurement taken in one language reads in any."""
+    kind, ref = item.get("kind"), item.get("ref") or {}
+    try:
+        if kind == "output":
+            return i18n.translate(
+                locale, "the output of “{workspace}” #{number}", workspace=ref["workspace"], number=ref["number"]
+            )
+        if kind == "dataset":
+            return i18n.translate(
+                locale, "dataset {dataset} v{version}", dataset=ref["dataset"], version=ref["version"]
+            )
+        if kind == "image":
+            return i18n.translate(locale, "image {image}", image=ref["image"])
+    except KeyError:
+        pass
+    return item.get("label", "")
+
+
 @dataclass
 class Footprint:
     bytes: int = 0
@@ -241,12 +263,8 @@ def owned_trees(session, store, owner: str) -> list[tuple[Item, os.PathLike]]:
         .order_by(Snapshot.created, Snapshot.id)
     )
     for ex, ws, snap in rows:
-        item = Item(
-            "output",
-            f"the output of “{ws.name}” #{ex.number}",
-            {"workspace": ws.name, "number": ex.number},
-            iso(snap.created),
-        )
+        ref = {"workspace": ws.name, "number": ex.number}
+        item = Item("output", item_label({"kind": "output", "ref": ref}), ref, iso(snap.created))
         trees.append((item, store.snapshot_path(snap.key)))
     versions = session.execute(
         select(DatasetVersion, Dataset)
@@ -255,22 +273,20 @@ def owned_trees(session, store, owner: str) -> list[tuple[Item, os.PathLike]]:
         .order_by(DatasetVersion.created, DatasetVersion.id)
     )
     for version, ds in versions:
-        item = Item(
-            "dataset",
-            f"dataset {ds.ref} v{version.number}",
-            {"dataset": ds.ref, "version": version.number},
-            iso(version.created),
-        )
+        ref = {"dataset": ds.ref, "version": version.number}
+        item = Item("dataset", item_label({"kind": "dataset", "ref": ref}), ref, iso(version.created))
         trees.append((item, store.dataset_path(version.key)))
     return trees
 
 
 def owned_images(session, owner: str) -> list[Item]:
     """The user's built images (#18), each its own layer's bytes (no files: they are the engine's)."""
-    return [
-        Item("image", f"image {i.full_name}", {"image": i.full_name}, iso(i.created), i.bytes, 0, i.bytes, 0)
-        for i in user_images.owned(session, owner)
-    ]
+    items = []
+    for i in user_images.owned(session, owner):
+        ref = {"image": i.full_name}
+        label = item_label({"kind": "image", "ref": ref})
+        items.append(Item("image", label, ref, iso(i.created), i.bytes, 0, i.bytes, 0))
+    return items
 
 
 def last_change(session, owner: str) -> dt.datetime | None:
@@ -362,12 +378,27 @@ def per_user(db: Database) -> list[dict]:
 # -- the verdict -----------------------------------------------------------------------
 
 
-def gb(n: int) -> str:
+def gb(n: int, locale: str = "en") -> str:
     if n >= 1e9:
         return f"{n / 1e9:,.1f} GB"
     if n >= 1e6:
         return f"{n / 1e6:,.1f} MB"
-    return f"{n / 1e3:,.0f} kB" if n >= 1e3 else f"{n} bytes"
+    if n >= 1e3:
+        return f"{n / 1e3:,.0f} kB"
+    return i18n.translate(locale, "{count} bytes", count=n)
+
+
+class QuotaError(UserError):
+    """The user's error about their storage, whose params are phrases of their own (the figures, what takes
+    the space, what was refused): `params(locale)` makes them in a reader's language, so `in_locale` says
+    the whole sentence in it. `message` is a literal marked `N_()` (Babel extracts it there)."""
+
+    def __init__(self, status: int, message: str, params: Callable[[str], dict]):
+        self.localized_params = params
+        super().__init__(status, message, **params(i18n.DEFAULT))
+
+    def in_locale(self, locale: str) -> str:
+        return i18n.translate(locale, self.template, **self.localized_params(locale))
 
 
 @dataclass
@@ -390,25 +421,48 @@ class Status:
     def near(self) -> bool:
         return any(f >= self.warn_fraction for f in self.fractions)
 
-    def figures(self) -> str:
-        parts = []
-        if self.limit.bytes:
-            parts.append(f"{gb(self.usage.bytes)} of {gb(self.limit.bytes)}")
-        else:
-            parts.append(gb(self.usage.bytes))
+    def figures(self, locale: str = "en") -> str:
+        """`2.0 MB of 1.0 GB, 12 of 1,000 files` (a figure without a limit alone), in `locale`."""
+        used, files = gb(self.usage.bytes, locale), self.usage.files
+        limit = gb(self.limit.bytes, locale) if self.limit.bytes else None
+        if limit and self.limit.files:
+            return i18n.translate(
+                locale,
+                "{used} of {limit}, {files:,} of {files_limit:,} files",
+                used=used,
+                limit=limit,
+                files=files,
+                files_limit=self.limit.files,
+            )
+        if limit:
+            return i18n.translate(locale, "{used} of {limit}, {files:,} files", used=used, limit=limit, files=files)
         if self.limit.files:
-            parts.append(f"{self.usage.files:,} of {self.limit.files:,} files")
-        else:
-            parts.append(f"{self.usage.files:,} files")
-        return ", ".join(parts)
+            return i18n.translate(
+                locale,
+                "{used}, {files:,} of {files_limit:,} files",
+                used=used,
+                files=files,
+                files_limit=self.limit.files,
+            )
+        return i18n.translate(locale, "{used}, {files:,} files", used=used, files=files)
 
     def largest_first(self) -> list[dict]:
         """What takes the space, the largest first (bytes, then files)."""
         return sorted(self.usage.items or [], key=lambda i: (i["bytes"], i["files"]), reverse=True)
 
-    def biggest(self, n: int = 3) -> str:
+    def biggest(self, n: int = 3, locale: str = "en") -> str:
         items = self.largest_first()[:n]
-        return "; ".join(f"{i['label']} ({gb(i['bytes'])}, {i['files']:,} files)" for i in items)
+        # the separator of a list of items (each with its figures in brackets)
+        return i18n.translate(locale, "; ").join(
+            i18n.translate(
+                locale,
+                "{item} ({size}, {files:,} files)",
+                item=item_label(i, locale),
+                size=gb(i["bytes"], locale),
+                files=i["files"],
+            )
+            for i in items
+        )
 
     def room(self, reserved_bytes: int = 0) -> tuple[int | None, int | None]:
         """(bytes, files) the user may still add (None: no limit), less `reserved_bytes` (uploads under way)."""
@@ -416,56 +470,102 @@ class Status:
         f = max(0, self.limit.files - self.usage.files) if self.limit.files else None
         return b, f
 
-    def refuse_beyond(self, what: str, size: int, reserved_bytes: int = 0) -> None:
-        """A 413 with the figures when `size` more bytes would pass the quota."""
+    def refuse_beyond(self, what: str, size: int, reserved_bytes: int = 0, **what_params) -> None:
+        """A 413 with the figures when `size` more bytes would pass the quota. `what` is what is refused, a
+        literal marked `N_()` (“Uploading {filename}”) with its placeholders from `what_params`."""
         left, files_left = self.room(reserved_bytes)
+
+        def params(locale: str) -> dict:
+            return {
+                "what": i18n.translate(locale, what, **what_params),
+                "size": gb(size, locale),
+                "left": gb(left, locale) if left is not None else "",
+                "held": gb(reserved_bytes, locale),
+                "figures": self.figures(locale),
+            }
+
         if files_left == 0:
-            raise UserError(
+            raise QuotaError(
                 413,
-                f"{what} is refused: your storage has no files left in its quota "
-                f"({self.figures()}). Free space on the Storage page first.",
+                N_(
+                    "{what} is refused: your storage has no files left in its quota ({figures}). "
+                    "Free space on the Storage page first."
+                ),
+                params,
             )
         if left is not None and size > left:
-            pending = f" ({gb(reserved_bytes)} of it held by uploads under way)" if reserved_bytes else ""
-            raise UserError(
+            if reserved_bytes:
+                raise QuotaError(
+                    413,
+                    N_(
+                        "{what} is refused: it needs {size} but your storage quota leaves {left} ({held} of it "
+                        "held by uploads under way) ({figures}). Free space on the Storage page, or ask for a "
+                        "larger quota."
+                    ),
+                    params,
+                )
+            raise QuotaError(
                 413,
-                f"{what} is refused: it needs {gb(size)} but your storage quota leaves "
-                f"{gb(left)}{pending} ({self.figures()}). Free space on the Storage page, "
-                "or ask for a larger quota.",
+                N_(
+                    "{what} is refused: it needs {size} but your storage quota leaves {left} ({figures}). "
+                    "Free space on the Storage page, or ask for a larger quota."
+                ),
+                params,
             )
 
-    def warning(self) -> str | None:
+    def warning(self, locale: str = "en") -> str | None:
         if self.over:
-            return (
-                f"Your storage is over its quota: {self.figures()}. A new start is refused until you free "
-                "space (a start in cleanup mode still works)."
+            return i18n.translate(
+                locale,
+                "Your storage is over its quota: {figures}. A new start is refused until you free space (a start "
+                "in cleanup mode still works).",
+                figures=self.figures(locale),
             )
         if self.near:
-            return (
-                f"Your storage is nearly full: {self.figures()}. Delete outputs or dataset versions you no "
-                "longer need on the Storage page."
+            return i18n.translate(
+                locale,
+                "Your storage is nearly full: {figures}. Delete outputs or dataset versions you no longer need on "
+                "the Storage page.",
+                figures=self.figures(locale),
             )
         return None
 
     def refusal(self, storage_url: str) -> UserError:
-        biggest = self.biggest()
-        return UserError(
+        """The user's 403 of a start over the quota (a `QuotaError`: it reads in the user's language whole)."""
+
+        def params(locale: str) -> dict:
+            return {"figures": self.figures(locale), "biggest": self.biggest(locale=locale), "storage_url": storage_url}
+
+        if self.largest_first():
+            return QuotaError(
+                403,
+                N_(
+                    "Your storage is over its quota ({figures}), so a new start is refused. The most space is "
+                    "taken by {biggest}. Free space on the Storage page ({storage_url}): delete outputs or dataset "
+                    "versions you no longer need. To delete files from your home, start the workspace in cleanup "
+                    "mode (a small workspace for a short time, whose home cannot grow)."
+                ),
+                params,
+            )
+        return QuotaError(
             403,
-            f"Your storage is over its quota ({self.figures()}), so a new start is refused. "
-            + (f"The most space is taken by {biggest}. " if biggest else "")
-            + f"Free space on the Storage page ({storage_url}): delete outputs or dataset versions you no longer "
-            "need. To delete files from your home, start the workspace in cleanup mode (a small workspace for a "
-            "short time, whose home cannot grow).",
+            N_(
+                "Your storage is over its quota ({figures}), so a new start is refused. Free space on the Storage "
+                "page ({storage_url}): delete outputs or dataset versions you no longer need. To delete files "
+                "from your home, start the workspace in cleanup mode (a small workspace for a short time, whose "
+                "home cannot grow)."
+            ),
+            params,
         )
 
-    def as_dict(self) -> dict:
+    def as_dict(self, locale: str = "en") -> dict:
         fb, ff = self.fractions
         return {
             "usage": {"bytes": self.usage.bytes, "files": self.usage.files},
             "limit": self.limit.as_dict(),
             "fraction": {"bytes": round(fb, 4), "files": round(ff, 4)},
             "over": self.over,
-            "warning": self.warning(),
+            "warning": self.warning(locale),
             "measured_at": iso(self.usage.measured_at),
             "items": self.usage.items or [],
         }
@@ -476,34 +576,61 @@ def status(db: Database, store, policy: StorageQuota, owner: str, groups) -> Sta
     return Status(current(db, store, owner), policy.limit_for(owner, groups), policy.warn_fraction)
 
 
-def home_files_notice(files: int, limit: int | None, warn_fraction: float = 0.9) -> str | None:
-    """What a workspace is told about its home's file count against its limit (None: nothing)."""
+def home_files_notice(files: int, limit: int | None, warn_fraction: float = 0.9, locale: str = "en") -> str | None:
+    """What a workspace is told about its home's file count against its limit (None: nothing), in `locale`."""
     if not limit or files < warn_fraction * limit:
         return None
-    how = (
-        "Delete files, or pack small files into a few archives (tar, zip, HDF5), before you stop: a "
-        "home saved over the limit starts again only in cleanup mode."
-    )
     if files > limit:
-        return f"Your home holds more than {limit:,} files, its limit. {how}"
-    return f"Your home holds {files:,} files, near its limit of {limit:,}. {how}"
+        return i18n.translate(
+            locale,
+            "Your home holds more than {limit:,} files, its limit. Delete files, or pack small files into a few "
+            "archives (tar, zip, HDF5), before you stop: a home saved over the limit starts again only in "
+            "cleanup mode.",
+            limit=limit,
+        )
+    return i18n.translate(
+        locale,
+        "Your home holds {files:,} files, near its limit of {limit:,}. Delete files, or pack small files into a "
+        "few archives (tar, zip, HDF5), before you stop: a home saved over the limit starts again only in "
+        "cleanup mode.",
+        files=files,
+        limit=limit,
+    )
 
 
-def home_notice(used: int, limit: int | None, enforced: bool, warn_fraction: float = 0.9) -> str | None:
-    """What a workspace is told about its home's size against its limit (None: nothing)."""
+def home_notice(
+    used: int, limit: int | None, enforced: bool, warn_fraction: float = 0.9, locale: str = "en"
+) -> str | None:
+    """What a workspace is told about its home's size against its limit (None: nothing), in `locale`."""
     if not limit or used < warn_fraction * limit:
         return None
-    figures = f"{gb(used)} of its {gb(limit)} limit ({used / limit:.0%})"
+    figures = {"used": gb(used, locale), "limit": gb(limit, locale), "fraction": used / limit}
     # a filesystem limit stops writes a block or so short of it: within 1 % is full
     if used >= (0.99 * limit if enforced else limit):
         if enforced:
-            return (
-                f"Your home is full: {figures}. Writing more fails with “Disk quota exceeded”; delete files "
-                "you no longer need (or start with a resource type with a larger home)."
+            return i18n.translate(
+                locale,
+                "Your home is full: {used} of its {limit} limit ({fraction:.0%}). Writing more fails with “Disk "
+                "quota exceeded”; delete files you no longer need (or start with a resource type with a larger "
+                "home).",
+                **figures,
             )
-        return (
-            f"Your home is over its size limit: {figures}. It is still saved in full, but please delete "
-            "files you no longer need."
+        return i18n.translate(
+            locale,
+            "Your home is over its size limit: {used} of its {limit} limit ({fraction:.0%}). It is still saved "
+            "in full, but please delete files you no longer need.",
+            **figures,
         )
-    how = "writing past it fails with “Disk quota exceeded”" if enforced else "please stay under it"
-    return f"Your home is nearly full: {figures}; {how}. Delete files you no longer need."
+    if enforced:
+        return i18n.translate(
+            locale,
+            "Your home is nearly full: {used} of its {limit} limit ({fraction:.0%}); writing past it fails with "
+            "“Disk quota exceeded”. Delete files you no longer need.",
+            **figures,
+        )
+    return i18n.translate(
+        locale,
+        "Your home is nearly full: {used} of its {limit} limit ({fraction:.0%}); please stay under it. Delete "
+        "files you no longer need.",
+        **figures,
+    )

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from . import i18n
 from .copier import Progress, Transfer, fsync_dir
 from .homes import PARTIAL, BtrfsHomeStore, HomeStore, HomeStoreError, StoreFullError, _is_full, _valid_key
 from .paths import measure
@@ -63,18 +64,35 @@ class Replication(Transfer):
     parent: str | None = None  # None: a full send
     sent: bool = True  # False: the target held the snapshot already
 
-    def describe(self) -> str:
+    def describe(self, locale: str = i18n.DEFAULT) -> str:
+        """One line for a progress bar (and the log), in `locale`."""
         if not self.sent:
-            return f"{self.snapshot} is there already: nothing sent"
-        kind = f"changes since {self.parent}" if self.parent else "whole home"
-        total = f" of about {self.bytes_total / 1e6:,.1f}" if self.bytes_total else ""
-        text = f"{self.bytes / 1e6:,.1f}{total} MB sent ({kind}), {self.mb_per_s:,.1f} MB/s"
+            return i18n.translate(locale, "{snapshot} is there already: nothing sent", snapshot=self.snapshot)
+        if self.parent:
+            kind = i18n.translate(locale, "changes since {parent}", parent=self.parent)
+        else:
+            kind = i18n.translate(locale, "whole home")
         eta = self.eta_s
+        figures = dict(
+            mb=self.bytes / 1e6,
+            mb_total=(self.bytes_total or 0) / 1e6,
+            kind=kind,
+            mb_per_s=self.mb_per_s,
+            eta=eta,
+        )
+        if not self.bytes_total:
+            return i18n.translate(
+                locale, "{mb:,.1f} MB sent ({kind}), {mb_per_s:,.1f} MB/s, time left unknown", **figures
+            )
         if eta is not None and self.bytes < self.bytes_total:
-            text += f", about {eta:,.0f} s left"
-        elif not self.bytes_total:
-            text += ", time left unknown"
-        return text
+            return i18n.translate(
+                locale,
+                "{mb:,.1f} of about {mb_total:,.1f} MB sent ({kind}), {mb_per_s:,.1f} MB/s, about {eta:,.0f} s left",
+                **figures,
+            )
+        return i18n.translate(
+            locale, "{mb:,.1f} of about {mb_total:,.1f} MB sent ({kind}), {mb_per_s:,.1f} MB/s", **figures
+        )
 
     def as_dict(self) -> dict:
         return {**super().as_dict(), "parent": self.parent, "sent": self.sent}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import i18n
 from .errors import UserError
 
 _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -94,17 +95,19 @@ class ResourceType:
     def allowed(self, groups) -> bool:
         return not self.groups or bool(set(self.groups) & set(groups))
 
-    def summary(self) -> str:
+    def summary(self, locale: str = "en") -> str:
+        """`2 CPU, 8 GB memory, 1 × A100, at most 4 h`, in `locale`."""
         parts = []
         if self.cpu:
-            parts.append(f"{self.cpu:g} CPU")
+            parts.append(i18n.translate(locale, "{cores:g} CPU", cores=self.cpu))
         if self.memory:
-            parts.append(f"{self.memory / (1 << 30):g} GB memory")
+            parts.append(i18n.translate(locale, "{gb:g} GB memory", gb=self.memory / (1 << 30)))
         if self.gpus:
-            parts.append(f"{self.gpus} × {self.gpu_model or 'GPU'}")
+            parts.append(f"{self.gpus} × {self.gpu_model or 'GPU'}")  # no word to translate
         if self.max_runtime:
-            parts.append(f"at most {self.max_runtime / 3600:g} h")
-        return ", ".join(parts) or "no limits"
+            parts.append(i18n.translate(locale, "at most {hours:g} h", hours=self.max_runtime / 3600))
+        # the separator of a list of a resource type's figures
+        return i18n.translate(locale, ", ").join(parts) or i18n.translate(locale, "no limits")
 
 
 def default_name(types: list[ResourceType], default: str | None) -> str | None:
@@ -116,17 +119,21 @@ def choose(types: list[ResourceType], wanted: str | None, default: str | None, g
     """The resource type of a start, or the user's 400/403. None when no types are configured."""
     if not types:
         if wanted:
-            raise UserError(400, f"This server has no resource types, so “{wanted}” cannot be chosen.")
+            raise UserError(400, "This server has no resource types, so “{wanted}” cannot be chosen.", wanted=wanted)
         return None
     by_name = {t.name: t for t in types}
     name = wanted or default_name(types, default)
     if name not in by_name:
-        raise UserError(400, f"There is no resource type “{name}”. Choose one of: {', '.join(by_name)}.")
+        raise UserError(
+            400, "There is no resource type “{name}”. Choose one of: {choices}.", name=name, choices=", ".join(by_name)
+        )
     rtype = by_name[name]
     if not rtype.allowed(groups):
         raise UserError(
             403,
-            f"The resource type “{name}” is for the group(s) {', '.join(rtype.groups)}; "
+            "The resource type “{name}” is for the group(s) {groups}; "
             "ask your instructor for access or choose another type.",
+            name=name,
+            groups=", ".join(rtype.groups),
         )
     return rtype

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import docker
@@ -24,6 +25,36 @@ from traitlets.config import LoggingConfigurable
 from .errors import UserError
 
 UNPACKER = (Path(__file__).parent / "unpacker.py").read_text()
+# a placeholder of a template the unpacker says (a name, a simple format spec: no attribute or index)
+_PLACEHOLDER = re.compile(r"\{(\w+)(?::[<>^=+\- #0-9,._a-z%]*)?\}")
+
+
+class Refusal(UserError):
+    """The unpacker's refusal of an archive (its 400). Where it prints its sentence's template and params
+    (`{"error": sentence, "message": template, "params": {...}}`, the template marked `N_()` in
+    workspace/unpacker.py), the sentence is looked up with the template, so it reads in the user's
+    language; else it is the sentence as printed, in English."""
+
+    def __init__(self, result: dict):
+        template, params = _template_of(result)
+        super().__init__(400, template, **params)
+
+
+def _template_of(result: dict) -> tuple[str, dict]:
+    """(template, params) of the unpacker's refusal, when what it printed fills to its sentence exactly;
+    else (its sentence, {})."""
+    sentence, template, params = result["error"], result.get("message"), result.get("params")
+    if not (isinstance(template, str) and isinstance(params, dict) and params):
+        return sentence, {}
+    if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in params.values()):
+        return sentence, {}
+    if set(_PLACEHOLDER.findall(template)) != set(params) or "{" in _PLACEHOLDER.sub("", template.replace("{{", "")):
+        return sentence, {}
+    try:
+        filled = template.format(**params)
+    except (KeyError, IndexError, ValueError):
+        return sentence, {}
+    return (template, params) if filled == sentence else (sentence, {})
 
 
 class Sandbox(LoggingConfigurable):
@@ -51,11 +82,12 @@ class Sandbox(LoggingConfigurable):
         if code == 0 and "bytes" in result:
             return result
         if code == 2 and isinstance(result.get("error"), str):
-            raise UserError(400, result["error"])
+            raise Refusal(result)
         raise UserError(
             500,
-            f"{label} could not be unpacked; please tell your administrator.",
+            "{label} could not be unpacked; please tell your administrator.",
             detail=f"sandbox exit {code}: {out[-2000:]}",
+            label=label,
         )
 
     def _run(self, command: list[str], volumes: dict, workdir: str) -> tuple[int, str]:

@@ -15,7 +15,7 @@ from html import escape
 
 from sqlalchemy import select
 
-from . import queue
+from . import i18n, queue
 from .datasets import Dataset
 from .db import Database
 from .executions import Execution, find_workspace
@@ -80,11 +80,12 @@ def page_form(
     image: str,
     default_type: str | None,
     image_labels: dict[str, str] | None = None,
+    locale: str = "en",
 ) -> str:
     """The start form's fields, on the service's pages and the hub's spawn page alike (blocking): for
     workspace `name` (None or one never started: a new one, without "Continue from"), prefilled from its
     execution `selected` (else its newest): that execution's datasets and resource type (the default for
-    one in cleanup mode, or one with none)."""
+    one in cleanup mode, or one with none); its sentences in `locale`."""
     executions = execution_choices(db, owner, name) if name else []
     chosen = next((e for e in executions if str(e["number"]) == str(selected)), None) or (
         executions[0] if executions else None
@@ -99,10 +100,11 @@ def page_form(
         selected=selected,
         datasets=readable_datasets(db, owner, groups, admin),
         bound=(chosen or {}).get("datasets", []),
-        types=type_choices(db, types, groups, nodes) if types else [],
+        types=type_choices(db, types, groups, nodes, locale=locale) if types else [],
         current_type=current_type,
         continue_choice=bool(executions),
         image_labels=image_labels,
+        locale=locale,
     )
 
 
@@ -133,8 +135,11 @@ def render(
     current_type: str | None = None,
     continue_choice: bool = True,
     image_labels: dict[str, str] | None = None,
+    locale: str = "en",
 ) -> str:
-    """The form's fields (Bootstrap 5, the hub's own look); the pages of the service use them too.
+    """The form's fields (Bootstrap 5, the hub's own look); the pages of the service use them too. Its
+    sentences are in `locale` (the catalogue's translations are trusted HTML text; what they are filled with
+    is escaped).
 
     `continue_choice` False leaves out "Continue from" (a workspace that does not exist yet)."""
 
@@ -142,38 +147,41 @@ def render(
         sel = " selected" if chosen else ""
         return f'<option value="{escape(str(value))}"{sel}>{escape(label)}</option>'
 
-    choices = [option("latest", "The latest execution with saved output", selected == "latest")]
+    choices = [option("latest", i18n.translate(locale, "The latest execution with saved output"), selected == "latest")]
     for e in executions:
-        if e["has_output"]:
-            label = f"#{e['number']} — saved output"
-        else:
-            label = f"#{e['number']} — no saved output ({e['state']}); its nearest earlier output is used"
-        if e["stopped"]:
-            label += f", stopped {e['stopped']} UTC"
+        label = _execution_label(e, locale)
         if e["stop_reason"]:
             label += f" ({e['stop_reason']})"
         choices.append(option(e["number"], label, str(selected) == str(e["number"])))
-    choices.append(option("fresh", "Nothing: start with an empty home", selected == "fresh"))
+    choices.append(option("fresh", i18n.translate(locale, "Nothing: start with an empty home"), selected == "fresh"))
     html = (
         []
         if not continue_choice
         else [
             '<div class="form-group mb-3">',
-            '<label for="continue_from" class="form-label">Continue from</label>',
+            '<label for="continue_from" class="form-label">' + i18n.translate(locale, "Continue from") + "</label>",
             '<select class="form-select form-control" id="continue_from" name="continue_from">',
             *choices,
             "</select>",
-            '<small class="form-text text-muted">Your home (/openbayes/home) is restored from the chosen '
-            "execution's output; what you change is saved as this execution's output when it stops.</small>",
+            '<small class="form-text text-muted">'
+            + i18n.translate(
+                locale,
+                "Your home (/openbayes/home) is restored from the chosen execution's output; what you change is "
+                "saved as this execution's output when it stops.",
+            )
+            + "</small>",
             "</div>",
         ]
     )
     value = escape(", ".join(bound))
+    placeholder = escape(i18n.translate(locale, "owner/name or owner/name:version, separated by commas"))
     html += [
         '<div class="form-group mb-3">',
-        '<label for="datasets" class="form-label">Datasets (up to 5, mounted read-only at /input0 … /input4)</label>',
+        '<label for="datasets" class="form-label">'
+        + i18n.translate(locale, "Datasets (up to 5, mounted read-only at /input0 … /input4)")
+        + "</label>",
         f'<input class="form-control" id="datasets" name="datasets" list="dataset-choices" value="{value}" '
-        'placeholder="owner/name or owner/name:version, separated by commas">',
+        f'placeholder="{placeholder}">',
         '<datalist id="dataset-choices">',
         *(f'<option value="{escape(ref)}">' for ref in datasets),
         "</datalist>",
@@ -182,7 +190,7 @@ def render(
     if types:
         html += [
             '<div class="form-group mb-3">',
-            '<label for="resource_type" class="form-label">Resource type</label>',
+            '<label for="resource_type" class="form-label">' + i18n.translate(locale, "Resource type") + "</label>",
             '<select class="form-select form-control" id="resource_type" name="resource_type">',
             *(
                 option(t["name"], f"{t['name']} — {t['summary']} ({t['free']})", t["name"] == current_type)
@@ -194,7 +202,7 @@ def render(
     if len(images) > 1:
         html += [
             '<div class="form-group mb-3">',
-            '<label for="image" class="form-label">Image</label>',
+            '<label for="image" class="form-label">' + i18n.translate(locale, "Image") + "</label>",
             '<select class="form-select form-control" id="image" name="image">',
             *(option(i, (image_labels or {}).get(i, i), i == current_image) for i in images),
             "</select>",
@@ -203,11 +211,37 @@ def render(
     html += [
         '<div class="form-check mb-3">',
         '<input class="form-check-input" type="checkbox" id="cleanup" name="cleanup" value="on">',
-        '<label class="form-check-label" for="cleanup">Cleanup mode: a small workspace for 30 minutes whose home '
-        "can only shrink, to delete files. It starts even when your storage is over its quota.</label>",
+        '<label class="form-check-label" for="cleanup">'
+        + i18n.translate(
+            locale,
+            "Cleanup mode: a small workspace for 30 minutes whose home can only shrink, to delete files. It starts "
+            "even when your storage is over its quota.",
+        )
+        + "</label>",
         "</div>",
     ]
     return "\n".join(html)
+
+
+def _execution_label(e: dict, locale: str) -> str:
+    """How the choice "Continue from" names an execution: its number, whether it saved an output (else its
+    state), when it stopped."""
+    number, state, stopped = e["number"], e["state"], e["stopped"]
+    if e["has_output"] and stopped:
+        return i18n.translate(locale, "#{number} — saved output, stopped {stopped} UTC", number=number, stopped=stopped)
+    if e["has_output"]:
+        return i18n.translate(locale, "#{number} — saved output", number=number)
+    if stopped:
+        return i18n.translate(
+            locale,
+            "#{number} — no saved output ({state}); its nearest earlier output is used, stopped {stopped} UTC",
+            number=number,
+            state=state,
+            stopped=stopped,
+        )
+    return i18n.translate(
+        locale, "#{number} — no saved output ({state}); its nearest earlier output is used", number=number, state=state
+    )
 
 
 def options_from_form(formdata: dict) -> dict:
@@ -222,9 +256,10 @@ def options_from_form(formdata: dict) -> dict:
     return options
 
 
-def type_choices(db: Database, types, groups, nodes: list) -> list[dict]:
+def type_choices(db: Database, types, groups, nodes: list, *, locale: str = "en") -> list[dict]:
     """The resource types the user may choose, with what is free now on the `nodes` (workspace/nodes.py) that
-    take each (blocking). A GPU start runs on one node: the most free on one node is said when it matters."""
+    take each (blocking), said in `locale`. A GPU start runs on one node: the most free on one node is said
+    when it matters."""
     out = []
     with db.session() as s:
         used = queue.used_gpus(s)
@@ -242,20 +277,24 @@ def type_choices(db: Database, types, groups, nodes: list) -> list[dict]:
             queued = s.query(Execution).filter(Execution.resource_type == t.name, Execution.state == "queued").count()
             parts = []
             if t.capacity is not None:
-                parts.append(f"{max(0, t.capacity - active)} of {t.capacity} free")
+                parts.append(
+                    i18n.translate(
+                        locale, "{free} of {capacity} free", free=max(0, t.capacity - active), capacity=t.capacity
+                    )
+                )
             if t.gpus:
-                parts.append(f"{free} GPU(s) free")
+                parts.append(i18n.translate(locale, "{free} GPU(s) free", free=free))
                 most = max(free_per_node, default=0)
                 if most < t.gpus <= free:  # enough in all, not on one node: a start is never split
-                    parts.append(f"at most {most} on one node")
+                    parts.append(i18n.translate(locale, "at most {most} on one node", most=most))
             if queued:
-                parts.append(f"{queued} waiting")
+                parts.append(i18n.translate(locale, "{queued} waiting", queued=queued))
             out.append(
                 {
                     "name": t.name,
                     "description": t.description,
-                    "summary": t.summary(),
-                    "free": ", ".join(parts) or "available",
+                    "summary": t.summary(locale),
+                    "free": ", ".join(parts) or i18n.translate(locale, "available"),
                     "cpu": t.cpu,
                     "memory": t.memory,
                     "gpus": t.gpus,

@@ -37,10 +37,8 @@ MAX_COMMENT = 100
 MIN_RSA_BITS = 2048
 # OpenSSH's names of the accepted types (ssh-dss is gone from OpenSSH; FIDO `sk-` keys are not supported yet)
 TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "ssh-rsa")
-HOW_TO = (
-    "Paste the contents of your public key file (for example ~/.ssh/id_ed25519.pub); "
-    "make one with `ssh-keygen -t ed25519`."
-)
+# each refusal of a key ends with how to give one ("Paste the contents of your public key file ..."), written out
+# in each: a translator translates whole sentences
 
 
 class SshKey(Base):
@@ -73,12 +71,30 @@ def fingerprint(blob: bytes) -> str:
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
+def _not_accepted(kind: str) -> UserError:
+    return UserError(
+        400,
+        "{kind} keys are not accepted; use Ed25519, ECDSA or RSA. Paste the contents of your public key file "
+        "(for example ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.",
+        kind=kind,
+    )
+
+
 def parse(text) -> tuple[str, str, str]:
     """(canonical key, fingerprint, comment) of one public key line, or the user's 400 saying what is wrong."""
     if not isinstance(text, str) or not text.strip():
-        raise UserError(400, f"The key is empty. {HOW_TO}")
+        raise UserError(
+            400,
+            "The key is empty. Paste the contents of your public key file (for example ~/.ssh/id_ed25519.pub); "
+            "make one with `ssh-keygen -t ed25519`.",
+        )
     if len(text) > MAX_LINE:
-        raise UserError(400, f"That is longer than any public key ({len(text):,} characters). {HOW_TO}")
+        raise UserError(
+            400,
+            "That is longer than any public key ({length:,} characters). Paste the contents of your public key "
+            "file (for example ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.",
+            length=len(text),
+        )
     lines = [line for line in text.strip().splitlines() if line.strip()]
     if "PRIVATE KEY" in text:  # a whole private key file (many lines) or its first line
         raise UserError(
@@ -87,33 +103,46 @@ def parse(text) -> tuple[str, str, str]:
             "file instead (for example ~/.ssh/id_ed25519.pub).",
         )
     if len(lines) != 1:
-        raise UserError(400, f"Add one key at a time: that text has {len(lines)} lines. {HOW_TO}")
+        raise UserError(
+            400,
+            "Add one key at a time: that text has {lines} lines. Paste the contents of your public key file (for "
+            "example ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.",
+            lines=len(lines),
+        )
     line = lines[0].strip()
     parts = line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-")):
         raise UserError(
             400,
             "That is not an OpenSSH public key, which starts with ssh-ed25519, ecdsa-sha2-… or ssh-rsa "
-            f"(options such as command= are not accepted). {HOW_TO}",
+            "(options such as command= are not accepted). Paste the contents of your public key file (for example "
+            "~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.",
         )
     kind, data = parts[0], parts[1]
     comment = parts[2].strip() if len(parts) > 2 else ""
     if kind not in TYPES:
-        raise UserError(400, f"{kind} keys are not accepted; use Ed25519, ECDSA or RSA. {HOW_TO}")
+        raise _not_accepted(kind)
     try:
         base64.b64decode(data, validate=True)
         key = load_ssh_public_key(f"{kind} {data}".encode())
     except (binascii.Error, ValueError) as e:
-        raise UserError(400, f"That public key is damaged (it does not load: {e}). {HOW_TO}") from None
+        raise UserError(
+            400,
+            "That public key is damaged (it does not load: {error}). Paste the contents of your public key file "
+            "(for example ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.",
+            error=str(e),
+        ) from None
     except Exception:  # cryptography's UnsupportedAlgorithm for DSA and the like
-        raise UserError(400, f"{kind} keys are not accepted; use Ed25519, ECDSA or RSA. {HOW_TO}") from None
+        raise _not_accepted(kind) from None
     if isinstance(key, rsa.RSAPublicKey) and key.key_size < MIN_RSA_BITS:
         raise UserError(
             400,
-            f"That RSA key has {key.key_size} bits; at least {MIN_RSA_BITS} are needed. Use `ssh-keygen -t ed25519`.",
+            "That RSA key has {bits} bits; at least {min_bits} are needed. Use `ssh-keygen -t ed25519`.",
+            bits=key.key_size,
+            min_bits=MIN_RSA_BITS,
         )
     if not isinstance(key, (rsa.RSAPublicKey, ec.EllipticCurvePublicKey, ed25519.Ed25519PublicKey)):
-        raise UserError(400, f"{kind} keys are not accepted; use Ed25519, ECDSA or RSA. {HOW_TO}")
+        raise _not_accepted(kind)
     # re-encoded from the loaded key: trailing bytes or another encoding of the same key are not kept
     canonical = key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
     blob = base64.b64decode(canonical.split()[1])
@@ -138,10 +167,12 @@ def add(session, owner: str, text, comment: str | None = None) -> dict:
         found_comment = re.sub(r"[^\x20-\x7e\u00a0-\uffff]", "", comment)[:MAX_COMMENT]
     mine = list(session.scalars(select(SshKey).where(SshKey.owner == owner)))
     if any(k.fingerprint == print_ for k in mine):
-        raise UserError(409, f"You have registered this key already ({print_}).")
+        raise UserError(409, "You have registered this key already ({fingerprint}).", fingerprint=print_)
     if len(mine) >= MAX_KEYS:
         raise UserError(
-            409, f"You have {len(mine)} keys, the most one person may register; remove one you no longer use."
+            409,
+            "You have {count} keys, the most one person may register; remove one you no longer use.",
+            count=len(mine),
         )
     row = SshKey(owner=owner, key=key, fingerprint=print_, comment=found_comment)
     session.add(row)
@@ -161,7 +192,7 @@ def remove(session, owner: str, key_id) -> dict:
             raise UserError(400, "Name the key by its number or its SHA256: fingerprint (see `workspace ssh-key ls`).")
     row = session.scalar(q)
     if row is None:
-        raise UserError(404, f"You have no SSH key {key_id}.")
+        raise UserError(404, "You have no SSH key {key}.", key=key_id)
     gone = row.as_dict()
     session.delete(row)
     return gone

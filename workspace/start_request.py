@@ -129,9 +129,12 @@ def check_home_files(db: Database, owner: str, name: str, choice, limit: int | N
     if files is not None and files > limit:
         raise UserError(
             403,
-            f"The home of “{name}” holds {files:,} files, more than the {limit:,} a home may "
+            "The home of “{name}” holds {files:,} files, more than the {limit:,} a home may "
             "have. Start it in cleanup mode to delete files, or pack small files into a few "
             "archives (tar, zip, HDF5).",
+            name=name,
+            files=files,
+            limit=limit,
         )
 
 
@@ -150,8 +153,10 @@ def one_queued_per_user(db: Database, owner: str, name: str, rtype: ResourceType
             if ex.workspace.owner == owner and ex.workspace.name != name:
                 raise UserError(
                     409,
-                    f"You already wait for a “{rtype.name}” with workspace “{ex.workspace.name}”; "
+                    "You already wait for a “{resource_type}” with workspace “{workspace}”; "
                     "stop that one, or wait until it starts.",
+                    resource_type=rtype.name,
+                    workspace=ex.workspace.name,
                 )
 
 
@@ -177,6 +182,9 @@ def within_per_user_limit(db: Database, owner: str, name: str, rtype: ResourceTy
     if len(held) >= rtype.per_user:
         raise UserError(
             403,
-            f"You already run {len(held)} “{rtype.name}” workspace(s) ({', '.join(sorted(held))}), "
-            f"the most one person may at once; stop one first, or choose another type.",
+            "You already run {count} “{resource_type}” workspace(s) ({workspaces}), "
+            "the most one person may at once; stop one first, or choose another type.",
+            count=len(held),
+            resource_type=rtype.name,
+            workspaces=", ".join(sorted(held)),
         )

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import i18n
 from .errors import UserError
 
 COMMAND_MAX = 8192
@@ -48,7 +49,9 @@ def parse_command(value) -> str:
     if len(value) > COMMAND_MAX:
         raise UserError(
             400,
-            f"The command is {len(value):,} characters long; at most {COMMAND_MAX:,} are allowed. Put it in a script.",
+            "The command is {length:,} characters long; at most {max_length:,} are allowed. Put it in a script.",
+            length=len(value),
+            max_length=COMMAND_MAX,
         )
     return value
 
@@ -186,25 +189,58 @@ def read(path: Path, offset: int = 0) -> Iterator[bytes]:
             yield block
 
 
-def describe_end(exit_code: int | None, seconds: float | None) -> str:
-    """The sentence recorded as a finished task's stop detail."""
-    took = f" after {_duration(seconds)}" if seconds is not None else ""
+def describe_end(exit_code: int | None, seconds: float | None, locale: str = "en") -> str:
+    """The sentence recorded as a finished task's stop detail (in `locale`: English is what is recorded)."""
+    if seconds is None:
+        if exit_code is None:
+            return i18n.translate(locale, "The task ended; its exit code is unknown.")
+        if exit_code == 0:
+            return i18n.translate(locale, "The task finished successfully (exit code 0).")
+        if exit_code > 128:
+            return i18n.translate(
+                locale,
+                "The task was ended by signal {signal} (exit code {code}).",
+                signal=exit_code - 128,
+                code=exit_code,
+            )
+        return i18n.translate(locale, "The task failed with exit code {code}.", code=exit_code)
+    took = _duration(seconds, locale)
     if exit_code is None:
-        return f"The task ended{took}; its exit code is unknown."
+        return i18n.translate(locale, "The task ended after {duration}; its exit code is unknown.", duration=took)
     if exit_code == 0:
-        return f"The task finished successfully (exit code 0){took}."
+        return i18n.translate(locale, "The task finished successfully (exit code 0) after {duration}.", duration=took)
     if exit_code > 128:
-        return f"The task was ended by signal {exit_code - 128} (exit code {exit_code}){took}."
-    return f"The task failed with exit code {exit_code}{took}."
+        return i18n.translate(
+            locale,
+            "The task was ended by signal {signal} (exit code {code}) after {duration}.",
+            signal=exit_code - 128,
+            code=exit_code,
+            duration=took,
+        )
+    return i18n.translate(
+        locale, "The task failed with exit code {code} after {duration}.", code=exit_code, duration=took
+    )
 
 
-def _duration(seconds: float) -> str:
+def _duration(seconds: float, locale: str = "en") -> str:
     seconds = int(round(seconds))
     if seconds < 120:
-        return f"{seconds} s"
+        return i18n.translate(locale, "{seconds} s", seconds=seconds)
     if seconds < 7200:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+        return i18n.translate(locale, "{minutes} min {seconds} s", minutes=seconds // 60, seconds=seconds % 60)
+    return i18n.translate(locale, "{hours} h {minutes} min", hours=seconds // 3600, minutes=seconds % 3600 // 60)
+
+
+def _ended(ex, name: str, locale: str) -> str:
+    """The notice of a task's end: how it ended (the recorded detail, else its error or state) and its output."""
+    how = ex.stop_detail or ex.error or ex.state
+    if ex.has_output:
+        return i18n.translate(
+            locale, "Task #{number} of “{name}” ended: {how} Its output is saved.", number=ex.number, name=name, how=how
+        )
+    return i18n.translate(
+        locale, "Task #{number} of “{name}” ended: {how} It has no saved output.", number=ex.number, name=name, how=how
+    )
 
 
 # -- the records (blocking) ------------------------------------------------------------
@@ -264,14 +300,26 @@ def cancellable(db, owner: str, name: str, number: int) -> None:
     with db.session() as s:
         ex = _numbered(s, find_workspace(s, owner, name), name, number)
         if (ex.kind or "workspace") != "task":
-            raise UserError(409, f"#{number} of “{name}” is a workspace, not a task; stop it from its page.")
+            raise UserError(
+                409,
+                "#{number} of “{name}” is a workspace, not a task; stop it from its page.",
+                number=number,
+                name=name,
+            )
         if ex.state not in ACTIVE:
-            raise UserError(409, f"Task #{number} of “{name}” is not running any more ({ex.state}).")
+            raise UserError(
+                409,
+                "Task #{number} of “{name}” is not running any more ({state}).",
+                number=number,
+                name=name,
+                state=ex.state,
+            )
 
 
-def ended_since(db, since, owner: str | None = None, limit: int = 50) -> list[dict]:
+def ended_since(db, since, owner: str | None = None, limit: int = 50, locale: str = "en") -> list[dict]:
     """Tasks that ended (saved or failed) after `since`, newest first: {owner, workspace, number, execution_id,
-    stopped, message} (blocking). For the notices of a task's end: the pages' and the running workspaces'."""
+    stopped, message} (blocking; `message` in `locale`). For the notices of a task's end: the pages' and the
+    running workspaces'."""
     from sqlalchemy import select
 
     from .db import iso
@@ -298,9 +346,7 @@ def ended_since(db, since, owner: str | None = None, limit: int = 50) -> list[di
                 "success": ex.exit_code == 0 and ex.stop_reason == "completed",
                 "exit_code": ex.exit_code,
                 "stop_reason": ex.stop_reason,
-                "message": f"Task #{ex.number} of “{name}” ended: "
-                f"{ex.stop_detail or ex.error or ex.state}"
-                + (" Its output is saved." if ex.has_output else " It has no saved output."),
+                "message": _ended(ex, name, locale),
             }
             for ex, who, name in s.execute(query).all()
         ]

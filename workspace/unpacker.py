@@ -11,7 +11,8 @@ and then written by hand with O_NOFOLLOW. Were the checks fooled anyway, the
 sandbox still holds: a write can only land in the target, as an unprivileged
 user; the hub then walks the result with paths.Tree before publishing it.
 
-Refused (exit 2, one JSON line {"error": sentence}): absolute names, `..`,
+Refused (exit 2, one JSON line {"error": sentence, "message": its template, "params": {...}}: the
+template is in the message catalogues, so the hub can say it in its user's language): absolute names, `..`,
 links pointing outside or through which a later member would be written,
 hard links to anything but an earlier regular file, devices, fifos, an
 entry twice, and more than MAX_BYTES expanded or MAX_FILES entries.
@@ -29,16 +30,34 @@ import zipfile
 CHUNK = 1 << 20
 
 
+def N_(message):
+    """Marks a message for the catalogues (workspace/i18n.py's; this file imports nothing of workspace)."""
+    return message
+
+
 class Refused(Exception):
-    pass
+    """An archive refused, with the sentence that says why: a template with named `{placeholders}` and
+    their values."""
+
+    def __init__(self, message, **params):
+        self.message, self.params = message, params
+        super().__init__(message.format(**params) if params else message)
+
+
+OUTSIDE = N_("{label} is refused: its entry “{name}” would be written outside the dataset.")
+LINK_OUTSIDE = N_("{label} is refused: its link “{name}” points outside the dataset.")
+TOO_LARGE = N_(
+    "{label} unpacks to more than {max_bytes:,} bytes, more than your storage quota "
+    "leaves; free space (the Storage page) or ask for a larger quota."
+)
 
 
 def clean_name(name, label):
     if not name or name.startswith("/") or "\0" in name:
-        raise Refused(f"{label} is refused: its entry “{name}” would be written outside the dataset.")
+        raise Refused(OUTSIDE, label=label, name=name)
     parts = [p for p in name.split("/") if p and p != "."]
     if ".." in parts:
-        raise Refused(f"{label} is refused: its entry “{name}” would be written outside the dataset.")
+        raise Refused(OUTSIDE, label=label, name=name)
     return "/".join(parts)
 
 
@@ -71,42 +90,51 @@ class Plan:
         if not path:
             if kind == "dir":
                 return None  # "./"
-            raise Refused(f"{label} is refused: it has an entry without a name.")
+            raise Refused(N_("{label} is refused: it has an entry without a name."), label=label)
         parents = path.split("/")[:-1]
         for i in range(1, len(parents) + 1):
             if "/".join(parents[:i]) in self.links:
-                raise Refused(f"{label} is refused: its entry “{name}” would be written through a link.")
+                raise Refused(
+                    N_("{label} is refused: its entry “{name}” would be written through a link."),
+                    label=label,
+                    name=name,
+                )
         if path in self.names:
             if kind == "dir" and self.names[path] == "dir":
                 return None
-            raise Refused(f"{label} is refused: it has the entry “{name}” twice.")
+            raise Refused(N_("{label} is refused: it has the entry “{name}” twice."), label=label, name=name)
         if kind == "symlink":
             if not inside(posixpath.dirname(path), linkname or ""):
-                raise Refused(f"{label} is refused: its link “{name}” points outside the dataset.")
+                raise Refused(LINK_OUTSIDE, label=label, name=name)
             self.links.add(path)
         elif kind == "hardlink":
             try:
                 target = clean_name(linkname or "", label)
             except Refused:
-                raise Refused(f"{label} is refused: its link “{name}” points outside the dataset.")
+                raise Refused(LINK_OUTSIDE, label=label, name=name)
             if target not in self.files:
-                raise Refused(f"{label} is refused: its link “{name}” does not point to an earlier file in it.")
+                raise Refused(
+                    N_("{label} is refused: its link “{name}” does not point to an earlier file in it."),
+                    label=label,
+                    name=name,
+                )
         elif kind == "file":
             self.bytes += size
             self.files.add(path)
         elif kind != "dir":
-            raise Refused(f"{label} is refused: “{name}” is a device or pipe, not a file.")
+            raise Refused(N_("{label} is refused: “{name}” is a device or pipe, not a file."), label=label, name=name)
         self.names[path] = kind
         if len(self.names) > self.max_files:
             raise Refused(
-                f"{label} has more than {self.max_files:,} entries, more than your storage quota "
-                f"leaves; free space (the Storage page) or ask for a larger quota."
+                N_(
+                    "{label} has more than {max_files:,} entries, more than your storage quota "
+                    "leaves; free space (the Storage page) or ask for a larger quota."
+                ),
+                label=label,
+                max_files=self.max_files,
             )
         if self.bytes > self.max_bytes:
-            raise Refused(
-                f"{label} unpacks to more than {self.max_bytes:,} bytes, more than your storage quota "
-                f"leaves; free space (the Storage page) or ask for a larger quota."
-            )
+            raise Refused(TOO_LARGE, label=label, max_bytes=self.max_bytes)
         return path
 
 
@@ -130,8 +158,12 @@ class Writer:
                 self.written += len(block)
                 if self.written > self.plan.max_bytes:
                     raise Refused(
-                        f"{self.plan.label} unpacks to more than {self.plan.max_bytes:,} bytes, more "
-                        "than your storage quota leaves; free space or ask for a larger quota."
+                        N_(
+                            "{label} unpacks to more than {max_bytes:,} bytes, more "
+                            "than your storage quota leaves; free space or ask for a larger quota."
+                        ),
+                        label=self.plan.label,
+                        max_bytes=self.plan.max_bytes,
                     )
                 out.write(block)
 
@@ -148,7 +180,7 @@ def unpack_tar(archive, plan):
     try:
         tar = tarfile.open(archive)
     except (tarfile.TarError, EOFError, OSError):
-        raise Refused(f"{plan.label} is not a readable tar archive.")
+        raise Refused(N_("{label} is not a readable tar archive."), label=plan.label)
     with tar:
         members = []
         try:
@@ -168,7 +200,7 @@ def unpack_tar(archive, plan):
                 if path is not None:
                     members.append((path, kind, m))
         except (tarfile.TarError, EOFError) as e:
-            raise Refused(f"{plan.label} is a damaged tar archive ({e}).")
+            raise Refused(N_("{label} is a damaged tar archive ({error})."), label=plan.label, error=str(e))
         w = Writer(plan)
         for path, kind, m in members:
             if kind == "dir":
@@ -186,13 +218,15 @@ def unpack_zip(archive, plan):
     try:
         z = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError):
-        raise Refused(f"{plan.label} is not a readable zip archive.")
+        raise Refused(N_("{label} is not a readable zip archive."), label=plan.label)
     with z:
         members = []
         for info in z.infolist():
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
-                raise Refused(f"{plan.label} is refused: it contains a link (“{info.filename}”).")
+                raise Refused(
+                    N_("{label} is refused: it contains a link (“{name}”)."), label=plan.label, name=info.filename
+                )
             kind = "dir" if info.is_dir() else "file" if stat.S_IFMT(mode) in (0, stat.S_IFREG) else "other"
             path = plan.add(info.filename, kind, info.file_size)
             if path is not None:
@@ -215,10 +249,11 @@ def main(argv):
     try:
         w = unpack_zip(archive, plan) if kind == "zip" else unpack_tar(archive, plan)
     except Refused as e:
-        print(json.dumps({"error": str(e)}))
+        print(json.dumps({"error": str(e), "message": e.message, "params": e.params}))
         return 2
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as e:
-        print(json.dumps({"error": f"{label} could not be unpacked ({type(e).__name__}: {e})."}))
+        failed = Refused(N_("{label} could not be unpacked ({error})."), label=label, error=f"{type(e).__name__}: {e}")
+        print(json.dumps({"error": str(failed), "message": failed.message, "params": failed.params}))
         return 2
     print(json.dumps({"bytes": w.written, "files": len(plan.names)}))
     return 0

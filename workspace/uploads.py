@@ -32,6 +32,7 @@ from . import dataset_versions, quotas
 from .datasets import DatasetRules, writable
 from .db import Database
 from .errors import UserError
+from .i18n import N_
 
 CHUNK_READ = 8 << 20
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -89,8 +90,9 @@ class Upload:
         if start != offset:
             raise UserError(
                 409,
-                f"This chunk starts at byte {start:,} but the upload has {offset:,} bytes; "
-                f"resume from byte {offset:,}.",
+                "This chunk starts at byte {start:,} but the upload has {offset:,} bytes; resume from byte {offset:,}.",
+                start=start,
+                offset=offset,
             )
         return open(self.data, "ab")
 
@@ -165,7 +167,7 @@ def place(
     """
     kind = archive_kind(filename) if unpack_archive else None
     if unpack_archive and kind is None:
-        raise UserError(400, f"{filename} is not an archive this server unpacks (tar, tar.gz, zip).")
+        raise UserError(400, "{filename} is not an archive this server unpacks (tar, tar.gz, zip).", filename=filename)
     if kind:
         max_bytes, max_files = room or (1 << 62, 1 << 31)
         sandbox.unpack(upload.data, kind, target, label, max_bytes, max_files)
@@ -173,7 +175,7 @@ def place(
     else:
         name = PurePosixPath(filename).name
         if not name or name in (".", ".."):
-            raise UserError(400, f"“{filename}” is not a file name.")
+            raise UserError(400, "“{filename}” is not a file name.", filename=filename)
         target.mkdir(parents=True, exist_ok=True)
         try:
             os.rename(upload.data, target / name)
@@ -234,7 +236,7 @@ def begin(
         raise UserError(400, "“sha256” must be the file's SHA-256 as 64 hexadecimal digits.")
     unpack = bool(data.get("unpack"))
     if unpack and archive_kind(filename) is None:
-        raise UserError(400, f"{filename} is not an archive this server unpacks (tar, tar.gz, zip).")
+        raise UserError(400, "{filename} is not an archive this server unpacks (tar, tar.gz, zip).", filename=filename)
     with db.session() as s:
         writable(s, owner, name, user, groups, admin)
     # the file counts against the quota from its first byte: an upload may
@@ -243,10 +245,13 @@ def begin(
     if count >= max_pending:
         raise UserError(
             429,
-            f"You have {count} unfinished uploads; finish or cancel one first (they are "
+            "You have {count} unfinished uploads; finish or cancel one first (they are "
             "listed on the Datasets page; abandoned ones go after a day).",
+            count=count,
         )
-    quotas.status(db, store, quota, user, groups).refuse_beyond(f"Uploading {filename}", size, held)
+    quotas.status(db, store, quota, user, groups).refuse_beyond(
+        N_("Uploading {filename}"), size, held, filename=filename
+    )
     meta = {
         "owner": owner,
         "name": name,
@@ -284,7 +289,9 @@ def complete(
     if up.offset != meta["size"]:
         raise UserError(
             409,
-            f"The upload has {up.offset:,} of {meta['size']:,} bytes; send the rest from byte {up.offset:,} first.",
+            "The upload has {received:,} of {size:,} bytes; send the rest from byte {received:,} first.",
+            received=up.offset,
+            size=meta["size"],
         )
     expected = sha256 or meta.get("sha256")
     if expected:
@@ -293,8 +300,11 @@ def complete(
             up.discard()
             raise UserError(
                 400,
-                f"{meta['filename']} arrived damaged (its SHA-256 is {actual}, not {expected}); "
+                "{filename} arrived damaged (its SHA-256 is {actual}, not {expected}); "
                 "the upload was discarded, please upload it again.",
+                filename=meta["filename"],
+                actual=actual,
+                expected=expected,
             )
     label = meta["filename"]
     # what the uploader's quota leaves now bounds the unpacked size and file count (the groups are the
@@ -302,7 +312,7 @@ def complete(
     status = quotas.status(db, store, quota, meta["user"], groups)
     held, _ = reserved(store.uploads_dir, meta["user"], but=up.id)
     # a plain file's size is known; an archive's expansion is bounded by `room` below
-    status.refuse_beyond(f"The version from {label}", 0 if meta["unpack"] else meta["size"], held)
+    status.refuse_beyond(N_("The version from {label}"), 0 if meta["unpack"] else meta["size"], held, label=label)
     left, files_left = status.room(held)
     room = (left if left is not None else 1 << 62, files_left if files_left is not None else 1 << 31)
 

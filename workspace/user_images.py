@@ -107,28 +107,46 @@ def parse_apt(value) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UserError(400, "“apt” must be a list of Debian package names, or text with one per line.")
     if len(value) > APT_MAX:
-        raise UserError(400, f"“apt” names {len(value)} packages; at most {APT_MAX} are allowed.")
+        raise UserError(
+            400, "“apt” names {count} packages; at most {max_count} are allowed.", count=len(value), max_count=APT_MAX
+        )
     bad = [v for v in value if not APT_NAME.match(v)]
     if bad:
         shown = ", ".join(json.dumps(b)[:40] for b in bad[:3])
+        if len(bad) == 1:
+            raise UserError(
+                400,
+                "{names} is not a Debian package name: use names like “graphviz” or “libsndfile1” (lower case; a "
+                "version as “name=1.2-3”).",
+                names=shown,
+            )
         raise UserError(
             400,
-            f"{shown} {'is not a Debian package name' if len(bad) == 1 else 'are not Debian package names'}: "
-            "use names like “graphviz” or “libsndfile1” (lower case; a version as “name=1.2-3”).",
+            "{names} are not Debian package names: use names like “graphviz” or “libsndfile1” (lower case; a "
+            "version as “name=1.2-3”).",
+            names=shown,
         )
     return list(dict.fromkeys(value))
 
 
-def parse_text(value, field: str, what: str) -> str:
-    """A requirements file or a script: text of at most TEXT_MAX bytes, no NUL."""
+def parse_text(value, field: str) -> str:
+    """`pip` (a requirements file) or `script` (a post-build script): text of at most TEXT_MAX bytes, no NUL."""
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise UserError(400, f"“{field}” must be text: {what}.")
+        if field == "pip":
+            raise UserError(400, "“pip” must be text: a requirements file.")
+        raise UserError(400, "“script” must be text: a post-build script.")
     if "\0" in value:
-        raise UserError(400, f"“{field}” must not contain a NUL character.")
+        raise UserError(400, "“{field}” must not contain a NUL character.", field=field)
     if len(value.encode()) > TEXT_MAX:
-        raise UserError(400, f"“{field}” is longer than {TEXT_MAX // 1024} KiB; {what} must be shorter.")
+        if field == "pip":
+            raise UserError(
+                400, "“pip” is longer than {kib} KiB; a requirements file must be shorter.", kib=TEXT_MAX // 1024
+            )
+        raise UserError(
+            400, "“script” is longer than {kib} KiB; a post-build script must be shorter.", kib=TEXT_MAX // 1024
+        )
     return value
 
 
@@ -146,7 +164,8 @@ def parse_visibility(value, shareable: set[str] | None) -> str:
         if shareable is not None and group not in shareable:
             raise UserError(
                 403,
-                f"You can share an image only with a course (group) you belong to or teach; “{group}” is not one.",
+                "You can share an image only with a course (group) you belong to or teach; “{group}” is not one.",
+                group=group,
             )
         return value
     raise UserError(400, "“visibility” is “private”, “public”, or “group:NAME” to share with one course.")
@@ -157,16 +176,20 @@ def parse_definition(body: dict, bases: dict[str, str], shareable: set[str] | No
     400/403. `bases`: what the caller may build from ({name shown: engine ref})."""
     unknown = set(body) - {"name", "from", "apt", "pip", "script", "visibility"}
     if unknown:
-        fields = "name, from, apt, pip, script, visibility"
-        raise UserError(400, f"Unknown field(s) {', '.join(sorted(unknown))}; an image takes {fields}.")
+        raise UserError(
+            400,
+            "Unknown field(s) {fields}; an image takes name, from, apt, pip, script, visibility.",
+            fields=", ".join(sorted(unknown)),
+        )
     name = check_name(body.get("name"))
     base = body.get("from")
     if not isinstance(base, str) or base not in bases:
-        offered = ", ".join(sorted(bases)) or "none"
-        raise UserError(400, f"“from” must be an image you may use: {offered}.")
+        if not bases:
+            raise UserError(400, "“from” must be an image you may use: none.")
+        raise UserError(400, "“from” must be an image you may use: {offered}.", offered=", ".join(sorted(bases)))
     apt = parse_apt(body.get("apt"))
-    pip = parse_text(body.get("pip"), "pip", "a requirements file")
-    script = parse_text(body.get("script"), "script", "a post-build script")
+    pip = parse_text(body.get("pip"), "pip")
+    script = parse_text(body.get("script"), "script")
     if not apt and not pip.strip() and not script.strip():
         raise UserError(400, "Say what to add to the base image: apt packages, pip requirements or a script.")
     return {
@@ -200,12 +223,16 @@ def request_build(db, owner: str, definition: dict, limit: int) -> dict:
             count = s.scalar(select(func.count()).select_from(UserImage).where(UserImage.owner == owner))
             if count >= limit:
                 raise UserError(
-                    403, f"You have {count} images, the most one user may have; delete one you no longer use first."
+                    403,
+                    "You have {count} images, the most one user may have; delete one you no longer use first.",
+                    count=count,
                 )
             image = UserImage(owner=owner, name=definition["name"], build=1)
             s.add(image)
         elif image.state in BUSY:
-            raise UserError(409, f"“{image.full_name}” is being built; wait for that build to end, or follow its log.")
+            raise UserError(
+                409, "“{image}” is being built; wait for that build to end, or follow its log.", image=image.full_name
+            )
         else:
             image.build += 1
         for k in ("base", "base_ref", "apt", "pip", "script", "visibility"):
@@ -233,14 +260,16 @@ def _get(s, full_name: str, who: str, groups: set[str], admin: bool) -> UserImag
     """The image, or the user's 404 (also for one they may not see: its existence is not theirs to learn)."""
     image = _find(s, full_name)
     if not _visible(image, who, groups, admin):
-        raise UserError(404, f"There is no image “{full_name}” you can see.")
+        raise UserError(404, "There is no image “{image}” you can see.", image=full_name)
     return image
 
 
 def _own(s, full_name: str, who: str, groups: set[str], admin: bool) -> UserImage:
     image = _get(s, full_name, who, groups, admin)
     if image.owner != who and not admin:
-        raise UserError(403, f"Only {image.owner} (and administrators) may change or delete “{full_name}”.")
+        raise UserError(
+            403, "Only {owner} (and administrators) may change or delete “{image}”.", owner=image.owner, image=full_name
+        )
     return image
 
 
@@ -291,7 +320,7 @@ def remove(db, full_name: str, who: str, groups: set[str], admin: bool) -> tuple
     with db.session() as s:
         image = _own(s, full_name, who, groups, admin)
         if image.state == "building":
-            raise UserError(409, f"“{full_name}” is being built; delete it when the build has ended.")
+            raise UserError(409, "“{image}” is being built; delete it when the build has ended.", image=full_name)
         found = image.id, image.ref
         s.delete(image)
         return found

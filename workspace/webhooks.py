@@ -88,7 +88,9 @@ def check_url(value, extra: list) -> str:
     except ValueError:
         return url  # a name: its addresses are checked at each call
     if not allowed(str(literal), extra):
-        raise UserError(400, f"The hub does not call {parts.hostname}: it is an address of a private network.")
+        raise UserError(
+            400, "The hub does not call {host}: it is an address of a private network.", host=parts.hostname
+        )
     return url
 
 

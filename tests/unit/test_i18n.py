@@ -75,7 +75,7 @@ def test_no_error_sentence_is_built_before_its_lookup():
 
 
 def test_an_error_reads_in_the_requested_language():
-    e = UserError(404, "There is no dataset {ref} that you can see.", ref="ada/notes")
+    e = UserError(404, "There is no dataset {owner}/{name} that you can see.", owner="ada", name="notes")
     assert str(e) == "There is no dataset ada/notes that you can see."
     assert e.in_locale("en") == str(e)
     zh = e.in_locale("zh_CN")

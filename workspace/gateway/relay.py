@@ -10,6 +10,11 @@ so a 1 GB `scp` never sits in the gateway's memory.
 A `direct-tcpip` channel (`ssh -L`) is opened by the workspace's sshd, so
 its destination is reached from inside the workspace, never from the hub
 host.
+
+What the gateway itself says on a session (why it cannot relay, a start's
+progress) is in the language of the client's locale where it sends one
+(`LC_ALL`, `LC_MESSAGES` or `LANG`: OpenSSH's default `SendEnv LANG LC_*`),
+else English.
 """
 
 from __future__ import annotations
@@ -19,9 +24,21 @@ import logging
 
 import asyncssh
 
+from .. import i18n
+
 log = logging.getLogger("workspace.gateway")
 
 CHUNK = 65536
+
+
+def locale_of(chan) -> str:
+    """The locale a session's client asks for: its `LC_ALL`, `LC_MESSAGES` or `LANG` (the first set, as
+    POSIX reads them), if it is one we have; else English (a forwarding, `chan` None, has none)."""
+    env = (chan.get_environment() or {}) if chan is not None else {}
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        if env.get(name):
+            return i18n.from_tag(env[name]) or i18n.DEFAULT
+    return i18n.DEFAULT
 
 
 class _Upstream(asyncssh.SSHClientSession):
@@ -93,16 +110,27 @@ class SessionRelay(asyncssh.SSHServerSession):
         self.task = asyncio.ensure_future(self._start())
 
     async def _start(self):
+        locale = locale_of(self.chan)
         try:
             conn = await self.open_upstream(self.chan)
         except asyncssh.Error as e:
-            self._fail(f"the workspace's SSH server did not answer ({e.reason or e}); try again in a moment")
+            self._fail(
+                i18n.translate(
+                    locale,
+                    "the workspace's SSH server did not answer ({reason}); try again in a moment",
+                    reason=e.reason or e,
+                )
+            )
             return
         except (OSError, asyncio.TimeoutError) as e:
-            self._fail(f"the workspace's SSH server could not be reached ({e}); try again in a moment")
+            self._fail(
+                i18n.translate(
+                    locale, "the workspace's SSH server could not be reached ({error}); try again in a moment", error=e
+                )
+            )
             return
         except GatewayRefusal as e:
-            self._fail(str(e))
+            self._fail(e.in_locale(locale))
             return
         env = {k: v for k, v in (self.chan.get_environment() or {}).items() if k == "LANG" or k.startswith("LC_")}
         term_type, term_size, term_modes = self.term or (None, None, None)
@@ -119,7 +147,7 @@ class SessionRelay(asyncssh.SSHServerSession):
                 encoding=None,
             )
         except asyncssh.ChannelOpenError as e:
-            self._fail(f"the workspace refused the session: {e.reason}")
+            self._fail(i18n.translate(locale, "the workspace refused the session: {reason}", reason=e.reason))
             return
         for data in self.early:
             self.up_chan.write(data)
@@ -184,7 +212,16 @@ class SessionRelay(asyncssh.SSHServerSession):
 
 
 class GatewayRefusal(Exception):
-    """A reason the gateway cannot relay, in a line for the user (the workspace is not running, ...)."""
+    """A reason the gateway cannot relay, in a line for the user (the workspace is not running, ...):
+    `message` a literal marked `N_()` with named `{placeholders}` from `params`, as UserError's, said in
+    the user's language by `in_locale`."""
+
+    def __init__(self, message: str, **params):
+        self.template, self.params = message, params
+        super().__init__(message.format(**params) if params else message)
+
+    def in_locale(self, locale: str) -> str:
+        return i18n.translate(locale, self.template, **self.params)
 
 
 def tunnel(open_upstream, host: str, port: int):

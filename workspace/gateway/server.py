@@ -41,14 +41,15 @@ from sqlalchemy import select, update
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
 
-from .. import config, ssh_identities
+from .. import config, i18n, ssh_identities
 from ..db import database
 from ..errors import UserError
 from ..executions import find_workspace
+from ..i18n import N_
 from ..ssh_keys import SshKey
 from . import keys as gateway_keys
 from .login import Login, parse
-from .relay import GatewayRefusal, SessionRelay, tunnel
+from .relay import GatewayRefusal, SessionRelay, locale_of, tunnel
 
 log = logging.getLogger("workspace.gateway")
 
@@ -130,16 +131,22 @@ class SshGateway(config.HubService):
         host, _, port = recorded.rpartition(":")
         return host, int(port)
 
-    async def start(self, login: Login, say) -> None:
-        """Start the workspace with its latest output, saying its progress."""
+    async def start(self, login: Login, say, locale: str = "en") -> None:
+        """Start the workspace with its latest output, saying its progress (in `locale`)."""
         path = f"/users/{quote(login.owner, safe='')}/servers/{quote(login.workspace, safe='')}"
-        say(f"Starting {login.workspace} (continuing from its latest output)...")
+        say(
+            i18n.translate(
+                locale, "Starting {workspace} (continuing from its latest output)...", workspace=login.workspace
+            )
+        )
         try:
             await self.hub("POST", path, body={})
         except HTTPClientError as e:
             text = _hub_message(e)
             if e.code != 400 or "already" not in text.lower():
-                raise GatewayRefusal(f"{login.workspace} could not be started: {text}") from None
+                raise GatewayRefusal(
+                    N_("{workspace} could not be started: {reason}"), workspace=login.workspace, reason=text
+                ) from None
         follow = asyncio.ensure_future(self._follow_progress(path, say))
         try:
             deadline = time.monotonic() + self.start_timeout
@@ -148,9 +155,15 @@ class SshGateway(config.HubService):
                 if server and server.get("ready"):
                     return
                 if not server or not server.get("pending"):
-                    raise GatewayRefusal(f"{login.workspace} did not start; open it on the web pages to see why")
+                    raise GatewayRefusal(
+                        N_("{workspace} did not start; open it on the web pages to see why"), workspace=login.workspace
+                    )
                 await asyncio.sleep(1)
-            raise GatewayRefusal(f"{login.workspace} did not start in {self.start_timeout:.0f} s")
+            raise GatewayRefusal(
+                N_("{workspace} did not start in {seconds:.0f} s"),
+                workspace=login.workspace,
+                seconds=self.start_timeout,
+            )
         finally:
             follow.cancel()
 
@@ -306,6 +319,7 @@ class GatewayConnection(asyncssh.SSHServer):
 
     async def _connect(self, chan):
         gateway, login = self.gateway, self.login
+        locale = locale_of(chan)
 
         def say(line: str) -> None:
             if chan is not None:
@@ -315,21 +329,30 @@ class GatewayConnection(asyncssh.SSHServer):
         if not server or not server.get("ready"):
             if not login.start:
                 raise GatewayRefusal(
-                    f"{login.workspace} is not running. Start it on the web pages, with "
-                    f"`workspace start {login.workspace}`, or log in as "
-                    f"{login.owner}+{login.workspace}+start to start it now."
+                    N_(
+                        "{workspace} is not running. Start it on the web pages, with "
+                        "`workspace start {workspace}`, or log in as "
+                        "{owner}+{workspace}+start to start it now."
+                    ),
+                    workspace=login.workspace,
+                    owner=login.owner,
                 )
-            await gateway.start(login, say)
-            say(f"{login.workspace} is running.")
+            await gateway.start(login, say, locale)
+            say(i18n.translate(locale, "{workspace} is running.", workspace=login.workspace))
         address = await asyncio.to_thread(gateway.ssh_address, login)
         if address is None:
             raise GatewayRefusal(
-                f"{login.workspace} runs without SSH (it started before SSH was set up here, or on an engine "
-                "without it); restart it to connect"
+                N_(
+                    "{workspace} runs without SSH (it started before SSH was set up here, or on an engine "
+                    "without it); restart it to connect"
+                ),
+                workspace=login.workspace,
             )
         host_key = await asyncio.to_thread(gateway.host_key, login)
         if host_key is None:
-            raise GatewayRefusal(f"{login.workspace} has no SSH identity yet; restart it once to enable SSH")
+            raise GatewayRefusal(
+                N_("{workspace} has no SSH identity yet; restart it once to enable SSH"), workspace=login.workspace
+            )
         trusted = asyncssh.import_public_key(host_key)
         host, port = address
         conn = await asyncio.wait_for(

@@ -7,9 +7,8 @@ An admin may add `?user=NAME` for anyone's, or `?all=true` for every user's.
 
 from __future__ import annotations
 
-from tornado import web
-
 from .. import accounting
+from ..errors import UserError
 from .api import APIHandler
 
 
@@ -18,7 +17,7 @@ class AccountingHandler(APIHandler):
         user, _, admin = self.who()
         everyone = self.get_argument("all", "").lower() in ("1", "true", "yes")
         if everyone and not admin:
-            raise web.HTTPError(403, "Only administrators may see everyone's accounting.")
+            raise UserError(403, "Only administrators may see everyone's accounting.")
         owners = None if everyone else [await self.owner()]
         since = accounting.parse_time(self.get_argument("since", None), "since")
         until = accounting.parse_time(self.get_argument("until", None), "until")

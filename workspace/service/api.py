@@ -70,12 +70,12 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             if "Authorization" not in self.request.headers and self.request.method not in ("GET", "HEAD"):
                 if self.hub_auth.cookie_name in self.request.cookies:
                     # logged in, but a cross-site request cannot know the XSRF token
-                    raise web.HTTPError(
+                    raise UserError(
                         403,
                         "A request with the login cookie must send the “_xsrf” cookie's "
                         "value in the X-XSRFToken header; scripts use a token instead.",
                     )
-            raise web.HTTPError(403, "Log in to JupyterHub, or send a token in the Authorization header.")
+            raise UserError(403, "Log in to JupyterHub, or send a token in the Authorization header.")
         return user
 
     def who(self) -> tuple[str, set[str], bool]:
@@ -143,7 +143,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             return wanted or user["name"]
         if self.request.method in ("GET", "HEAD") and await self.may_read(user, wanted):
             return wanted
-        raise web.HTTPError(
+        raise UserError(
             403,
             "Only administrators may see other users' workspaces, and instructors "
             "(read-only) those of their course's students.",
@@ -175,7 +175,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
 
         async def why(name: str) -> str | None:
             model = await self.service_hub(f"/users/{quote(name, safe='')}")
-            return courses.why_privileged(name, model, self.settings.get("courses", {}))
+            return courses.why_privileged(name, model, self.settings.get("courses", {}), self.lang)
 
         found = {}
         for start in range(0, len(names), 32):  # a few at a time: a roster may have hundreds

@@ -44,6 +44,7 @@ from ..store_agent import read_token
 from ..uploads import UploadPolicy
 from . import (
     accounting_api,
+    activity_api,
     courses_api,
     datasets_api,
     images_api,
@@ -142,6 +143,7 @@ class WorkspaceService(Application):
                 *uploads_api.handlers(prefix),
                 *storage_api.handlers(prefix),
                 *accounting_api.handlers(prefix),
+                *activity_api.handlers(prefix),
                 *resource_types_api.handlers(prefix),
                 *courses_api.handlers(prefix),
                 *outputs_api.handlers(prefix),

@@ -15,9 +15,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from jupyterhub.scopes import Scope, parse_scopes
-from tornado import web
 
-from .. import courses, user_images
+from .. import courses, i18n, user_images
 from ..errors import UserError
 from .api import READ_SCOPE, APIHandler
 
@@ -45,7 +44,7 @@ class CourseActions:
                     break
             return {g["name"]: sorted(g.get("users") or []) for g in groups}
         if not granted:
-            raise web.HTTPError(
+            raise UserError(
                 403,
                 "Courses are for instructors: ask an administrator to make you one "
                 "(WORKSPACE_COURSES); your own workspaces are on the Workspaces page.",
@@ -67,7 +66,9 @@ class CourseActions:
         """Check a course set-up, then make the hub's users and group match the roster and record the
         template (courses.py); what changed, with a sentence."""
         if not self.may_manage(course):
-            raise web.HTTPError(403, f"Only the instructors of “{course}” (and administrators) may set it up.")
+            raise UserError(
+                403, "Only the instructors of “{course}” (and administrators) may set it up.", course=course
+            )
         user = self.caller()
         images = list(self.settings["images"])
         if self.settings["user_images_offered"]:
@@ -83,6 +84,7 @@ class CourseActions:
             self.settings["resource_types"],
             self.settings["default_resource_type"],
             images,
+            self.lang,
         )
         # a roster names students only: enrolling an administrator or an instructor would give this
         # instructor read access to them (and plant a workspace restoring this instructor's starter)
@@ -91,15 +93,16 @@ class CourseActions:
             shown = "; ".join(f"{n} ({why})" for n, why in sorted(refused.items())[:10])
             raise UserError(
                 403,
-                f"A roster may name only students; these are not: {shown}. Remove them from the "
+                "A roster may name only students; these are not: {names}. Remove them from the "
                 "roster and send it again (nothing was changed).",
+                names=shown,
             )
         group = f"/groups/{quote(course, safe='')}"
         code, model = await self.service_hub_call("GET", group)
         if code == 404:
             code, model = await self.service_hub_call("POST", group)
         if code not in (200, 201):
-            raise web.HTTPError(502, f"The hub refused to create the group “{course}” ({code}).")
+            raise UserError(502, "The hub refused to create the group “{course}” ({code}).", course=course, code=code)
         created: list[str] = []
         if setup.students:
             code, made = await self.service_hub_call("POST", "/users", {"usernames": setup.students})
@@ -107,25 +110,38 @@ class CourseActions:
                 created = sorted(u["name"] for u in made or [])
             elif code == 400:
                 raise UserError(
-                    400, f"The hub refused a name of the roster: {(made or {}).get('message', 'invalid username')}"
+                    400,
+                    "The hub refused a name of the roster: {reason}",
+                    reason=(made or {}).get("message") or i18n.translate(self.lang, "invalid username"),
                 )
             elif code != 409:  # 409: all exist already
-                raise web.HTTPError(502, f"The hub refused to create the roster's users ({code}).")
+                raise UserError(502, "The hub refused to create the roster's users ({code}).", code=code)
         before = set((model or {}).get("users") or [])
         added, removed = sorted(set(setup.students) - before), sorted(before - set(setup.students))
         for method, names in (("POST", added), ("DELETE", removed)):
             if names:
                 code, _ = await self.service_hub_call(method, f"{group}/users", {"users": names})
                 if code != 200:
-                    raise web.HTTPError(502, f"The hub refused to change the members of “{course}” ({code}).")
+                    raise UserError(
+                        502, "The hub refused to change the members of “{course}” ({code}).", course=course, code=code
+                    )
         applied = await self.blocking(courses.apply_setup, self.db, setup)
-        message = (
-            f"{course}: {len(setup.students)} student(s) ({len(created)} new user(s), {len(added)} added, "
-            f"{len(removed)} removed from the group); workspace “{setup.workspace}” given to "
-            f"{len(applied['workspaces_created'])} more."
+        message = i18n.translate(
+            self.lang,
+            "{course}: {students} student(s) ({created} new user(s), {added} added, "
+            "{removed} removed from the group); workspace “{workspace}” given to {given} more.",
+            course=course,
+            students=len(setup.students),
+            created=len(created),
+            added=len(added),
+            removed=len(removed),
+            workspace=setup.workspace,
+            given=len(applied["workspaces_created"]),
         )
         if applied["shared"]:
-            message += f" Shared {', '.join(applied['shared'])} with the group."
+            message += " " + i18n.translate(
+                self.lang, "Shared {datasets} with the group.", datasets=", ".join(applied["shared"])
+            )
         if setup.notes:
             message += " " + " ".join(setup.notes)
         return {

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from jupyterhub.scopes import Scope, parse_scopes
 
-from .. import quotas, tasks, user_images
+from .. import i18n, quotas, tasks, user_images
 from ..errors import UserError
 from .api import APIHandler
 from .courses_api import MANAGE_SCOPE
@@ -72,8 +72,9 @@ class ImageActions:
         if status.over:
             raise UserError(
                 403,
-                f"Your storage is over its quota ({status.figures()}), so an image build is refused: an image "
+                "Your storage is over its quota ({figures}), so an image build is refused: an image "
                 "counts against it. Free space on the Storage page first.",
+                figures=status.figures(self.lang),
             )
         builder = self.settings["image_builder"]
         image = await self.blocking(user_images.request_build, self.db, who, definition, builder.max_images)
@@ -131,7 +132,10 @@ class ImageLogHandler(APIHandler):
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
         if follow and state == "queued":
-            self.write(f"[image] {full} is queued: it starts when the builds before it have ended.\n")
+            queued = i18n.translate(
+                self.lang, "[image] {image} is queued: it starts when the builds before it have ended.", image=full
+            )
+            self.write(queued + "\n")
             await self.flush()
             while state == "queued":
                 await asyncio.sleep(1.0)

@@ -17,9 +17,9 @@ workspace/metrics.py) and statvfs of the home store; it walks no tree.
 from __future__ import annotations
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from tornado import web
 
 from .. import metrics, queue
+from ..errors import UserError
 from .api import APIHandler
 
 # JupyterHub's scope for /hub/metrics (JupyterHub 5+; the admin role has it)
@@ -39,10 +39,11 @@ class MetricsHandler(APIHandler):
         if self.authenticate:
             user = self.get_current_user()
             if not user or SCOPE not in (user.get("scopes") or ()):
-                raise web.HTTPError(
+                raise UserError(
                     403,
-                    f"Reading the metrics needs a JupyterHub token with the “{SCOPE}” scope: an "
+                    "Reading the metrics needs a JupyterHub token with the “{scope}” scope: an "
                     "administrator's API token, or a service's whose role has it (README, Metrics).",
+                    scope=SCOPE,
                 )
         body = await self.blocking(generate_latest, self.registry())
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)

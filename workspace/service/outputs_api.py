@@ -40,7 +40,7 @@ from jupyterhub.scopes import Scope, parse_scopes
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from .. import accounting, archives, output_files, outputs, paths
+from .. import accounting, archives, i18n, output_files, outputs, paths
 from ..errors import UserError
 from ..executions import check_workspace_name, number_of
 from ..homes import BtrfsHomeStore
@@ -122,7 +122,12 @@ class OutputsHandler(APIHandler):
     def archive_format(self, default: str | None = None) -> str | None:
         kind = self.get_argument("archive", default)
         if kind is not None and kind not in archives.FORMATS:
-            raise UserError(400, f"“archive” must be {' or '.join(archives.FORMATS)}, not {kind[:40]!r}.")
+            raise UserError(
+                400,
+                "“archive” must be {formats}, not {given!r}.",
+                formats=" or ".join(archives.FORMATS),
+                given=kind[:40],
+            )
         return kind
 
     async def send(self, data: bytes) -> None:
@@ -145,8 +150,9 @@ class OutputsHandler(APIHandler):
         if _archives_of[who] >= MAX_ARCHIVES:
             raise UserError(
                 429,
-                f"You have {_archives_of[who]} archive downloads under way; wait until one has finished "
+                "You have {count} archive downloads under way; wait until one has finished "
                 "(or stop it), then try again.",
+                count=_archives_of[who],
             )
         loop = asyncio.get_running_loop()
         pipe = Pipe(loop)
@@ -252,7 +258,9 @@ class FilesHandler(OutputsHandler):
         if target is not None:
             raise output_files.is_a_link(rel, target)
         if kind:
-            raise UserError(400, f"“{output_files.shown(rel)}” is not a directory; download it without “archive”.")
+            raise UserError(
+                400, "“{path}” is not a directory; download it without “archive”.", path=output_files.shown(rel)
+            )
         fd, st = await _pool_run(_open, out.root, rel)
         try:
             await self.send_file(fd, st.st_size, rel, inline)
@@ -271,7 +279,12 @@ class FilesHandler(OutputsHandler):
                 start = max(0, size - int(last))
             if not m or (not first and not last) or start >= end:
                 self.set_header("Content-Range", f"bytes */{size}")
-                message = f"The range {wanted[:60]!r} is not within the file's {size:,} bytes."
+                message = i18n.translate(
+                    self.lang,
+                    "The range {wanted!r} is not within the file's {size:,} bytes.",
+                    wanted=wanted[:60],
+                    size=size,
+                )
                 return self.write_json({"status": 416, "message": message}, 416)
             self.set_status(206)
             self.set_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
@@ -306,7 +319,9 @@ class CollectHandler(OutputsHandler):
 
     async def get(self, course: str):
         if not self.may_collect(course):
-            raise web.HTTPError(403, f"Only the instructors of “{course}” (and administrators) may collect its work.")
+            raise UserError(
+                403, "Only the instructors of “{course}” (and administrators) may collect its work.", course=course
+            )
         rel = output_files.parse_path(self.get_argument("path", ""))
         before = accounting.parse_time(self.get_argument("before", None), "before")
         kind = self.archive_format("tar.gz")
@@ -315,7 +330,7 @@ class CollectHandler(OutputsHandler):
             check_workspace_name(workspace)
         group = await self.service_hub(f"/groups/{quote(course, safe='')}")
         if group is None:
-            raise UserError(404, f"There is no course “{course}” (no group of that name).")
+            raise UserError(404, "There is no course “{course}” (no group of that name).", course=course)
         if workspace is None:
             workspace = await self.blocking(outputs.course_workspace, self.db, course)
         members = sorted(group.get("users") or [])
@@ -330,12 +345,15 @@ class CollectHandler(OutputsHandler):
             students,
             workspace,
             before,
-            {n: f"not a student ({why})" for n, why in refused.items()},
+            {n: i18n.translate(self.lang, "not a student ({reason})", reason=why) for n, why in refused.items()},
             self.record_store,
+            self.lang,
         )
         top = f"{course}-" + (output_files.archive_name(workspace, rel) if rel else workspace)
         log.info("%s collects %s of %d student(s) of %s", self.caller()["name"], top, len(students), course)
-        await self.stream_archive(lambda w, check: outputs.write_collection(w, items, rel, top, check), kind, top)
+        await self.stream_archive(
+            lambda w, check: outputs.write_collection(w, items, rel, top, check, self.lang), kind, top
+        )
 
 
 def handlers(prefix: str) -> list:

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from tornado import web
 
-from .. import archives, output_files, outputs, paths
+from .. import archives, i18n, output_files, outputs, paths
 from ..errors import UserError
 from ..executions import number_of
 from .outputs_api import _pool_run, record_store
@@ -34,8 +34,8 @@ def human(n: int | None) -> str:
 _env.filters["bytes"] = human
 
 
-def _load(root, rel: bytes, offset: int, limit: int) -> dict:
-    """What the page shows of `rel`: a listing page, or a file's preview (blocking)."""
+def _load(root, rel: bytes, offset: int, limit: int, locale: str = i18n.DEFAULT) -> dict:
+    """What the page shows of `rel`: a listing page, or a file's preview, its notes in `locale` (blocking)."""
     with paths.Tree(root) as tree:
         st = output_files.resolve(tree, rel)
         kind = archives.kind_of(st)
@@ -51,9 +51,10 @@ def _load(root, rel: bytes, offset: int, limit: int) -> dict:
             try:
                 return dict(shown, cells=output_files.notebook(data))
             except UserError as e:
-                shown.update(preview="text", note=e.jupyterhub_message)
+                shown.update(preview="text", note=e.in_locale(locale))
         elif preview == "notebook":
-            shown.update(preview="text", note="This notebook is too large to show here; download it.")
+            note = i18n.translate(locale, "This notebook is too large to show here; download it.")
+            shown.update(preview="text", note=note)
         if shown["preview"] == "text":
             data, _ = output_files.read_head(tree, rel, output_files.PREVIEW_BYTES)
             shown["text"] = output_files.text_preview(data, st.st_size)
@@ -83,7 +84,7 @@ class OutputPage(PageHandler):
             n,
             record_store(self.settings.get("record_store_root")),
         )
-        shown = await _pool_run(_load, out.root, rel, offset, limit)
+        shown = await _pool_run(_load, out.root, rel, offset, limit, self.lang)
         base = f"workspaces/{quote(name, safe='')}/executions/{out.number}/files"
         user_q = f"user={quote(owner, safe='')}" if owner != me else ""
         crumbs, parts = [], rel.split(b"/") if rel else []

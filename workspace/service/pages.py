@@ -175,6 +175,7 @@ class PageHandler(APIHandler):
             image=self.settings["image"],
             default_type=self.settings["default_resource_type"],
             image_labels=await self.image_labels(refs),
+            locale=self.lang,
         )
         return Markup(html)
 
@@ -192,7 +193,9 @@ class PageHandler(APIHandler):
         if len(refs) < 2:
             return None
         try:
-            return await self.blocking(image_catalog.labels, self.settings["describe_images"], list(refs), refs)
+            return await self.blocking(
+                image_catalog.labels, self.settings["describe_images"], list(refs), refs, self.lang
+            )
         except Exception:
             return None  # the engine does not answer: the names alone
 
@@ -210,7 +213,7 @@ class PageHandler(APIHandler):
 
     async def storage_warning(self) -> str | None:
         """The user's storage warning (near or over quota), for the top of their pages."""
-        return (await self.storage_status()).warning()
+        return (await self.storage_status()).warning(self.lang)
 
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -305,9 +308,12 @@ async def start(
         return handler.redirect(
             f"{handler.settings['hub_prefix']}spawn-pending/{quote(user, safe='')}/{quote(name, safe='')}"
         )
-    message = (body or {}).get("message") or f"The hub refused to start “{name}” ({code})."
+    lang = handler.lang
+    message = (body or {}).get("message") or i18n.translate(
+        lang, "The hub refused to start “{name}” ({code}).", name=name, code=code
+    )
     if code == 400 and "already running" in message.lower():
-        message = f"“{name}” is already running or starting."
+        message = i18n.translate(lang, "“{name}” is already running or starting.", name=name)
     await on_error(error=message, status=code if 400 <= code < 500 else 502)
 
 
@@ -325,9 +331,9 @@ class WorkspacePage(PageHandler):
         history = await self.blocking(executions.history, self.db, owner, name)
         runs = None if history is None else history[::-1]  # newest first
         if runs is None and server is None:
-            raise web.HTTPError(
-                404, f"{owner} has no workspace “{name}”." if readonly else f"You have no workspace “{name}”."
-            )
+            if readonly:
+                raise UserError(404, "{owner} has no workspace “{name}”.", owner=owner, name=name)
+            raise UserError(404, "You have no workspace “{name}”.", name=name)
         latest = runs[0] if runs else None
         ssh = None if readonly else await self.ssh_directions(owner, name)
         # another's servers are not the caller's to read: the records say what runs
@@ -377,13 +383,14 @@ class WorkspacePage(PageHandler):
         action = self.get_body_argument("action", "")
         user = self.get_current_user()["name"]
         if self.get_argument("user", user) != user:  # a read-only view has no actions
-            raise web.HTTPError(403, "You can read another user's workspace, not start, stop or change it.")
+            raise UserError(403, "You can read another user's workspace, not start, stop or change it.")
         if action == "stop":
             code, body = await self.hub_api("DELETE", f"/users/{quote(user, safe='')}/servers/{quote(name, safe='')}")
             if code not in (202, 204):
                 return await self.get(
                     name,
-                    error=(body or {}).get("message") or f"The hub refused the stop ({code}).",
+                    error=(body or {}).get("message")
+                    or i18n.translate(self.lang, "The hub refused the stop ({code}).", code=code),
                     status=code if 400 <= code < 500 else 502,
                 )
             return self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}")
@@ -414,10 +421,15 @@ class WorkspacePage(PageHandler):
             quotas.measure_soon(self.db, self.settings["workspace_store"], user)
             return await self.get(
                 name,
-                message=f"Deleted the output of #{deleted['number']} "
-                f"({_mb(deleted['bytes'])}, {deleted['files']:,} files).",
+                message=i18n.translate(
+                    self.lang,
+                    "Deleted the output of #{number} ({size}, {files:,} files).",
+                    number=deleted["number"],
+                    size=_mb(deleted["bytes"]),
+                    files=deleted["files"],
+                ),
             )
-        raise web.HTTPError(400, "Say what to do: start, task, stop or delete-output.")
+        raise UserError(400, "Say what to do: start, task, stop or delete-output.")
 
     async def run_task(self, name: str, user: str) -> None:
         """The form's choices with a command: a task (workspace/tasks.py); back to this page, where its log shows."""
@@ -425,9 +437,13 @@ class WorkspacePage(PageHandler):
             command = tasks.parse_command(self.get_body_argument("command", ""))
         except UserError as e:
             return await self.get(name, error=errors.sentence(e, self.lang), status=e.status_code)
+        busy = i18n.translate(
+            self.lang,
+            "“{name}” is running or starting; stop it first, or run the task in another workspace.",
+            name=name,
+        )
         if name in await self.servers(user):  # the hub would answer a second start with the first's 202
-            message = f"“{name}” is running or starting; stop it first, or run the task in another workspace."
-            return await self.get(name, error=message, status=409)
+            return await self.get(name, error=busy, status=409)
         fields = {k: self.get_body_argument(k, "") for k in ("resource_type", "image", "cleanup")}
         options = spawnform.options_from_page(
             self.get_body_argument("continue_from", "latest"), self.get_body_argument("datasets", ""), None, fields
@@ -438,9 +454,11 @@ class WorkspacePage(PageHandler):
             {"user_options": {**options, "task": {"command": command}}, "display_name": name},
         )
         if code not in (201, 202):
-            message = (body or {}).get("message") or f"The hub refused to run the task ({code})."
+            message = (body or {}).get("message") or i18n.translate(
+                self.lang, "The hub refused to run the task ({code}).", code=code
+            )
             if code == 400 and "already" in message.lower():
-                message = f"“{name}” is running or starting; stop it first, or run the task in another workspace."
+                message = busy
             return await self.get(name, error=message, status=code if 400 <= code < 500 else 502)
         self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}")
 
@@ -464,7 +482,12 @@ class StoragePage(PageHandler):
         storage = dict(st.as_dict(), items=st.largest_first())
         self.set_status(status)
         self.render_page(
-            "storage.html", storage=storage, figures=st.figures(), error=error, message=message, storage_warning=None
+            "storage.html",
+            storage=storage,
+            figures=st.figures(self.lang),
+            error=error,
+            message=message,
+            storage_warning=None,
         )
 
     @web.authenticated
@@ -483,25 +506,33 @@ class StoragePage(PageHandler):
                     self.get_body_argument("workspace", ""),
                     int(number) if number.isdigit() else 0,
                 )
-                text = (
-                    f"Deleted the output of “{d['workspace']}” #{d['number']} "
-                    f"({_mb(d['bytes'])}, {d['files']:,} files)."
+                text = i18n.translate(
+                    self.lang,
+                    "Deleted the output of “{workspace}” #{number} ({size}, {files:,} files).",
+                    workspace=d["workspace"],
+                    number=d["number"],
+                    size=_mb(d["bytes"]),
+                    files=d["files"],
                 )
             elif action == "cleanup":
                 keep = self.get_body_argument("keep", "1")
-                result = await self.blocking(outputs.cleanup, self.db, store, user, int(keep) if keep.isdigit() else -1)
+                result = await self.blocking(
+                    outputs.cleanup, self.db, store, user, int(keep) if keep.isdigit() else -1, locale=self.lang
+                )
                 done = result["deleted"]
                 text = (
-                    f"Deleted {len(done)} old output(s) ({_mb(sum(d['bytes'] for d in done))})."
+                    i18n.translate(
+                        self.lang,
+                        "Deleted {count} old output(s) ({size}).",
+                        count=len(done),
+                        size=_mb(sum(d["bytes"] for d in done)),
+                    )
                     if done
-                    else "There were no old outputs to delete."
+                    else i18n.translate(self.lang, "There were no old outputs to delete.")
                 )
                 if result["kept"]:
-                    text += (
-                        " Kept: "
-                        + "; ".join(f"“{k['workspace']}” #{k['number']} ({k['reason']})" for k in result["kept"])
-                        + "."
-                    )
+                    kept = "; ".join(f"“{k['workspace']}” #{k['number']} ({k['reason']})" for k in result["kept"])
+                    text += " " + i18n.translate(self.lang, "Kept: {outputs}.", outputs=kept)
             else:
                 raise UserError(400, "Say what to do: delete-output or cleanup.")
         except UserError as e:
@@ -530,7 +561,7 @@ class CoursePage(CourseActions, PageHandler):
             error=error,
             message=message,
             form=form or {},
-            choices=await self.blocking(courses.setup_choices, self.db, me),
+            choices=await self.blocking(courses.setup_choices, self.db, me, self.lang),
             types=self.settings["resource_types"],
             # a user's image must be shared with the course (or public) for its students to start it
             images=list(await self.image_choices()),
@@ -570,7 +601,7 @@ class AdminPage(PageHandler):
     def admin_only(self) -> dict:
         user = self.get_current_user()
         if not user.get("admin"):
-            raise web.HTTPError(403, "Only administrators may see the admin page.")
+            raise UserError(403, "Only administrators may see the admin page.")
         return user
 
     @web.authenticated
@@ -590,15 +621,17 @@ class AdminPage(PageHandler):
         admin = self.admin_only()["name"]
         owner, name = self.get_body_argument("owner", ""), self.get_body_argument("workspace", "")
         # the reason goes on the record first, so that the save keeps it
-        execution_id = await self.blocking(
-            lifecycle.record_stop_reason, self.db, owner, name, "admin", f"Stopped by the administrator {admin}."
-        )
+        stopped = i18n.translate(self.lang, "Stopped by the administrator {admin}.", admin=admin)
+        execution_id = await self.blocking(lifecycle.record_stop_reason, self.db, owner, name, "admin", stopped)
         code, body = await self.hub_api("DELETE", f"/users/{quote(owner, safe='')}/servers/{quote(name, safe='')}")
         if code not in (202, 204):
             if execution_id is not None:
                 await self.blocking(lifecycle.record_stop_reason, self.db, owner, name, None, None, execution_id)
             return await self.get(
-                error=(body or {}).get("message") or f"The hub refused to stop {owner}/{name} ({code}).",
+                error=(body or {}).get("message")
+                or i18n.translate(
+                    self.lang, "The hub refused to stop {owner}/{name} ({code}).", owner=owner, name=name, code=code
+                ),
                 status=code if 400 <= code < 500 else 502,
             )
         self.redirect(f"{self.prefix}admin")

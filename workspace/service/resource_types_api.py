@@ -17,7 +17,11 @@ class ResourceTypesHandler(APIHandler):
         _, groups, _ = self.who()
         types = self.settings["resource_types"]
         nodes = await self.engine_nodes() if types else []
-        choices = await self.blocking(spawnform.type_choices, self.db, types, groups, nodes) if types else []
+        choices = (
+            await self.blocking(spawnform.type_choices, self.db, types, groups, nodes, locale=self.lang)
+            if types
+            else []
+        )
         default = resource_types.default_name(types, self.settings["default_resource_type"])
         self.write_json({"default": default, "types": choices})
 

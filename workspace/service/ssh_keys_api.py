@@ -12,9 +12,8 @@ revoked without its owner), never add one: a key added for someone would let its
 
 from __future__ import annotations
 
-from tornado import web
-
 from .. import ssh_keys
+from ..errors import UserError
 from ..gateway import directions
 from .api import APIHandler
 
@@ -25,7 +24,7 @@ class KeysOf(APIHandler):
         wanted = self.get_argument("user", None)
         if wanted and wanted != user:
             if not admin or self.request.method == "POST":
-                raise web.HTTPError(
+                raise UserError(
                     403, "Only your own SSH keys can be changed here; an administrator may list or remove anyone's."
                 )
             return wanted
@@ -67,7 +66,7 @@ class SshHandler(APIHandler):
     async def get(self):
         user, _, _ = self.who()
         if self.get_argument("user", user) != user:
-            raise web.HTTPError(403, "How to connect is said to each user for their own workspaces only.")
+            raise UserError(403, "How to connect is said to each user for their own workspaces only.")
         gateway = directions.gateway_of(self.settings["hub_config"], self.request.host_name)
         if gateway is None:
             self.write_json({"enabled": False, "gateway": None, "workspaces": [], "config": ""})

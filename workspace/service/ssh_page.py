@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tornado import web
 
-from .. import errors, ssh_keys
+from .. import errors, i18n, ssh_keys
 from ..errors import UserError
 from ..gateway import directions
 from .pages import PageHandler
@@ -35,16 +35,26 @@ class SshPage(PageHandler):
     async def post(self):
         user = self.get_current_user()["name"]
         action = self.get_body_argument("action", "")
+        lang = self.lang
 
         def act():
             with self.db.session() as s:
                 if action == "add":
                     text, comment = self.get_body_argument("key", ""), self.get_body_argument("comment", "")
                     key = ssh_keys.add(s, user, text, comment or None)  # none typed: the key's own
-                    return f"Added your {key['type']} key {key['fingerprint']}: it opens your workspaces now."
+                    return i18n.translate(
+                        lang,
+                        "Added your {type} key {fingerprint}: it opens your workspaces now.",
+                        type=key["type"],
+                        fingerprint=key["fingerprint"],
+                    )
                 if action == "remove":
                     key = ssh_keys.remove(s, user, self.get_body_argument("key_id", ""))
-                    return f"Removed the key {key['fingerprint']}: it no longer opens your workspaces."
+                    return i18n.translate(
+                        lang,
+                        "Removed the key {fingerprint}: it no longer opens your workspaces.",
+                        fingerprint=key["fingerprint"],
+                    )
                 raise UserError(400, "Say what to do: add or remove a key.")
 
         try:

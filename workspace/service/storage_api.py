@@ -39,7 +39,7 @@ class CleanupHandler(StorageHandler):
     async def post(self):
         owner = await self.owner()
         keep = self.body().get("keep", 1)
-        result = await self.blocking(outputs.cleanup, self.db, self.store, owner, keep)
+        result = await self.blocking(outputs.cleanup, self.db, self.store, owner, keep, locale=self.lang)
         result["storage"] = await self.status(owner)
         self.write_json(result)
 

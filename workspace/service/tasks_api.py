@@ -16,6 +16,8 @@ import asyncio
 import datetime as dt
 from urllib.parse import quote
 
+from tornado import web
+
 from .. import tasks
 from ..db import utcnow
 from ..errors import UserError
@@ -35,20 +37,25 @@ class TasksHandler(APIHandler):
         unknown = set(body) - {"command", *OPTIONS}
         if unknown:
             raise UserError(
-                400, f"Unknown field(s) {', '.join(sorted(unknown))}; a task takes command, {', '.join(OPTIONS)}."
+                400,
+                "Unknown field(s) {unknown}; a task takes command, {fields}.",
+                unknown=", ".join(sorted(unknown)),
+                fields=", ".join(OPTIONS),
             )
         command = tasks.parse_command(body.get("command"))
         options = {k: body[k] for k in OPTIONS if body.get(k) is not None}
         options["task"] = {"command": command}
-        busy = (
-            f"“{name}” is running or starting; a task is a new execution of it. Stop it first, "
-            "or run the task in another workspace."
+        busy = UserError(
+            409,
+            "“{name}” is running or starting; a task is a new execution of it. Stop it first, "
+            "or run the task in another workspace.",
+            name=name,
         )
         token = self.hub_auth.get_token(self)
         # the hub answers a start of a server already starting with 202 (the same start): ask first
         code, model = await self.hub_fetch(token, "GET", f"/users/{quote(owner, safe='')}")
         if code == 200 and name in ((model or {}).get("servers") or {}):
-            raise UserError(409, busy)
+            raise busy
         asked = utcnow() - dt.timedelta(seconds=1)
         code, answer = await self.hub_fetch(
             token,
@@ -57,10 +64,13 @@ class TasksHandler(APIHandler):
             {"user_options": options, "display_name": name},
         )
         if code not in (201, 202):
-            message = (answer or {}).get("message") or f"The hub refused to start the task ({code})."
-            if code == 400 and "already" in message.lower():
-                code, message = 409, busy
-            raise UserError(code if 400 <= code < 500 else 502, message)
+            message = (answer or {}).get("message")
+            if code == 400 and "already" in (message or "").lower():
+                raise busy
+            status = code if 400 <= code < 500 else 502
+            if message:  # the hub's sentence, in the user's language (hub_fetch sends it on)
+                raise web.HTTPError(status, message)
+            raise UserError(status, "The hub refused to start the task ({code}).", code=code)
         record = None
         for _ in range(100):  # the spawner records the execution as its start begins
             record = await self.blocking(tasks.started_task, self.db, owner, name, asked)
@@ -68,7 +78,7 @@ class TasksHandler(APIHandler):
                 break
             await asyncio.sleep(0.1)
         if record is not None and record["command"] != command:
-            raise UserError(409, busy)  # another request's start, begun between the look and the start
+            raise busy  # another request's start, begun between the look and the start
         base = f"{self.settings['prefix']}api/workspaces/{quote(name, safe='')}/executions"
         self.write_json(
             {
@@ -139,8 +149,11 @@ class CancelHandler(APIHandler):
             f"/users/{quote(owner, safe='')}/servers/{quote(name, safe='')}",
         )
         if code not in (202, 204):
-            message = (answer or {}).get("message") or f"The hub did not stop the task ({code})."
-            raise UserError(code if 400 <= code < 500 else 502, message)
+            message = (answer or {}).get("message")
+            status = code if 400 <= code < 500 else 502
+            if message:  # the hub's sentence, in the user's language (hub_fetch sends it on)
+                raise web.HTTPError(status, message)
+            raise UserError(status, "The hub did not stop the task ({code}).", code=code)
         self.write_json({"workspace": name, "number": number_of(number), "cancelled": True}, status=202)
 
 

@@ -69,8 +69,8 @@ class UploadHandler(UploadBase):
         if self.request.method in ("GET", "DELETE"):
             return
         if self.request.method != "PUT":
-            self._refusal = web.HTTPError(
-                405, f"{self.request.method} is not an upload operation: use PUT, GET or DELETE."
+            self._refusal = UserError(
+                405, "{method} is not an upload operation: use PUT, GET or DELETE.", method=self.request.method
             )
             return
         try:
@@ -97,7 +97,9 @@ class UploadHandler(UploadBase):
         self._written += len(chunk)
         if self._written > self._meta["size"]:
             self._close()
-            self._refusal = UserError(400, f"The upload is longer than the {self._meta['size']:,} bytes announced.")
+            self._refusal = UserError(
+                400, "The upload is longer than the {size:,} bytes announced.", size=self._meta["size"]
+            )
             return
         await asyncio.get_running_loop().run_in_executor(None, self._file.write, chunk)
 

@@ -105,7 +105,36 @@ def listed(files: list[str]) -> dict[str, str]:
     return out
 
 
+def merge(parts: list[Path], locale: str = "zh_CN") -> tuple[int, list[str]]:
+    """Fill `locale`'s .po from translators' JSON files ({message: translation}); (messages filled, the
+    parts' messages the code no longer says)."""
+    import json
+
+    update()
+    catalog = read(locale)
+    filled, unknown = 0, []
+    for part in parts:
+        for msgid, text in json.loads(Path(part).read_text()).items():
+            message = catalog.get(msgid)
+            if message is None:
+                unknown.append(msgid)
+            elif text and (not all(message.string if message.pluralizable else [message.string]) or message.fuzzy):
+                # a plural message: the one translation for each of the language's forms (Chinese has one)
+                message.string = (text,) * catalog.num_plurals if message.pluralizable else text
+                message.flags = set(message.flags) - {"fuzzy"}
+                filled += 1
+    with po_path(locale).open("wb") as f:
+        write_po(f, catalog, sort_output=True, width=120, ignore_obsolete=True)
+    return filled, unknown
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--merge"]:  # translators' JSON parts into the zh_CN catalogue
+        n, unknown = merge([Path(p) for p in sys.argv[2:]])
+        print(f"[messages] {n} translation(s) filled; {len(unknown)} of the parts' messages are not in the code")
+        for msgid in unknown:
+            print(f"  not in the code: {msgid!r}")
+        sys.exit(0)
     if sys.argv[1:2] == ["--list"]:  # what a translator of these files has to do, as JSON
         import json
 

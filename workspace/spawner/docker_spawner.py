@@ -187,9 +187,10 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         except docker.errors.NotFound as e:
             raise UserError(
                 500,
-                f"The image {self.image} is not installed on this server. "
+                "The image {image} is not installed on this server. "
                 "Please tell your administrator (they can build it with `make images`).",
                 detail=str(e),
+                image=self.image,
             ) from e
         self.current.image_checked = self.image
 
@@ -236,19 +237,20 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             self.log.warning("Could not inspect the container of %s: %s", self._log_name, e)
             return "user", None
         if obj is None:
-            return "lost", "The container disappeared."
+            return "lost", self.localized("The container disappeared.")
         st = obj["State"]
         if st.get("Running"):
             return "user", None
         if st.get("OOMKilled"):
-            return "lost", "The container ran out of memory and was killed."
+            return "lost", self.localized("The container ran out of memory and was killed.")
         code = st.get("ExitCode")
         if task:
             return "completed", None  # the exit code is recorded with the log (keep_log)
         if code == 0:
-            return "user", "Shut down from inside the workspace."
-        what = " (killed)" if code == 137 else ""
-        return "lost", f"The container exited with status {code}{what}."
+            return "user", self.localized("Shut down from inside the workspace.")
+        if code == 137:
+            return "lost", self.localized("The container exited with status {code} (killed).", code=code)
+        return "lost", self.localized("The container exited with status {code}.", code=code)
 
     async def docker(self, method, *args, **kwargs):
         if method == "create_container":
@@ -258,13 +260,13 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     async def pull_image(self, image):
         if self.current.image_checked == image:
             return
-        self.emit_progress(10, f"Checking image {image}")
+        self.emit_progress(10, self.localized("Checking image {image}", image=image))
         # DockerSpawner's exceptions (docker.errors.NotFound for a missing image), which its callers
         # catch; a start's sentence for the user is prepare_image's
         await super().pull_image(image)
 
     async def create_object(self):
-        self.emit_progress(70, "Creating the container")
+        self.emit_progress(70, self.localized("Creating the container"))
         if self.owner_networks:
             self.network_name = await self.run_blocking(
                 networks.ensure,
@@ -306,5 +308,5 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             self.log.warning("Could not remove the network of %s: %s", self.user.name, e)
 
     async def start_object(self):
-        self.emit_progress(80, f"Starting container {self.container_name}")
+        self.emit_progress(80, self.localized("Starting container {name}", name=self.container_name))
         return await super().start_object()

@@ -42,6 +42,9 @@ from ..homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
 from ..nodes import Node
 from ..start_request import StartRequest, StartState
 
+# where the images keep a labconfig per language (images/base/rootfs/etc/workspace/lang/<locale>/)
+LAB_LANGUAGES = "/etc/workspace/lang"
+
 
 class WorkspaceMixin(LoggingConfigurable):
     """Engine-independent behaviour of a workspace server.
@@ -262,6 +265,7 @@ class WorkspaceMixin(LoggingConfigurable):
             image=self.image,
             default_type=self.default_resource_type,
             image_labels=await self.run_blocking(self.image_labels, images) if len(images) > 1 else None,
+            locale=self.locale,
         )
 
     async def load_user_images(self) -> None:
@@ -277,7 +281,9 @@ class WorkspaceMixin(LoggingConfigurable):
 
     def image_labels(self, images: list[str]) -> dict[str, str]:
         """{image: its size and versions} for a form (blocking)."""
-        return image_catalog.labels(lambda names: self.describe_images(self, names), images, self.image_refs())
+        return image_catalog.labels(
+            lambda names: self.describe_images(self, names), images, self.image_refs(), locale=self.locale
+        )
 
     @classmethod
     def describe_images(cls, options, names: list[str]) -> list[dict]:
@@ -303,7 +309,7 @@ class WorkspaceMixin(LoggingConfigurable):
         status = await self.run_blocking(lambda: quotas.status(self.db, self.home_store, policy, user, groups))
         if status.over and not cleanup:
             raise status.refusal(self.storage_page_url())
-        return status.warning()
+        return status.warning(self.locale)
 
     # -- records and store ------------------------------------------------------
 
@@ -424,6 +430,11 @@ class WorkspaceMixin(LoggingConfigurable):
         if gpus is not None and self.parsed_resource_types():
             # also with device_requests: CUDA programs see exactly these, by the same IDs
             env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
+        if self.locale != i18n.DEFAULT:
+            # JupyterLab in the user's language: the image's language pack, chosen by a labconfig
+            # default there (images/base/rootfs/etc/workspace/lang/); the user's own choice in JupyterLab's
+            # settings is kept in their home and wins
+            env["JUPYTER_CONFIG_PATH"] = f"{LAB_LANGUAGES}/{self.locale}"
         return env
 
     async def get_command(self):
@@ -450,6 +461,11 @@ class WorkspaceMixin(LoggingConfigurable):
     def localized(self, message: str, **params) -> str:
         """`message` (a literal with `{placeholders}`: Babel's keyword `localized`) in the user's language."""
         return i18n.translate(self.locale, message, **params)
+
+    def in_user_language(self, e: UserError) -> None:
+        """Make what JupyterHub shows of `e` (its `jupyterhub_message`: the spawn request's answer, the
+        progress stream's failure) the sentence in the user's language."""
+        e.jupyterhub_message = e.in_locale(self.locale)
 
     def emit_progress(self, progress: int, message: str, **extra) -> None:
         """Record a progress event (0-100) and wake up the listeners."""
@@ -485,7 +501,11 @@ class WorkspaceMixin(LoggingConfigurable):
             # value must not be kept.
             self.orm_spawner.user_options = {k: v for k, v in stored.items() if k not in ("continue_from", "task")}
         self.start_request = None
-        self.start_request = await self.check_start()
+        try:
+            self.start_request = await self.check_start()
+        except UserError as e:
+            self.in_user_language(e)
+            raise
         if not hasattr(self, "_base_start_timeout"):
             self._base_start_timeout, self._base_poll_interval = self.start_timeout, self.poll_interval
         self.start_timeout = self._base_start_timeout
@@ -534,12 +554,15 @@ class WorkspaceMixin(LoggingConfigurable):
         """At most `max_running_per_user` workspaces at once (the user's 403 beyond)."""
         if not self.max_running_per_user or self.user.admin:
             return
-        others = sorted(name or "(default)" for name, sp in self.user.spawners.items() if sp is not self and sp.active)
+        unnamed = self.localized("(default)")  # the server without a name
+        others = sorted(name or unnamed for name, sp in self.user.spawners.items() if sp is not self and sp.active)
         if len(others) >= self.max_running_per_user:
             raise UserError(
                 403,
-                f"You already run {len(others)} workspaces ({', '.join(others)}), the most one "
+                "You already run {count} workspaces ({names}), the most one "
                 "person may run at once; stop one of them first.",
+                count=len(others),
+                names=", ".join(others),
             )
 
     def limits(self, rtype: resource_types.ResourceType | None) -> dict:
@@ -567,6 +590,14 @@ class WorkspaceMixin(LoggingConfigurable):
     # -- start ----------------------------------------------------------------
 
     async def start(self):
+        try:
+            return await self._start_execution()
+        except UserError as e:
+            self.in_user_language(e)
+            raise
+
+    async def _start_execution(self):
+        """A start (see `start`): a new execution, from its place in the queue to its running container."""
         self._reset_progress()
         started = time.monotonic()
         # checked in the spawn request (run_pre_spawn_hook); only a start called without it checks here
@@ -594,21 +625,33 @@ class WorkspaceMixin(LoggingConfigurable):
         self.execution_id, self.live_key, self.node = plan.execution_id, plan.live_key, ""
         current.number, current.report_key = plan.number, plan.report_key or ""
         current.task = request.task
-        self.emit_progress(5, plan.describe())
+        self.emit_progress(5, plan.describe(self.locale))
         if cleanup is not None:
             self.emit_progress(
                 5,
-                "Cleanup mode: delete what you no longer need; the home cannot grow, and the "
-                "workspace stops after a short time",
+                self.localized(
+                    "Cleanup mode: delete what you no longer need; the home cannot grow, and the "
+                    "workspace stops after a short time"
+                ),
             )
         if request.storage_warning:
             self.emit_progress(5, request.storage_warning)
         for m in mounts:
-            self.emit_progress(5, f"Dataset {m['ref']} will be mounted read-only at {m['mount']}")
+            self.emit_progress(
+                5,
+                self.localized(
+                    "Dataset {dataset} will be mounted read-only at {mount}", dataset=m["ref"], mount=m["mount"]
+                ),
+            )
         current.gpu_ids = []
         self.apply_limits(request.limits)
         if rtype is not None:
-            self.emit_progress(5, f"Resource type “{rtype.name}”: {rtype.summary()}")
+            self.emit_progress(
+                5,
+                self.localized(
+                    "Resource type “{name}”: {summary}", name=rtype.name, summary=rtype.summary(self.locale)
+                ),
+            )
         self.node = await self._choose_node(plan, rtype, request.queued)
         try:
             await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
@@ -634,7 +677,12 @@ class WorkspaceMixin(LoggingConfigurable):
             # closed while preparing: stop() ends the execution without output
             raise
         except Exception as e:
-            message = getattr(e, "jupyterhub_message", None) or "The workspace could not be started."
+            if isinstance(e, UserError):
+                message = e.in_locale(self.locale)
+            else:
+                message = getattr(e, "jupyterhub_message", None) or self.localized(
+                    "The workspace could not be started."
+                )
             await self._wait_restore()
             await self.run_blocking(
                 lifecycle.discard,
@@ -647,8 +695,14 @@ class WorkspaceMixin(LoggingConfigurable):
                 message,
             )
             raise
-        waiting = "the task runs" if request.task is not None else "waiting for JupyterLab"
-        self.emit_progress(90, f"Container started {time.monotonic() - started:.1f} s after the request; {waiting}")
+        seconds = time.monotonic() - started
+        if request.task is not None:
+            text = self.localized("Container started {seconds:.1f} s after the request; the task runs", seconds=seconds)
+        else:
+            text = self.localized(
+                "Container started {seconds:.1f} s after the request; waiting for JupyterLab", seconds=seconds
+            )
+        self.emit_progress(90, text)
         if request.task is None:
             self._start_script = asyncio.ensure_future(self._show_start_script(self.container_record_id()))
         return result
@@ -663,12 +717,14 @@ class WorkspaceMixin(LoggingConfigurable):
         deadline = time.monotonic() + self.http_timeout
         done = threading.Event()
         shown = [0]
+        # said now: the hub forgets the start's request once start() has returned
+        rest = self.localized("[start.sh] … (the rest is in this execution's log)")
 
         def show(text: str) -> None:
             if shown[0] < self.START_SCRIPT_LINES:
                 self.emit_progress(92, text[:300])
             elif shown[0] == self.START_SCRIPT_LINES:
-                self.emit_progress(92, "[start.sh] … (the rest is in this execution's log)")
+                self.emit_progress(92, rest)
             shown[0] += 1
 
         def waiting() -> bool:
@@ -734,13 +790,16 @@ class WorkspaceMixin(LoggingConfigurable):
                 self.home_store,
                 plan.execution_id,
                 "failed",
-                "not enough GPUs on any node",
+                self.localized("not enough GPUs on any node"),
                 "error",
             )
             raise UserError(
                 503,
-                f"“{rtype.name}” needs {rtype.gpus} GPU(s) but no node of this server has more than {largest}; "
+                "“{name}” needs {gpus} GPU(s) but no node of this server has more than {largest}; "
                 "choose another resource type, or ask your administrator.",
+                name=rtype.name,
+                gpus=rtype.gpus,
+                largest=largest,
             )
         shown = None
         deadline = time.monotonic() + self.queue_timeout
@@ -750,11 +809,9 @@ class WorkspaceMixin(LoggingConfigurable):
             )
             if admission.admitted:
                 self.current.gpu_ids = gpus = admission.gpu_ids
-                gpus = f", GPU(s) {', '.join(gpus)}" if gpus else ""
-                where = f" on {admission.node}" if len(inventories) > 1 else ""
-                self.emit_progress(8, f"Admitted as “{rtype.name}”{where}{gpus}")
+                self.emit_progress(8, self._admitted(rtype.name, admission.node, len(inventories) > 1, gpus))
                 return admission.node
-            text = admission.describe(rtype)
+            text = admission.describe(rtype, self.locale)
             if text != shown:
                 self.emit_progress(3, text, queue_position=admission.position)
                 shown = text
@@ -765,13 +822,27 @@ class WorkspaceMixin(LoggingConfigurable):
                     self.home_store,
                     plan.execution_id,
                     "stopped",
-                    "waited too long in the queue",
+                    self.localized("waited too long in the queue"),
                     "user",
                 )
                 raise UserError(
-                    503, f"No “{rtype.name}” became free in {self.queue_timeout / 3600:g} h; please try again later."
+                    503,
+                    "No “{name}” became free in {hours:g} h; please try again later.",
+                    name=rtype.name,
+                    hours=self.queue_timeout / 3600,
                 )
             await asyncio.sleep(self.queue_poll_interval)
+
+    def _admitted(self, name: str, node: str, several_nodes: bool, gpus: list[str]) -> str:
+        """The progress event of an admission: the type, the node where there are several, the GPUs."""
+        ids = ", ".join(gpus)
+        if several_nodes and gpus:
+            return self.localized("Admitted as “{name}” on {node}, GPU(s) {gpus}", name=name, node=node, gpus=ids)
+        if several_nodes:
+            return self.localized("Admitted as “{name}” on {node}", name=name, node=node)
+        if gpus:
+            return self.localized("Admitted as “{name}”, GPU(s) {gpus}", name=name, gpus=ids)
+        return self.localized("Admitted as “{name}”", name=name)
 
     @classmethod
     def engine_nodes(cls, options) -> list[Node]:
@@ -791,30 +862,48 @@ class WorkspaceMixin(LoggingConfigurable):
 
     async def _restore(self, plan) -> None:
         if plan.restore_snapshot:
-            self.emit_progress(15, f"Restoring the home of #{plan.restore_from}")
+            self.emit_progress(15, self.localized("Restoring the home of #{number}", number=plan.restore_from))
         loop = asyncio.get_running_loop()
 
         def report(t: Transfer) -> None:
             done = t.bytes / t.bytes_total if t.bytes_total else 1
-            loop.call_soon_threadsafe(self.emit_progress, 15 + int(45 * done), f"Restoring the home: {t.describe()}")
+            text = self.localized("Restoring the home: {transfer}", transfer=t.describe(self.locale))
+            loop.call_soon_threadsafe(self.emit_progress, 15 + int(45 * done), text)
 
         store = self.execution_store
         self.current.restore = self.executor.submit(
             lifecycle.restore, self.db, store, plan, report if plan.restore_snapshot else None
         )
         stats = await asyncio.wrap_future(self.current.restore)
-        if plan.restore_snapshot:
-            how = f", sharing {stats.shared_files:,} files (snapshot)" if stats.shared_files else ""
+        if plan.restore_snapshot and stats.shared_files:
             self.emit_progress(
                 60,
-                f"Restored #{plan.restore_from}'s home: {stats.files:,} files, {stats.bytes / 1e6:,.1f} MB "
-                f"in {stats.seconds:.2f} s{how}",
+                self.localized(
+                    "Restored #{number}'s home: {files:,} files, {mb:,.1f} MB in {seconds:.2f} s, "
+                    "sharing {shared:,} files (snapshot)",
+                    number=plan.restore_from,
+                    files=stats.files,
+                    mb=stats.bytes / 1e6,
+                    seconds=stats.seconds,
+                    shared=stats.shared_files,
+                ),
+            )
+        elif plan.restore_snapshot:
+            self.emit_progress(
+                60,
+                self.localized(
+                    "Restored #{number}'s home: {files:,} files, {mb:,.1f} MB in {seconds:.2f} s",
+                    number=plan.restore_from,
+                    files=stats.files,
+                    mb=stats.bytes / 1e6,
+                    seconds=stats.seconds,
+                ),
             )
         else:
-            self.emit_progress(60, "Created an empty home")
+            self.emit_progress(60, self.localized("Created an empty home"))
         self.current.home_limit = limit = await self.run_blocking(lifecycle.limit_home, self.db, store, plan)
-        if limit.describe():
-            self.emit_progress(62, limit.describe())
+        if limit.describe(self.locale):
+            self.emit_progress(62, limit.describe(self.locale))
 
     async def _wait_restore(self) -> None:
         """Wait for a restore still running in a thread (its awaiter may have been cancelled)."""
@@ -846,7 +935,7 @@ class WorkspaceMixin(LoggingConfigurable):
         task = await self._is_task(execution_id)
         reason, detail = await self._container_exit(task=task)
         if task and (reason, detail) == ("user", None):
-            detail = "The task was cancelled; its home was saved as it was."
+            detail = self.localized("The task was cancelled; its home was saved as it was.")
         return reason, detail
 
     async def stop(self, now=False):
@@ -921,9 +1010,9 @@ class WorkspaceMixin(LoggingConfigurable):
             return
         if state in ("queued", "preparing", "pulling", "restoring"):
             message = (
-                "Left the queue: nothing ran, so there is no output to save."
+                self.localized("Left the queue: nothing ran, so there is no output to save.")
                 if state == "queued"
-                else "Closed while preparing: nothing ran, so there is no output to save."
+                else self.localized("Closed while preparing: nothing ran, so there is no output to save.")
             )
             await self.run_blocking(lifecycle.discard, db, store, execution_id, "stopped", message, "user")
             return

@@ -180,7 +180,9 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         if not stores.known(node):
             raise UserError(
                 500,
-                f"The node {node} has no home store (label {STORE_LABEL}); please tell your administrator.",
+                "The node {node} has no home store (label {label}); please tell your administrator.",
+                node=node,
+                label=STORE_LABEL,
             )
         return stores.of(node)
 
@@ -215,40 +217,60 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         store, node = self.execution_store, self.node
         loop = asyncio.get_running_loop()
 
-        def reporter(percent: int, what: str):
+        def reporter(percent: int, say):
+            """A transfer's progress events: `say(transfer)` is the sentence of its figures."""
+
             def report(t) -> None:
-                loop.call_soon_threadsafe(self.emit_progress, percent, f"{what} to {node}: {t.describe()}")
+                loop.call_soon_threadsafe(self.emit_progress, percent, say(t.describe(self.locale)))
 
             return report
 
         key = plan.restore_snapshot
         if key and not await self.run_blocking(store.has_snapshot, key):
             sources = [self.record_store] + [self.store_of(n) for n in await self.run_blocking(self._holders, key)]
-            source_of = f"#{plan.restore_from}" if plan.restore_from else "the course's starter"
+            number = plan.restore_from
+
+            def sending(transfer: str) -> str:
+                if number:
+                    return self.localized(
+                        "Sending the home of #{number} to {node}: {transfer}",
+                        number=number,
+                        node=node,
+                        transfer=transfer,
+                    )
+                return self.localized(
+                    "Sending the home of the course's starter to {node}: {transfer}", node=node, transfer=transfer
+                )
 
             def receive():
                 with self._receive_lock(store, key):
                     if store.has_snapshot(key):
                         return None
-                    return lifecycle.receive(
-                        self.db, key, store, sources, reporter(12, f"Sending the home of {source_of}")
-                    )
+                    return lifecycle.receive(self.db, key, store, sources, reporter(12, sending))
 
             try:
                 stats = await self.run_blocking(receive)
             except HomeStoreError as e:
+                if number:
+                    raise UserError(
+                        503,
+                        "The saved home of #{number} could not be brought to {node} ({error}). If the node that "
+                        "saved it is down, its copy reaches the central store once it is back; try again later, "
+                        "or continue from an earlier execution.",
+                        number=number,
+                        node=node,
+                        error=str(e),
+                    ) from e
                 raise UserError(
                     503,
-                    f"The saved home of {source_of} could not be brought to {node} ({e}). If the node that "
-                    "saved it is down, its copy reaches the central store once it is back; try again later, "
+                    "The saved home of the course's starter could not be brought to {node} ({error}). If the node "
+                    "that saved it is down, its copy reaches the central store once it is back; try again later, "
                     "or continue from an earlier execution.",
+                    node=node,
+                    error=str(e),
                 ) from e
             if stats is not None:
-                self.emit_progress(
-                    14,
-                    f"The home of {source_of} is on {node}: {stats.bytes / 1e6:,.1f} MB sent in "
-                    f"{stats.seconds:.1f} s ({'changes since ' + stats.parent if stats.parent else 'whole home'})",
-                )
+                self.emit_progress(14, self._received(number, node, stats))
         for m in mounts:
             version = m["key"]
             if await self.run_blocking(store.has_dataset, version):
@@ -257,11 +279,45 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             def send(version=version, ref=m["ref"]):
                 with self._receive_lock(store, version):
                     if not store.has_dataset(version):
-                        replication.replicate_dataset(
-                            self.central_store, version, store, progress=reporter(13, f"Sending dataset {ref}")
-                        )
+                        say = self._sending_dataset(ref, node)
+                        replication.replicate_dataset(self.central_store, version, store, progress=reporter(13, say))
 
             await self.run_blocking(send)
+
+    def _received(self, number: int | None, node: str, stats) -> str:
+        """The progress event of a home received on `node`: from #`number` (None: the course's starter),
+        what was sent (the changes since a parent snapshot, or the whole home)."""
+        figures = {"node": node, "mb": stats.bytes / 1e6, "seconds": stats.seconds}
+        if number and stats.parent:
+            return self.localized(
+                "The home of #{number} is on {node}: {mb:,.1f} MB sent in {seconds:.1f} s (changes since {parent})",
+                number=number,
+                parent=stats.parent,
+                **figures,
+            )
+        if number:
+            return self.localized(
+                "The home of #{number} is on {node}: {mb:,.1f} MB sent in {seconds:.1f} s (whole home)",
+                number=number,
+                **figures,
+            )
+        if stats.parent:
+            return self.localized(
+                "The home of the course's starter is on {node}: {mb:,.1f} MB sent in {seconds:.1f} s "
+                "(changes since {parent})",
+                parent=stats.parent,
+                **figures,
+            )
+        return self.localized(
+            "The home of the course's starter is on {node}: {mb:,.1f} MB sent in {seconds:.1f} s (whole home)",
+            **figures,
+        )
+
+    def _sending_dataset(self, ref: str, node: str):
+        """The sentence of a dataset version's transfer to `node`, from its figures."""
+        return lambda transfer: self.localized(
+            "Sending dataset {dataset} to {node}: {transfer}", dataset=ref, node=node, transfer=transfer
+        )
 
     def _holders(self, key: str) -> list[str]:
         """The nodes whose stores may hold output `key` (the one that saved it)."""
@@ -278,7 +334,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
 
     async def create_object(self):
         node = self.node
-        self.emit_progress(70, f"Creating the workspace's service on {node}")
+        self.emit_progress(70, self.localized("Creating the workspace's service on {node}", node=node))
         # sshd's port is published on the node (host mode, as the server's): the gateway's connections come
         # from the hub's host through the node's address, so its key is not limited to one source address
         self.current.ssh_env = await self.run_blocking(self.ssh_environment, None, self.owner_networks)
@@ -350,7 +406,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     async def start_object(self):
         """Wait until the service's task runs on its node (dockerspawner backs off to 11 s; a start
         waits for it, so look often), or fail with the task's own error."""
-        self.emit_progress(80, f"Starting the workspace on {self.node}")
+        self.emit_progress(80, self.localized("Starting the workspace on {node}", node=self.node))
         delay, made = 0.2, time.monotonic()
         while True:
             task = await self.get_task()
@@ -437,22 +493,30 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             self.log.warning("Could not inspect the task of %s: %s", self._log_name, e)
             return "user", None
         if task is None:
-            return ("lost", "The workspace's service disappeared.") if self.object_id else ("user", None)
+            return (
+                ("lost", self.localized("The workspace's service disappeared.")) if self.object_id else ("user", None)
+            )
         status = task["Status"]
         state = status["State"]
         if state == "running" or state in PENDING_STATES:
             if await self._node_up(task):
                 return "user", None
-            return "lost", f"The node {self.node} stopped answering."
+            return "lost", self.localized("The node {node} stopped answering.", node=self.node)
         code = (status.get("ContainerStatus") or {}).get("ExitCode")
         if task and (code is not None or state == "complete"):
             return "completed", None  # the exit code is recorded with the log (keep_log)
         if state == "complete" or code == 0:
-            return "user", "Shut down from inside the workspace."
-        what = " (killed, perhaps out of memory)" if code == 137 else ""
+            return "user", self.localized("Shut down from inside the workspace.")
+        error = (status.get("Err") or "").rstrip(": ")
+        if code is None and error:
+            return "lost", self.localized("The workspace's task ended as {state}: {error}", state=state, error=error)
         if code is None:
-            return "lost", f"The workspace's task ended as {state}: {status.get('Err') or ''}".rstrip(": ")
-        return "lost", f"The container exited with status {code}{what}."
+            return "lost", self.localized("The workspace's task ended as {state}", state=state)
+        if code == 137:
+            return "lost", self.localized(
+                "The container exited with status {code} (killed, perhaps out of memory).", code=code
+            )
+        return "lost", self.localized("The container exited with status {code}.", code=code)
 
     async def stop_object(self):
         """Stop the task before its service is removed, so that its home is saved after the last write

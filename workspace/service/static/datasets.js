@@ -36,7 +36,7 @@
     var key = "workspace-upload:" + ref + ":" + file.name + ":" + file.size + ":" + file.lastModified;
     var id = localStorage.getItem(key), offset = 0;
     if (id) {
-      try { offset = (await call("GET", "/datasets/" + ref + "/uploads/" + id)).offset; text.textContent = "Resuming at " + mb(offset); }
+      try { offset = (await call("GET", "/datasets/" + ref + "/uploads/" + id)).offset; text.textContent = _("Resuming at {size}", {size: mb(offset)}); }
       catch (e) { id = null; }
     }
     if (!id) {
@@ -51,22 +51,27 @@
         offset = r.offset;
         failures = 0;
       } catch (e) {
-        if (++failures > 20) throw new Error("The upload stopped: " + e.message + " Reload the page and choose the file again to resume.");
-        text.textContent = "Connection lost at " + mb(offset) + "; resuming…";
+        if (++failures > 20) throw new Error(_("The upload stopped: {error} Reload the page and choose the file again to resume.", {error: e.message}));
+        text.textContent = _("Connection lost at {size}; resuming…", {size: mb(offset)});
         await sleep(Math.min(1000 * failures, 10000));
         try { offset = (await call("GET", "/datasets/" + ref + "/uploads/" + id)).offset; } catch (e2) { /* try again */ }
         continue;
       }
       var secs = (performance.now() - started) / 1000, rate = (offset - from) / secs;
       bar.style.width = Math.round(100 * offset / file.size) + "%";
-      text.textContent = mb(offset) + " of " + mb(file.size) + ", " + (rate / 1e6).toFixed(1) + " MB/s" +
-        (offset < file.size && rate > 0 ? ", about " + Math.ceil((file.size - offset) / rate) + " s left" : "");
+      var progress = {done: mb(offset), total: mb(file.size), rate: (rate / 1e6).toFixed(1)};
+      if (offset < file.size && rate > 0) {
+        progress.seconds = Math.ceil((file.size - offset) / rate);
+        text.textContent = _("{done} of {total}, {rate} MB/s, about {seconds} s left", progress);
+      } else {
+        text.textContent = _("{done} of {total}, {rate} MB/s", progress);
+      }
     }
-    text.textContent = "Checking and making the version…";
+    text.textContent = _("Checking and making the version…");
     var v = await call("POST", "/datasets/" + ref + "/uploads/" + id + "/complete", {});
     localStorage.removeItem(key);
     bar.style.width = "100%";
-    text.textContent = "Version " + v.version + ": " + mb(v.bytes) + ", " + v.files + " files";
+    text.textContent = _("Version {version}: {size}, {files} files", {version: v.version, size: mb(v.bytes), files: v.files});
     return v;
   }
 

@@ -52,7 +52,7 @@
         document.getElementById("build").disabled = false;
         if (r.status !== 202) { result.className = "ms-2 text-danger"; result.textContent = r.data.message; return; }
         result.className = "ms-2 text-success";
-        result.textContent = "Building " + r.data.name + "…";
+        result.textContent = _("Building {name}…", {name: r.data.name});
         follow(r.data.name, true);
       });
     });
@@ -64,7 +64,7 @@
     if (log) log.addEventListener("click", function () { follow(name, busy); });
     var del = row.querySelector(".delete-image");
     if (del) del.addEventListener("click", function () {
-      if (!confirm("Delete the image " + name + "? Workspaces cannot start from it any more.")) return;
+      if (!confirm(_("Delete the image {name}? Workspaces cannot start from it any more.", {name: name}))) return;
       call("DELETE", path(name)).then(function (r) {
         if (r.status === 204) row.remove(); else alert(r.data.message);
       });

@@ -22,11 +22,12 @@
       get("/executions/" + el.dataset.number + "/usage").then(function (u) {
         var s = u.samples[u.samples.length - 1];
         if (!s) return;
-        var parts = ["CPU " + (s.cpu_percent === null ? "–" : s.cpu_percent.toFixed(1) + " %")];
-        if (s.memory_bytes !== null) parts.push("memory " + gb(s.memory_bytes));
-        if (s.gpu_percent !== null) parts.push("GPU " + s.gpu_percent.toFixed(0) + " %");
-        parts.push(s.browser ? "browser attached" : "no browser");
-        el.textContent = "Usage (" + s.at.replace("T", " ").slice(0, 19) + " UTC): " + parts.join(", ");
+        // each part a label of its own; the line puts them together
+        var parts = [s.cpu_percent === null ? _("CPU –") : _("CPU {percent} %", {percent: s.cpu_percent.toFixed(1)})];
+        if (s.memory_bytes !== null) parts.push(_("memory {size}", {size: gb(s.memory_bytes)}));
+        if (s.gpu_percent !== null) parts.push(_("GPU {percent} %", {percent: s.gpu_percent.toFixed(0)}));
+        parts.push(s.browser ? _("browser attached") : _("no browser"));
+        el.textContent = _("Usage ({time} UTC): {usage}", {time: s.at.replace("T", " ").slice(0, 19), usage: parts.join(", ")});
       }).catch(function () {});
     });
     get("/executions").then(function (list) {
@@ -39,7 +40,7 @@
           var done = p.bytes_total ? p.bytes / p.bytes_total : (p.files_total ? p.files / p.files_total : 0);
           if (bar) bar.style.width = Math.round(100 * done) + "%";
           var text = card.querySelector(".save-text");
-          if (text) text.textContent = "Saving: " + p.text;
+          if (text) text.textContent = _("Saving: {progress}", {progress: p.text});
         }
       });
       if (changed) window.location.reload();
@@ -59,7 +60,7 @@
       var result = form.querySelector(".dataset-result"), name = form.elements.dsname.value.trim();
       var datasetsApi = box.dataset.datasetsApi, owner = box.dataset.user;
       result.className = "col-12 dataset-result text-muted";
-      result.textContent = "Making the version…";
+      result.textContent = _("Making the version…");
       send(datasetsApi, { name: name }).then(function (made) {
         if (made.status !== 201 && made.status !== 409) throw new Error(made.data.message);
         return send(datasetsApi + "/" + encodeURIComponent(owner) + "/" + encodeURIComponent(name) + "/versions", {
@@ -69,8 +70,9 @@
       }).then(function (v) {
         if (v.status !== 201) throw new Error(v.data.message);
         result.className = "col-12 dataset-result text-success";
-        result.textContent = owner + "/" + name + " version " + v.data.version + ": " +
-          (v.data.bytes / 1e6).toFixed(1) + " MB, " + v.data.files + " files.";
+        result.textContent = _("{dataset} version {version}: {size} MB, {files} files.", {
+          dataset: owner + "/" + name, version: v.data.version, size: (v.data.bytes / 1e6).toFixed(1), files: v.data.files,
+        });
       }).catch(function (e) {
         result.className = "col-12 dataset-result text-danger";
         result.textContent = e.message;
@@ -107,7 +109,7 @@
     button.addEventListener("click", function () {
       button.disabled = true;
       send(api + "/executions/" + button.dataset.number + "/cancel", {}).then(function (r) {
-        button.textContent = r.status === 202 ? "Cancelling…" : r.data.message;
+        button.textContent = r.status === 202 ? _("Cancelling…") : r.data.message;
       });
     });
   });

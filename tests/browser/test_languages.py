@@ -1,0 +1,100 @@
+"""The student's journey and the instructor's course page in both languages, chosen by the browser's
+Accept-Language: log in, land on the workspaces, start, follow the progress, reach JupyterLab, whose menus
+are in Chinese for a student who reads Chinese; the header's switch changes the language and every page,
+the hub's and the service's, remembers it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.browser.conftest import watch_errors
+from tests.integration.hub import USER_PASSWORD
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+# what each language calls things, as a student reads them
+WORDS = {
+    "en-US": {"nav": "Workspaces", "file_menu": "File", "login": "Sign in"},
+    "zh-CN": {"nav": "工作空间", "file_menu": "文件", "login": "登录"},
+}
+
+
+@pytest.fixture(scope="module")
+def lang_hub(start_hub):
+    return start_hub(WORKSPACE_COURSES=json.dumps({"cs201": {"instructors": ["teach"]}}))
+
+
+def log_in(page, hub, user: str) -> None:
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", USER_PASSWORD)
+    page.click("input[type=submit], button[type=submit]")
+    page.wait_for_url("**/services/workspace/workspaces")
+
+
+@pytest.mark.parametrize("language", ["en-US", "zh-CN"])
+def test_the_student_journey_in_the_browsers_language(lang_hub, chromium, language):
+    hub, words = lang_hub, WORDS[language]
+    user = "stu" + language[:2]
+    hub.create_user(user)
+    context = chromium.new_context(locale=language, viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    errors = watch_errors(page)
+    try:
+        page.goto(f"{hub.url}/hub/login")
+        assert words["login"] in page.inner_text("body"), page.inner_text("body")[:500]
+        log_in(page, hub, user)
+        assert page.locator("html").get_attribute("lang") == language.replace("en-US", "en")
+        assert words["nav"] in page.locator("#thenavbar").inner_text()
+
+        page.fill("#name", "thesis")
+        page.click("#new-workspace button[type=submit]")
+        page.wait_for_url(f"**/hub/spawn-pending/{user}/thesis", timeout=30_000)
+        message = page.wait_for_selector("#progress-message", timeout=30_000)
+        page.wait_for_function(
+            "() => (document.querySelector('#progress-log') || {}).innerText?.length > 0",
+            timeout=60_000,
+        )
+        log = page.inner_text("#progress-log")
+        assert bool(CJK.search(log)) == (language == "zh-CN"), log
+        assert message is not None
+        page.wait_for_url(re.compile(rf".*/user/{user}/thesis/lab.*"), timeout=120_000)
+        page.wait_for_selector(".jp-LabShell", timeout=90_000)
+        page.wait_for_selector(f".lm-MenuBar-itemLabel:text-is('{words['file_menu']}')", timeout=60_000)
+    finally:
+        context.close()
+    hub.stop_workspace(user, "thesis", hub.user_token(user))
+    assert not [e for e in errors if "/user/" not in e], errors
+
+
+def test_the_switch_changes_every_page_and_is_remembered(lang_hub, chromium):
+    hub = lang_hub
+    hub.create_user("teach")
+    context = chromium.new_context(locale="en-US", viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    errors = watch_errors(page)
+    try:
+        log_in(page, hub, "teach")
+        page.click("nav a:has-text('Course')")
+        page.wait_for_url("**/services/workspace/course")
+        assert not CJK.search(page.inner_text("main, .container")), "English first, as the browser asks"
+        page.click("#language-zh_CN")
+        page.wait_for_url("**/services/workspace/course")  # back where it was chosen
+        assert CJK.search(page.inner_text("h1")), page.inner_text("h1")
+        assert page.locator("html").get_attribute("lang") == "zh-CN"
+        # the hub's pages read the same choice
+        page.goto(f"{hub.url}/hub/token")
+        assert "工作空间" in page.locator("#thenavbar").inner_text()
+        assert page.evaluate("document.documentElement.lang") == "zh-CN"
+        # and it stays after logging out and in again
+        page.goto(f"{hub.url}/hub/logout")
+        log_in(page, hub, "teach")
+        assert "工作空间" in page.locator("#thenavbar").inner_text()
+        page.click("#language-en")
+        page.wait_for_url("**/services/workspace/workspaces")
+        assert "Workspaces" in page.locator("#thenavbar").inner_text()
+    finally:
+        context.close()
+    assert errors == [], errors

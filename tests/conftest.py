@@ -23,6 +23,12 @@ import os
 
 import pytest
 
+# The suite reads English: the CLI follows the locale environment (workspace/i18n.py), and a developer's
+# LANG=zh_CN.UTF-8 would turn the sentences it checks into Chinese. Tests of the languages say theirs.
+for _name in ("LC_ALL", "LC_MESSAGES", "LANGUAGE"):
+    os.environ.pop(_name, None)
+os.environ["LANG"] = "C.UTF-8"
+
 
 def pytest_xdist_make_scheduler(config, log):
     """Each file is one unit of work, and the cluster tests' files are one together.

@@ -11,7 +11,8 @@ from tests.browser.conftest import login, watch_errors
 from tests.browser.test_journey import wait_for_lab
 from tests.integration.hub import ADMIN_PASSWORD, USER_PASSWORD
 
-CELL = "import time\nt = time.time()\nwhile time.time() - t < 8:\n    pass\nprint('busy done')"
+# one line per statement: the editor indents after a line ending in ":" by itself
+CELL = "import time\nt = time.time()\nwhile time.time() - t < 8: pass\nprint('busy done')"
 
 
 def chart(page, selector: str, least: int) -> dict:
@@ -45,7 +46,7 @@ def test_a_busy_cell_rises_on_the_usage_chart_and_the_admin_sees_the_days_activi
         page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')", timeout=60_000)
         time.sleep(3)  # a few samples of an idle workspace first
         page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
-        page.keyboard.type(CELL.replace("\n    ", "\n"))  # the editor indents the loop's body itself
+        page.keyboard.type(CELL)
         began = time.time()
         page.keyboard.press("Shift+Enter")
         page.wait_for_selector(".jp-OutputArea-output:has-text('busy done')", timeout=60_000)
@@ -57,7 +58,7 @@ def test_a_busy_cell_rises_on_the_usage_chart_and_the_admin_sees_the_days_activi
         cpu = data["series"][0]
         before = [v for x, v in zip(data["x"], cpu) if x < began - 0.5 and v is not None]
         during = [v for x, v in zip(data["x"], cpu) if began + 2 <= x <= ended and v is not None]
-        assert before and during, data
+        assert before and during, (began, ended, data)
         assert max(during) > 40 and min(before) < 20, (before, during)
         caption = page.inner_text("figure.usage-chart[data-number='1'] figcaption")
         assert re.search(r"\d+ samples: CPU up to \d+", caption), caption

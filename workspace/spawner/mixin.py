@@ -1057,6 +1057,6 @@ class WorkspaceMixin(LoggingConfigurable):
                 WorkspaceMixin._stores[key] = store.setup()
             return WorkspaceMixin._stores[key]
 
-    async def run_blocking(self, fn, *args):
+    async def run_blocking(self, fn, *args, **kwargs):
         """Run blocking work in the spawner's thread pool, off the event loop."""
-        return await asyncio.wrap_future(self.executor.submit(fn, *args))
+        return await asyncio.wrap_future(self.executor.submit(fn, *args, **kwargs))

@@ -156,6 +156,8 @@ class WorkspaceService(Application):
                 *metrics_handlers(prefix, self.authenticate_prometheus),
             ],
             prefix=prefix,
+            # an address no handler has: the page's 404 (or the API's JSON one), in the user's language
+            default_handler_class=pages.NotFoundPage,
             hub_prefix=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/",
             hub_api_url=os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
             workspace_db=database(spawner.db_url),

@@ -231,6 +231,18 @@ class PageHandler(APIHandler):
         )
 
 
+class NotFoundPage(PageHandler):
+    """Any address the service has no handler for: a page for a browser, JSON under api/."""
+
+    def prepare(self):
+        raise UserError(404, "There is nothing at this address; start again from the Workspaces page.")
+
+    def write_error(self, status_code, **kwargs):
+        if "/api/" in self.request.path:
+            return APIHandler.write_error(self, status_code, **kwargs)
+        return super().write_error(status_code, **kwargs)
+
+
 def _state_of(server: dict | None, latest: str | None) -> str:
     """What the list shows: running, starting, stopping, saving, or the latest execution's state."""
     if server:

@@ -10,6 +10,7 @@ installs land in the home, and the replayable progress stream.
 from __future__ import annotations
 
 import asyncio
+import html
 import inspect
 import logging
 import threading
@@ -44,6 +45,19 @@ from ..start_request import StartRequest, StartState
 
 # where the images keep a labconfig per language (images/base/rootfs/etc/workspace/lang/<locale>/)
 LAB_LANGUAGES = "/etc/workspace/lang"
+
+
+def _ready_in_users_language(spawner, event: dict) -> dict:
+    """The progress stream's last event (the hub's "Server ready at …") in the language the start was asked in."""
+    url = event.get("url") or ""
+    message = spawner.localized("Your workspace is ready at {url}", url=url)
+    return {
+        **event,
+        "message": message,
+        "html_message": html.escape(message).replace(
+            html.escape(url), f'<a href="{html.escape(url)}">{html.escape(url)}</a>', 1
+        ),
+    }
 
 
 class WorkspaceMixin(LoggingConfigurable):
@@ -456,7 +470,15 @@ class WorkspaceMixin(LoggingConfigurable):
         """The language of the user who asked for this start (the request's language cookie or
         Accept-Language; the workspace service passes its user's on): its progress is said in it."""
         request = getattr(getattr(self, "handler", None), "request", None)
-        return i18n.of_request(request) if request is not None else i18n.DEFAULT
+        if request is not None:
+            # kept: JupyterHub lets go of the handler once the start returns, and the progress stream's
+            # last event (progress_ready_hook) is said after that
+            self._locale = i18n.of_request(request)
+        return getattr(self, "_locale", i18n.DEFAULT)
+
+    @default("progress_ready_hook")
+    def _default_progress_ready_hook(self):
+        return _ready_in_users_language
 
     def localized(self, message: str, **params) -> str:
         """`message` (a literal with `{placeholders}`: Babel's keyword `localized`) in the user's language."""

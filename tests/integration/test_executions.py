@@ -335,7 +335,8 @@ def test_spawn_form_offers_the_executions(hub: Hub):
     r = browser.post(
         f"{hub.url}/hub/spawn/{user}/{ws}",
         timeout=60,
-        data={"continue_from": "fresh", "_xsrf": browser.cookies.get("_xsrf")},
+        # the hub's own XSRF cookie: the service's pages (where login lands) set one of theirs too
+        data={"continue_from": "fresh", "_xsrf": browser.cookies.get("_xsrf", path="/hub/")},
     )
     assert r.status_code == 200, r.status_code
     assert hub.progress(user, ws, token)[-1].get("ready")

@@ -43,15 +43,25 @@ def N_(message: str) -> str:
 
 
 @functools.cache
-def translations(locale: str) -> gettext.NullTranslations:
-    """The catalogue of `locale` (English: the messages as written)."""
+def _catalog(locale: str):
+    """The translators' catalogue of `locale` (a Babel Catalog), read once; None for English or a locale we
+    do not have (never a path built from anything else)."""
     if locale not in LOCALES or locale == DEFAULT:
-        return gettext.NullTranslations()
-    from babel.messages.mofile import write_mo
+        return None
     from babel.messages.pofile import read_po
 
     with (LOCALE_DIR / locale / "LC_MESSAGES" / f"{DOMAIN}.po").open("rb") as f:
-        catalog = read_po(f, locale=locale)
+        return read_po(f, locale=locale)
+
+
+@functools.cache
+def translations(locale: str) -> gettext.NullTranslations:
+    """The catalogue of `locale` (English: the messages as written)."""
+    catalog = _catalog(locale)
+    if catalog is None:
+        return gettext.NullTranslations()
+    from babel.messages.mofile import write_mo
+
     buf = io.BytesIO()
     write_mo(buf, catalog, use_fuzzy=False)
     buf.seek(0)
@@ -61,12 +71,9 @@ def translations(locale: str) -> gettext.NullTranslations:
 @functools.cache
 def js_messages(locale: str) -> dict[str, str]:
     """{message: translation} of the messages the pages' JavaScript says (static/i18n.js reads them)."""
-    if locale not in LOCALES or locale == DEFAULT:
+    catalog = _catalog(locale)
+    if catalog is None:
         return {}
-    from babel.messages.pofile import read_po
-
-    with (LOCALE_DIR / locale / "LC_MESSAGES" / f"{DOMAIN}.po").open("rb") as f:
-        catalog = read_po(f, locale=locale)
     return {
         m.id: m.string
         for m in catalog

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
+from .i18n import N_
 
 STATES = ("queued", "preparing", "pulling", "restoring", "running", "saving", "save_failed", "stopped", "failed")
 ACTIVE = ("queued", "preparing", "pulling", "restoring", "running")
@@ -46,6 +47,34 @@ UNFINISHED = ACTIVE + ("saving", "save_failed")
 # `completed`: a task whose command ended by itself (its exit code says how)
 STOP_REASONS = ("user", "idle", "max_runtime", "admin", "error", "lost", "completed")
 KINDS = ("workspace", "task")
+# The words the pages show for a state (an execution's, or a workspace's: new, starting, stopping) and a
+# stop reason, to be translated there; the records and the API keep the codes.
+WORDS = {
+    "new": N_("new"),
+    "starting": N_("starting"),
+    "stopping": N_("stopping"),
+    "queued": N_("queued"),
+    "preparing": N_("preparing"),
+    "pulling": N_("pulling"),
+    "restoring": N_("restoring"),
+    "running": N_("running"),
+    "saving": N_("saving"),
+    "save_failed": N_("save failed"),
+    "stopped": N_("stopped"),
+    "failed": N_("failed"),
+    "user": N_("user"),
+    "idle": N_("idle"),
+    "max_runtime": N_("maximum run time"),
+    "admin": N_("admin"),
+    "error": N_("error"),
+    "lost": N_("lost"),
+    "completed": N_("completed"),
+}
+
+
+def word(code: str | None) -> str:
+    """The English word for a state or stop reason (what `_()` translates); an unknown code as it is."""
+    return WORDS.get(code, code or "")
 # a workspace's name is its JupyterHub server name: what `get_or_create_spawner` and the proxy accept
 WORKSPACE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 

@@ -20,7 +20,7 @@ import websockets
 
 from .hub import Hub
 
-BROWSER_TIMEOUT = 14
+BROWSER_TIMEOUT = 20
 CULL_ENV = {
     "WORKSPACE_CULL_INTERVAL": "1",
     "WORKSPACE_CULL_BROWSER_TIMEOUT": str(BROWSER_TIMEOUT),
@@ -119,10 +119,11 @@ def cull_hub(start_hub) -> Hub:
 def test_idle_is_culled_busy_and_attached_are_kept(cull_hub: Hub):
     hub, user = cull_hub, "iris"
     token = hub.user_token(user)
+    # busy: a loop typed into a terminal, then the tab is closed. Each workspace is
+    # given its activity right after its own start: a workspace started and left
+    # alone while the next one starts (seconds, under a loaded machine) would be
+    # idle for longer than the browser timeout and rightly culled.
     hub.start_workspace(user, "busy", token)
-    hub.start_workspace(user, "attached", token)
-
-    # busy: a loop typed into a terminal, then the tab is closed
     tab = Holder(
         [open_terminal(hub, user, "busy", token)], token, send=[["stdin", "echo LOOP-$((6*7)); while :; do :; done\r"]]
     )
@@ -132,6 +133,7 @@ def test_idle_is_culled_busy_and_attached_are_kept(cull_hub: Hub):
     tab.close()
 
     # attached: a kernel whose websocket a client holds open; nothing runs
+    hub.start_workspace(user, "attached", token)
     auth = {"Authorization": f"token {token}"}
     r = requests.post(f"{base_url(hub, user, 'attached')}/api/kernels", headers=auth, json={}, timeout=60)
     assert r.status_code == 201, r.text

@@ -105,3 +105,13 @@ def test_negotiation(cookie, header, locale):
 @pytest.mark.parametrize(("lang", "locale"), [("zh_CN.UTF-8", "zh_CN"), ("en_US.UTF-8", "en"), ("C", "en"), ("", None)])
 def test_a_posix_locale(lang, locale):
     assert i18n.from_tag(lang) == locale
+
+
+def test_every_state_and_stop_reason_has_a_translated_word():
+    from workspace import executions
+
+    codes = executions.STATES + executions.STOP_REASONS + ("new", "starting", "stopping")
+    for code in codes:
+        assert code in executions.WORDS, code
+        assert i18n.translate("zh_CN", executions.word(code)) != executions.word(code), code
+    assert executions.word("save_failed") == "save failed" and executions.word("unheard-of") == "unheard-of"

@@ -64,6 +64,7 @@ HUB_TEMPLATES = Path(__file__).resolve().parents[1] / "hub_templates"
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader([str(TEMPLATES), str(HUB_TEMPLATES)]), autoescape=True, extensions=[i18n.Jinja]
 )
+_env.globals["word"] = executions.word  # `{{ _(word(state)) }}`: a state or stop reason in the page's language
 
 
 def _mb(n: int | None) -> str:

@@ -43,6 +43,15 @@
           if (text) text.textContent = _("Saving: {progress}", {progress: p.text});
         }
       });
+      // The badge is the hub's view (its server ready, or pending a stop), which settles a moment after
+      // the newest execution's record does: reload until they agree, or a page drawn in between
+      // would say "stopping" (or "starting") forever.
+      var badge = document.getElementById("state"), newest = list[list.length - 1];
+      if (badge && newest) {
+        var shown = badge.dataset.state;
+        if ((shown === "stopping" && (newest.state === "stopped" || newest.state === "failed")) ||
+            (shown === "starting" && newest.state === "running")) changed = true;
+      }
       if (changed) window.location.reload();
     }).catch(function () {});
   }

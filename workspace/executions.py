@@ -75,6 +75,8 @@ WORDS = {
 def word(code: str | None) -> str:
     """The English word for a state or stop reason (what `_()` translates); an unknown code as it is."""
     return WORDS.get(code, code or "")
+
+
 # a workspace's name is its JupyterHub server name: what `get_or_create_spawner` and the proxy accept
 WORKSPACE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import bcrypt
 from nativeauthenticator import NativeAuthenticator
-from nativeauthenticator.handlers import SignUpHandler
+from nativeauthenticator.handlers import ChangePasswordHandler, SignUpHandler
 from nativeauthenticator.orm import UserInfo
+from tornado import web
 from traitlets import List, Unicode, default
+
+from . import i18n
 
 
 def domain_of(email: str) -> str:
@@ -41,23 +44,73 @@ class InstitutionSignUpHandler(SignUpHandler):
 
     async def post(self):
         self._email = self.get_body_argument("email", "", strip=True)
+        self._username = self.get_body_argument("username", "", strip=False)
         return await super().post()
 
-    def get_result_message(self, user, *args, **kwargs):
-        authenticator = self.authenticator
-        if user is None and not authenticator.email_allowed(getattr(self, "_email", "")):
+    def get_result_message(self, user, human, name_taken, confirmation_matches, is_admin):
+        """The sentence after a try (NativeAuthenticator's handler asks), in the reader's language."""
+        authenticator, locale = self.authenticator, i18n.of_request(self.request)
+
+        if not human:
+            return "alert-danger", i18n.translate(locale, "The reCAPTCHA did not pass; try again.")
+        if name_taken:
+            return "alert-danger", i18n.translate(
+                locale, "The username “{name}” is taken; choose another.", name=self._username
+            )
+        if not confirmation_matches:
+            return "alert-danger", i18n.translate(locale, "The two passwords differ; type the same password twice.")
+        if user is None and not authenticator.email_allowed(self._email):
             domains = ", ".join(f"@{d}" for d in authenticator.email_domains)
-            return (
-                "alert-danger",
-                f"Sign up with your institution's e-mail address ({domains}); “{self._email}” is not one.",
+            return "alert-danger", i18n.translate(
+                locale,
+                "Sign up with your institution's e-mail address ({domains}); “{email}” is not one.",
+                domains=domains,
+                email=self._email,
             )
-        alert, message = super().get_result_message(user, *args, **kwargs)
-        if user is not None and alert == "alert-info":
-            message = (
-                "Your account was created and waits for an administrator's approval; you can log in "
-                "once it is approved."
+        if user is None:
+            return "alert-danger", i18n.translate(
+                locale,
+                "The account was not created: a username has no spaces, commas or slashes, and a password has "
+                "at least {length} characters and is not a common one.",
+                length=authenticator.minimum_password_length,
             )
-        return alert, message
+        if authenticator.open_signup or is_admin:
+            return "alert-success", i18n.translate(locale, "Your account is ready: sign in with it.")
+        return "alert-info", i18n.translate(
+            locale,
+            "Your account was created and waits for an administrator's approval; you can log in once it is approved.",
+        )
+
+
+class InstitutionChangePasswordHandler(ChangePasswordHandler):
+    """/hub/change-password: a user changes their own password, told what happened in their language."""
+
+    @web.authenticated
+    async def post(self):
+        user = await self.get_current_user()
+        old = self.get_body_argument("old_password", strip=False)
+        new = self.get_body_argument("new_password", strip=False)
+        locale = i18n.of_request(self.request)
+        alert = "alert-danger"
+        if not self.authenticator.get_user(user.name).is_valid_password(old):
+            message = i18n.translate(locale, "Your current password is not the one you typed; try again.")
+        elif new != self.get_body_argument("new_password_confirmation", strip=False):
+            message = i18n.translate(locale, "The two new passwords differ; type the same password twice.")
+        elif not self.authenticator.change_password(user.name, new):
+            message = i18n.translate(
+                locale,
+                "The password was not changed: a password has at least {length} characters and is not a common one.",
+                length=self.authenticator.minimum_password_length,
+            )
+        else:
+            alert, message = "alert-success", i18n.translate(locale, "Your password is changed.")
+        self.finish(
+            await self.render_template("change-password.html", user_name=user.name, result_message=message, alert=alert)
+        )
+
+
+# NativeAuthenticator's handlers this authenticator replaces (their pages: workspace/hub_templates/)
+OURS = {SignUpHandler: InstitutionSignUpHandler, ChangePasswordHandler: InstitutionChangePasswordHandler}
 
 
 class InstitutionAuthenticator(NativeAuthenticator):
@@ -117,8 +170,4 @@ class InstitutionAuthenticator(NativeAuthenticator):
         # JupyterHub's own login page and handler stay (NativeAuthenticator 1.3's
         # LoginHandler reads `statsd`, which JupyterHub 6 no longer has); its
         # sign-up page is this one, saying why an address is refused
-        return [
-            (path, InstitutionSignUpHandler if handler is SignUpHandler else handler)
-            for path, handler in super().get_handlers(app)
-            if path != r"/login"
-        ]
+        return [(path, OURS.get(handler, handler)) for path, handler in super().get_handlers(app) if path != r"/login"]

@@ -54,7 +54,7 @@ import time
 import requests
 
 from . import cli_images, cli_outputs, cli_ssh, cli_tasks
-from .i18n import DEFAULT, N_, TAGS, from_tag, translate
+from .i18n import DEFAULT, N_, TAGS, aligned, from_tag, translate
 
 UPLOAD_CHUNK = 256 << 20
 READ_BLOCK = 4 << 20
@@ -254,7 +254,8 @@ def type_lines(d: dict) -> list[str]:
                 )
             )
         else:
-            lines.append(f"{t['name']:<16} {t['summary']:<48} {t['free']}")
+            row = aligned("{name:<16} {summary:<48} {free}", name=t["name"], summary=t["summary"], free=t["free"])
+            lines.append(row)
     return lines or [translate(loc, "this hub has no resource types: every workspace gets the same resources")]
 
 
@@ -514,14 +515,12 @@ def follow_progress(client: Client, me: str, name: str, out=sys.stdout) -> dict 
                 if not line or not line.startswith("data:"):
                     continue
                 event = json.loads(line[5:])
+                if event.get("failed"):
+                    # the hub's own words before the reason (the spawner says the reason in our language)
+                    reason = (event.get("message") or "").removeprefix("Spawn failed: ")
+                    raise CLIError(translate(user_locale(), "{name} did not start: {reason}", name=name, reason=reason))
                 if event.get("message"):
                     print(f"[{event.get('progress', 0):>3}%] {event['message']}", file=out, flush=True)
-                if event.get("failed"):
-                    raise CLIError(
-                        translate(
-                            user_locale(), "{name} did not start: {reason}", name=name, reason=event.get("message")
-                        )
-                    )
                 if event.get("ready"):
                     return event
     except requests.ConnectionError:

@@ -52,7 +52,7 @@ from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
 
-from . import config, lifecycle, origins, tasks, webhooks
+from . import config, i18n, lifecycle, origins, tasks, webhooks
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .i18n import N_
@@ -153,6 +153,7 @@ class Server:
     home_files: int | None = None  # files its home may hold
     report_key: str | None = None  # the execution's own secret for its extension
     task: bool = False  # a task (#17): never idle, no extension to ask; its maximum run time applies
+    locale: str = i18n.DEFAULT  # the language it was started in: its warnings and stop's evidence are said in it
 
     @property
     def label(self) -> str:
@@ -308,6 +309,7 @@ class Culler(config.HubService):
                     server.home_files = ex.home_files
                     server.report_key = ex.report_key
                     server.task = ex.kind == "task"
+                    server.locale = ex.locale if ex.locale in i18n.LOCALES else i18n.DEFAULT
 
     def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
         db = database(self.db_url)
@@ -444,7 +446,7 @@ class Culler(config.HubService):
         if tracked.watch is None:
             tracked.watch = Watch.start(obs)
             self.tracked[server.execution_id] = tracked
-        verdict = tracked.watch.decide(obs, limits)
+        verdict = tracked.watch.decide(obs, limits, server.locale)
 
         sample = None
         if cpu is not None:
@@ -500,8 +502,9 @@ class Culler(config.HubService):
         except Exception as e:  # its live home went (a stop under way)
             log.info("%s: the home's files could not be counted: %s", server.label, e)
             return
-        message = home_files_notice(files, server.home_files, self.home_warn_fraction)
-        if message != tracked.files_notice and await self._show_notice(server, "home-files", message, FILES_BACK):
+        message = home_files_notice(files, server.home_files, self.home_warn_fraction, server.locale)
+        back = i18n.translate(server.locale, FILES_BACK)
+        if message != tracked.files_notice and await self._show_notice(server, "home-files", message, back):
             log.info(
                 "%s #%s: home has %s%d files (limit %d)",
                 server.label,
@@ -539,10 +542,10 @@ class Culler(config.HubService):
         sample.home_bytes = used
         tracked = self.tracked.get(server.execution_id)
         enforced = store.kind == "btrfs"
-        message = home_notice(used, server.home_limit, enforced, self.home_warn_fraction)
+        message = home_notice(used, server.home_limit, enforced, self.home_warn_fraction, server.locale)
         if tracked is None or message == tracked.home_notice:
             return
-        if not await self._show_notice(server, "home-limit", message, SIZE_BACK):
+        if not await self._show_notice(server, "home-limit", message, i18n.translate(server.locale, SIZE_BACK)):
             return
         log.info(
             "%s #%s: home %d of %d bytes: %s",

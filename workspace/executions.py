@@ -191,6 +191,8 @@ class Execution(Base):
     # how many files (and other entries) its home may hold; the culler counts, the next start enforces
     home_files: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     cleanup: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # the language it was started in: what the culler says to it and records of its stop are said in it
+    locale: Mapped[str | None] = mapped_column(String(16), nullable=True)
     # live figures of a save in progress (files, bytes, rates, ETA)
     save_progress: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     # who is working on the execution's home (a save may be finished by another process)

@@ -21,6 +21,9 @@ from __future__ import annotations
 import functools
 import gettext
 import io
+import re
+import string
+import unicodedata
 from pathlib import Path
 
 from jinja2 import pass_context
@@ -85,15 +88,46 @@ def js_messages(locale: str) -> dict[str, str]:
     }
 
 
+def display_width(text: str) -> int:
+    """The columns `text` takes on a terminal: a wide character (Chinese) two, a combining mark none."""
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text
+    )
+
+
+class _ColumnFormatter(string.Formatter):
+    """str.format, but a string aligned in a field (`{name:<24}`, the CLI's tables) is padded to the field's
+    width in terminal columns, not in characters: a column of Chinese names lines up."""
+
+    ALIGNED = re.compile(r"(?P<fill>.?)(?P<align>[<>^])(?P<width>\d+)")
+
+    def format_field(self, value, format_spec):
+        m = self.ALIGNED.fullmatch(format_spec)
+        if not isinstance(value, str) or m is None:
+            return super().format_field(value, format_spec)
+        fill, align = m["fill"] or " ", m["align"]
+        pad = max(0, int(m["width"]) - display_width(value))
+        left = {"<": 0, ">": pad, "^": pad // 2}[align]
+        return fill * left + value + fill * (pad - left)
+
+
+_columns = _ColumnFormatter()
+
+
+def aligned(template: str, /, **params) -> str:
+    """`template.format(**params)` with its aligned fields padded by terminal columns (not translated)."""
+    return _columns.format(template, **params)
+
+
 def translate(locale: str, message: str, /, **params) -> str:
-    """`message` in `locale`, its `{placeholders}` filled from `params`."""
+    """`message` in `locale`, its `{placeholders}` filled from `params` (aligned ones by terminal columns)."""
     text = translations(locale).gettext(message)
     if not params:
         return text
     try:
-        return text.format(**params)
+        return _columns.format(text, **params)
     except (KeyError, IndexError, ValueError):  # a broken translation: the sentence as written
-        return message.format(**params)
+        return _columns.format(message, **params)
 
 
 def _ranked(accept_language: str) -> list[str]:

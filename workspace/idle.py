@@ -213,13 +213,14 @@ class Watch:
             at = max(at, self.gpu_busy_at + limits.cpu_window)
         return at
 
-    def evidence(self, now: float, limits: Limits, gpu_percent: float | None) -> str:
-        """Why an idle workspace was stopped, for its record (in English, as records are kept)."""
+    def evidence(self, now: float, limits: Limits, gpu_percent: float | None, locale: str = i18n.DEFAULT) -> str:
+        """Why an idle workspace was stopped, for its record: in `locale`, the language it was started in
+        (its owner reads it; an execution's records are kept in its language)."""
         avg = self.cpu_average(now, limits.cpu_window)
         figures = dict(
-            browser=duration(now - self.last_browser),
+            browser=duration(now - self.last_browser, locale),
             cpu=avg,
-            span=duration(min(limits.cpu_window, now - self.first_seen)),
+            span=duration(min(limits.cpu_window, now - self.first_seen), locale),
             gpu=gpu_percent,
         )
         if avg is not None and gpu_percent is not None:
@@ -230,7 +231,7 @@ class Watch:
             text = i18n.N_("no browser for {browser}; GPU {gpu:.0f} %")
         else:
             text = i18n.N_("no browser for {browser}")
-        return text.format(**figures)
+        return i18n.translate(locale, text, **figures)
 
     def decide(self, obs: Observation, limits: Limits, locale: str = i18n.DEFAULT) -> Verdict:
         """Update the memory with `obs` and say what to do now (the user's messages in `locale`)."""
@@ -242,8 +243,11 @@ class Watch:
                 return Verdict(
                     "cull",
                     "max_runtime",
-                    evidence=i18n.N_("ran for {ran}; the maximum run time is {maximum}").format(
-                        ran=duration(now - obs.started), maximum=duration(limits.max_runtime)
+                    evidence=i18n.translate(
+                        locale,
+                        "ran for {ran}; the maximum run time is {maximum}",
+                        ran=duration(now - obs.started, locale),
+                        maximum=duration(limits.max_runtime, locale),
                     ),
                 )
             if (
@@ -282,11 +286,11 @@ class Watch:
         idle_at = self.idle_at(limits)
         if self.warning is not None:
             if now >= self.warning.stop_at:
-                return Verdict("cull", "idle", evidence=self.evidence(now, limits, obs.gpu_percent))
+                return Verdict("cull", "idle", evidence=self.evidence(now, limits, obs.gpu_percent, locale))
             return Verdict("keep")
         if limits.warn_before <= 0:
             if now >= idle_at:
-                return Verdict("cull", "idle", evidence=self.evidence(now, limits, obs.gpu_percent))
+                return Verdict("cull", "idle", evidence=self.evidence(now, limits, obs.gpu_percent, locale))
             return Verdict("keep")
         # Warn ahead of the predicted idle time, but only while the latest
         # readings are idle: a busy reading is no prediction of idleness (and

@@ -116,6 +116,7 @@ def begin(
     cleanup_slack: int | None = None,
     home_files: int | None = None,
     task: str | None = None,
+    locale: str | None = None,
 ) -> StartPlan:
     """Record a new execution and decide what it restores.
 
@@ -135,6 +136,7 @@ def begin(
             ex.cpu, ex.home_limit = resource_type.cpu, resource_type.home_size
         ex.cleanup = cleanup_slack is not None
         ex.home_files = home_files
+        ex.locale = locale
         if task is not None:  # a task (workspace/tasks.py): its command instead of the server
             ex.kind, ex.command = "task", task
         if resource_type is None or not resource_type.limited:

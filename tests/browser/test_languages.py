@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+import requests
 
 from tests.browser.conftest import watch_errors
 from tests.integration.hub import USER_PASSWORD
@@ -103,6 +104,11 @@ def test_the_switch_changes_every_page_and_is_remembered(lang_hub, chromium):
         page.goto(f"{hub.url}/hub/token")
         assert "工作空间" in page.locator("#thenavbar").inner_text()
         assert page.evaluate("document.documentElement.lang") == "zh-CN"
+        # the hub's script's relative times too (moment's zh-cn: "几秒前", "1 分钟前"); the service's
+        # login made an authorization, listed with its times
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.time-col')].some(e => /前/.test(e.innerText))", timeout=10_000
+        )
         # and it stays after logging out and in again
         page.goto(f"{hub.url}/hub/logout")
         log_in(page, hub, "teach")
@@ -113,3 +119,45 @@ def test_the_switch_changes_every_page_and_is_remembered(lang_hub, chromium):
     finally:
         context.close()
     assert errors == [], errors
+
+
+def test_the_progress_page_stops_its_own_workspace_and_speaks_chinese(lang_hub, chromium):
+    """The progress page's stop button interrupts the start of the named workspace it shows (JupyterHub 6.1's
+    own script stopped the user's default server instead), and every word it writes is in Chinese."""
+    hub, user, ws = lang_hub, "ting", "slow"
+    token = hub.user_token(user)
+    # a start script that sleeps: the start stays pending long enough to be stopped from the page
+    hub.start_workspace(user, ws, token)
+    hub.sh(user, ws, "mkdir -p ~/.workspace && echo 'sleep 60' > ~/.workspace/start.sh")
+    hub.stop_workspace(user, ws, token)
+    context = chromium.new_context(locale="zh-CN", viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    errors = watch_errors(page)
+    try:
+        log_in(page, hub, user)
+        # started in Chinese (as the service's pages start it for a student who reads Chinese)
+        r = requests.post(
+            f"{hub.url}/hub/api/users/{user}/servers/{ws}",
+            headers={"Authorization": f"token {token}", "Accept-Language": "zh-CN"},
+            json={"user_options": {}, "display_name": ws},
+            timeout=60,
+        )
+        assert r.status_code in (201, 202), r.text
+        page.goto(f"{hub.url}/hub/spawn-pending/{user}/{ws}")
+        # the hub's first event ("Server requested") and the spawner's, in Chinese
+        page.wait_for_function("() => document.querySelectorAll('#progress-log .progress-log-event').length >= 3")
+        first = page.text_content("#progress-log .progress-log-event >> nth=0")  # in a closed <details>
+        assert CJK.search(first) and "requested" not in first, first
+        page.click("#stop-server-btn")
+        page.wait_for_selector("#stop-server-status.alert-success", timeout=60_000)
+        assert page.inner_text("#stop-server-status") == "工作空间已停止。"
+        hub.wait_stopped(user, ws, timeout=60)
+        assert hub.executions(user, ws)[-1]["state"] in ("stopped", "failed")
+        assert not running_servers(hub, user), "nothing else of the user's was started or is left running"
+    finally:
+        context.close()
+    assert not [e for e in errors if "/user/" not in e and "EventSource" not in e], errors
+
+
+def running_servers(hub, user: str) -> dict:
+    return {k: v for k, v in hub.api("GET", f"/users/{user}").json().get("servers", {}).items() if v.get("ready")}

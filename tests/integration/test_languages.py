@@ -57,6 +57,8 @@ def test_a_starts_progress_is_said_in_the_language_it_was_asked_in(hub: Hub):
     assert events[-1].get("ready"), events
     said = [e["message"] for e in events if e.get("message")]
     assert sum(bool(CJK.search(m)) for m in said) >= 3, said
+    # the first event is the hub's ("Server requested"), the last its "Server ready": both in Chinese too
+    assert CJK.search(said[0]) and CJK.search(said[-1]), said
     hub.stop_workspace("mei", "lab", token)
 
 

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import os
+import re
 import time
 
 import pytest
@@ -166,6 +167,23 @@ def test_missing_image_is_a_sentence_not_a_traceback(start_hub):
         message = events[-1]["message"]
     assert sentence in message and "Traceback" not in message, message
     assert hub.containers(user="zoe") == []
+
+    # asked in Chinese: the progress page's line (html_message, which it shows as it is) is all Chinese,
+    # without the hub's English "Spawn failed:"
+    r = requests.post(
+        f"{hub.url}/hub/api/users/zoe/servers/w2",
+        headers={"Authorization": f"token {token}", "Accept-Language": "zh-CN"},
+        json={"user_options": {}, "display_name": "w2"},
+        timeout=60,
+    )
+    if r.status_code in (201, 202):
+        events = hub.progress("zoe", "w2", token)
+        assert events[-1].get("failed"), events
+        line = events[-1].get("html_message", "")
+        assert re.search(r"[\u4e00-\u9fff]", line) and "does-not-exist" in line, events[-1]
+        assert "Spawn failed" not in line and "not installed" not in line, line
+    else:  # failed within the spawn request: its answer is the sentence
+        assert r.status_code >= 400 and re.search(r"[\u4e00-\u9fff]", r.json()["message"]), r.text
     (ex,) = hub.executions("zoe", "w1")
     assert ex["state"] == "failed" and sentence in ex["error"], ex
     assert not ex["has_output"]

@@ -115,3 +115,12 @@ def test_every_state_and_stop_reason_has_a_translated_word():
         assert code in executions.WORDS, code
         assert i18n.translate("zh_CN", executions.word(code)) != executions.word(code), code
     assert executions.word("save_failed") == "save failed" and executions.word("unheard-of") == "unheard-of"
+
+
+def test_aligned_fields_are_padded_by_terminal_columns():
+    # a Chinese character takes two columns: a column of them lines up with one of Latin letters
+    rows = [i18n.aligned("{name:<8}|{n:>3}", name=name, n=n) for name, n in (("论文", 1), ("thesis", 22))]
+    assert rows == ["论文    |  1", "thesis  | 22"]
+    assert [i18n.display_width(r) for r in rows] == [12, 12]
+    assert i18n.aligned("{x:*^6}", x="中") == "**中**"
+    assert i18n.translate("zh_CN", "{a:>4}", a="é") == "   é"  # not in the catalogue: as written, aligned

@@ -1,5 +1,7 @@
 """The idle policy with a movable clock: warnings, withdrawals, culls, max runtime, overrides."""
 
+import re
+
 import pytest
 
 from workspace.idle import IdlePolicy, Limits, Observation, Watch, duration
@@ -13,8 +15,8 @@ LIMITS = Limits(
 class Clock:
     """Runs a watch cycle by cycle (every `step` seconds) from T0."""
 
-    def __init__(self, limits=LIMITS, step=60, **first):
-        self.limits, self.step, self.now = limits, step, T0
+    def __init__(self, limits=LIMITS, step=60, locale="en", **first):
+        self.limits, self.step, self.now, self.locale = limits, step, T0, locale
         self.watch = Watch.start(self.obs(**first))
 
     def obs(self, **kw) -> Observation:
@@ -28,7 +30,7 @@ class Clock:
         end = self.now + seconds
         while self.now < end:
             self.now += self.step
-            v = self.watch.decide(self.obs(**kw), self.limits)
+            v = self.watch.decide(self.obs(**kw), self.limits, self.locale)
             if v.action != "keep":
                 acted.append((self.now - T0, v))
             if v.action == "cull":
@@ -147,3 +149,15 @@ def test_a_busy_workspace_is_never_warned_even_with_a_short_cpu_window():
     c = Clock(limits=limits, step=1)
     acted = c.run(60)
     assert [v.action for _, v in acted] == ["warn", "cull"]
+
+
+def test_a_workspace_started_in_chinese_is_warned_and_its_stop_recorded_in_chinese():
+    # the culler passes the execution's language (the one it was started in)
+    acted = Clock(locale="zh_CN").run(2000)
+    (_, warn), (_, cull) = acted[:2]
+    for text in (warn.message, cull.evidence):
+        assert re.search(r"[\u4e00-\u9fff]", text) and "no browser" not in text, text
+    assert "30" in cull.evidence and "0.5" in cull.evidence, cull.evidence
+    limits = Limits(**{**LIMITS.__dict__, "max_runtime": 3 * 3600})
+    (_, warn), (_, cull) = Clock(limits=limits, locale="zh_CN").run(4 * 3600, cpu_percent=100)
+    assert re.search(r"[\u4e00-\u9fff]", cull.evidence) and "maximum run time" not in cull.evidence, cull.evidence

@@ -462,8 +462,12 @@ class WorkspaceMixin(LoggingConfigurable):
     # so events are kept in a list and every call replays it from the start.
 
     def _reset_progress(self):
+        old = getattr(self, "_progress_changed", None)
         self._progress_events = []
         self._progress_changed = asyncio.Event()
+        if old is not None:
+            # a listener that came before this start began waits on the last one's: it reads this one's
+            old.set()
 
     @property
     def locale(self) -> str:
@@ -489,6 +493,31 @@ class WorkspaceMixin(LoggingConfigurable):
         progress stream's failure) the sentence in the user's language."""
         e.jupyterhub_message = e.in_locale(self.locale)
 
+    def say_start_failure(self, e: Exception) -> None:
+        """Make the progress page's last line of a failed start the user's language: the hub writes its
+        English "Spawn failed: " before `jupyterhub_message`, but shows `jupyterhub_html_message` as it is."""
+        if isinstance(e, UserError):
+            self.in_user_language(e)
+        reason = getattr(e, "jupyterhub_message", None) or str(e) or type(e).__name__
+        try:
+            e.jupyterhub_html_message = html.escape(
+                self.localized("The workspace could not start: {reason}", reason=reason)
+            )
+        except AttributeError:  # an exception without a __dict__ keeps the hub's words
+            pass
+
+    async def _generate_progress(self):
+        """The hub's stream of a start's events, its first one ("Server requested", written by JupyterHub's
+        private `Spawner._generate_progress`, which this wraps) said in the user's language."""
+        events = super()._generate_progress()
+        try:
+            async for event in events:
+                if event.get("message") == "Server requested":
+                    event = {**event, "message": self.localized("Workspace requested")}
+                yield event
+        finally:
+            await events.aclose()
+
     def emit_progress(self, progress: int, message: str, **extra) -> None:
         """Record a progress event (0-100) and wake up the listeners."""
         if not hasattr(self, "_progress_events"):
@@ -501,20 +530,25 @@ class WorkspaceMixin(LoggingConfigurable):
     async def progress(self):
         if not hasattr(self, "_progress_events"):
             self._reset_progress()
-        sent = 0
+        events, sent = self._progress_events, 0
         while True:
-            while sent < len(self._progress_events):
-                yield self._progress_events[sent]
+            if self._progress_events is not events:  # a start began since: its events, from the first
+                events, sent = self._progress_events, 0
+            while sent < len(events):
+                yield events[sent]
                 sent += 1
             # JupyterHub stops iterating once the spawn future is done.
-            self._progress_changed.clear()
-            await self._progress_changed.wait()
+            changed = self._progress_changed
+            if self._progress_events is events:
+                changed.clear()
+                await changed.wait()
 
     # -- validation: bad input is a 400 before anything happens ---------------
 
     async def run_pre_spawn_hook(self):
         # Runs inside the spawn request (within slow_spawn_timeout), so a
         # UserError here is the request's 400 and nothing is recorded.
+        self._reset_progress()  # a progress page opened from now on shows this start's, not the last one's
         stored = self.orm_spawner.user_options or {}
         if "continue_from" in stored or "task" in stored:
             # JupyterHub keeps the last options as defaults for the next start;
@@ -614,8 +648,8 @@ class WorkspaceMixin(LoggingConfigurable):
     async def start(self):
         try:
             return await self._start_execution()
-        except UserError as e:
-            self.in_user_language(e)
+        except Exception as e:
+            self.say_start_failure(e)
             raise
 
     async def _start_execution(self):
@@ -642,6 +676,7 @@ class WorkspaceMixin(LoggingConfigurable):
                 cleanup,
                 home_files=request.limits["home_files"],
                 task=request.task,
+                locale=self.locale,
             )
         )
         self.execution_id, self.live_key, self.node = plan.execution_id, plan.live_key, ""

@@ -33,6 +33,10 @@ class UserError(web.HTTPError):
     def __str__(self) -> str:
         return self.jupyterhub_message
 
+    def kept(self) -> str:
+        """The sentence to store, said later in each reader's language (`i18n.said`)."""
+        return i18n.kept(self.template, **self.params)
+
 
 # what a user reads of a fault that is not theirs (the details go to the log)
 SERVER_FAULT = i18n.N_("Something went wrong on the server; the administrators can find the details in its log.")

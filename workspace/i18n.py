@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import gettext
 import io
+import json
 import re
 import string
 import unicodedata
@@ -38,6 +39,7 @@ LOCALES = {"en": "English", "zh_CN": "中文"}
 TAGS = {"en": "en", "zh_CN": "zh-CN"}
 # the choice a user made with the header's switch; read by the hub's pages and the service's alike
 COOKIE = "workspace-lang"
+KEPT = "said"  # the key of a stored sentence's message (`kept`)
 
 
 def N_(message: str) -> str:
@@ -128,6 +130,24 @@ def translate(locale: str, message: str, /, **params) -> str:
         return _columns.format(text, **params)
     except (KeyError, IndexError, ValueError):  # a broken translation: the sentence as written
         return _columns.format(message, **params)
+
+
+def kept(message: str, /, **params) -> str:
+    """A sentence to store and say later in each reader's language (`said`): a catalogue message (a literal
+    with `{placeholders}`: Babel's keyword `kept`) with its values (JSON's), as JSON."""
+    return json.dumps({KEPT: message, "params": params}, ensure_ascii=False)
+
+
+def said(locale: str, stored: str | None) -> str | None:
+    """A stored sentence in `locale`: one made by `kept()` translated, any other text (records written
+    before sentences were kept this way) as it is."""
+    if not stored or not stored.startswith('{"' + KEPT + '":'):
+        return stored
+    try:
+        data = json.loads(stored)
+        return translate(locale, data[KEPT], **data["params"])
+    except (ValueError, KeyError, TypeError):
+        return stored
 
 
 def _ranked(accept_language: str) -> list[str]:

@@ -35,7 +35,7 @@ import docker
 from traitlets import Float, Int, List, Unicode
 from traitlets.config import LoggingConfigurable
 
-from . import build_network, tasks, user_images
+from . import build_network, i18n, tasks, user_images
 from .errors import UserError
 from .setup.images import VERSIONS
 
@@ -99,10 +99,12 @@ class ImageBuilder(LoggingConfigurable):
             return self._build(client, job, name, db)
         except UserError as e:
             self.log.warning("build of %s: %s %s", job["name"], e.log_message, getattr(e, "detail", ""))
-            return {"ok": False, "error": e.log_message}
+            return {"ok": False, "error": e.kept()}  # the sentence (its detail is for the log above)
         except Exception as e:
             self.log.exception("build of %s failed", job["name"])
-            why = f"The build could not be run ({type(e).__name__}); please tell your administrator."
+            why = i18n.kept(
+                "The build could not be run ({error}); please tell your administrator.", error=type(e).__name__
+            )
             return {"ok": False, "error": why}
         finally:
             self._current = None
@@ -116,7 +118,10 @@ class ImageBuilder(LoggingConfigurable):
         try:
             base = client.images.get(job["base_ref"])
         except docker.errors.ImageNotFound:
-            return {"ok": False, "error": f"The base image {job['base_ref']} is not installed any more."}
+            return {
+                "ok": False,
+                "error": i18n.kept("The base image {image} is not installed any more.", image=job["base_ref"]),
+            }
         network = build_network.ensure(client, self.network, self.bridge, list(self.allowed_networks))
         config = base.attrs.get("Config") or {}
         size = max(1 << 20, self.log_limit)
@@ -160,12 +165,15 @@ class ImageBuilder(LoggingConfigurable):
         versions = self._versions(self.log_path(job["id"]))
         code = state.get("ExitCode")
         if state.get("OOMKilled"):
-            return {**result, "ok": False, "error": f"The build ran out of memory ({self.memory}); read its log."}
+            why = i18n.kept("The build ran out of memory ({memory}); read its log.", memory=str(self.memory))
+            return {**result, "ok": False, "error": why}
         if code != 0 or versions is None:
             if killed.is_set():
-                why = f"The build took longer than {self.timeout / 60:.0f} minutes and was stopped."
+                why = i18n.kept(
+                    "The build took longer than {minutes:.0f} minutes and was stopped.", minutes=self.timeout / 60
+                )
             else:
-                why = f"The build failed (exit code {code}); read its log to see which step."
+                why = i18n.kept("The build failed (exit code {code}); read its log to see which step.", code=code)
             return {**result, "ok": False, "error": why}
         ref = self.image_ref(job["id"], job["build"])
         repository, tag = ref.split(":")

@@ -18,6 +18,7 @@ import re
 from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, Text, UniqueConstraint, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 
+from . import i18n
 from .db import Base, iso, utcnow
 from .errors import UserError
 
@@ -61,7 +62,8 @@ class UserImage(Base):
     def full_name(self) -> str:
         return f"{self.owner}/{self.name}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self, locale: str = i18n.DEFAULT) -> dict:
+        """The image as the API shows it, its error sentence in `locale`."""
         seconds = (self.finished - self.started).total_seconds() if self.started and self.finished else None
         return {
             "name": self.full_name,
@@ -72,7 +74,7 @@ class UserImage(Base):
             "script": self.script,
             "visibility": self.visibility,
             "state": self.state,
-            "error": self.error,
+            "error": i18n.said(locale, self.error),
             "progress": self.progress if self.state == "building" else None,
             "build": self.build,
             "available": self.ref is not None,
@@ -273,18 +275,18 @@ def _own(s, full_name: str, who: str, groups: set[str], admin: bool) -> UserImag
     return image
 
 
-def listing(db, who: str, groups: set[str], admin: bool = False) -> list[dict]:
-    """The images the caller may see (an administrator: all), their own first."""
+def listing(db, who: str, groups: set[str], admin: bool = False, locale: str = i18n.DEFAULT) -> list[dict]:
+    """The images the caller may see (an administrator: all), their own first (said in `locale`)."""
     with db.session() as s:
         query = select(UserImage).order_by(UserImage.owner != who, UserImage.owner, UserImage.name)
         if not admin:
             query = query.where(visible_clause(who, groups))
-        return [i.as_dict() for i in s.scalars(query)]
+        return [i.as_dict(locale) for i in s.scalars(query)]
 
 
-def describe(db, full_name: str, who: str, groups: set[str], admin: bool = False) -> dict:
+def describe(db, full_name: str, who: str, groups: set[str], admin: bool = False, locale: str = i18n.DEFAULT) -> dict:
     with db.session() as s:
-        return _get(s, full_name, who, groups, admin).as_dict()
+        return _get(s, full_name, who, groups, admin).as_dict(locale)
 
 
 def choices(db, who: str, groups: set[str]) -> dict[str, str]:
@@ -377,7 +379,8 @@ def finish(db, image_id: int, build: int, result: dict) -> str | None:
         image.finished = image.updated = utcnow()
         image.log_total, image.log_kept = result.get("log_total"), result.get("log_kept")
         if not result.get("ok"):
-            image.state, image.error = "failed", result.get("error") or "The build failed; read its log."
+            image.state = "failed"
+            image.error = result.get("error") or i18n.kept("The build failed; read its log.")
             return None
         old = image.ref
         image.state, image.error = "ready", None
@@ -392,5 +395,5 @@ def interrupted(db) -> int:
         rows = list(s.scalars(select(UserImage).where(UserImage.state == "building")))
         for image in rows:
             image.state, image.finished, image.updated = "failed", utcnow(), utcnow()
-            image.error = "The build was interrupted (the service restarted); build it again."
+            image.error = i18n.kept("The build was interrupted (the service restarted); build it again.")
         return len(rows)

@@ -104,6 +104,10 @@ def test_sign_up_in_chinese(start_hub, chromium):
         assert "@uni.example.edu" in message and "xue@gmail.com" in message and "institution" not in message, message
         assert page.inner_text("h1") == "注册", page.inner_text("h1")
         assert page.get_attribute("#eye", "aria-label") == "显示密码"
+        page.click("#eye")  # both password fields shown, and the button says it hides them now
+        assert page.get_attribute("#eye", "aria-label") == "隐藏密码"
+        types = page.eval_on_selector_all("input[name^=signup_password]", "fs => fs.map(f => f.type)")
+        assert types == ["text", "text"], types
         assert violations(page) == []
         message = sign_up(page, hub, "xue", f"xue@{DOMAIN}", password="a")
         assert "a" != message and "10" in message and "password" not in message, message

@@ -184,6 +184,13 @@ def test_a_users_image_builds_in_a_sandbox_and_starts(hub: Hub, tmp_path):
     assert f"{name}: The build failed (exit code 3)" in p.stdout, p.stdout
     failed = hub.service_call("GET", f"/images/{name}", ta).json()
     assert failed["state"] == "failed" and failed["available"] and failed["build"] == 2, failed
+    # the stored sentence is said in each reader's language
+    chinese = requests.get(
+        f"{hub.url}/services/workspace/api/images/{name}",
+        headers={"Authorization": f"token {ta}", "Accept-Language": "zh-CN"},
+        timeout=30,
+    ).json()["error"]
+    assert "3" in chinese and "exit code" not in chinese and chinese != failed["error"], chinese
     listing = subprocess.run([WORKSPACE, "image", "ls"], capture_output=True, text=True, env=env, timeout=60)
     assert any(line.startswith(name) and " failed " in line for line in listing.stdout.splitlines()), listing.stdout
 

@@ -124,3 +124,16 @@ def test_aligned_fields_are_padded_by_terminal_columns():
     assert [i18n.display_width(r) for r in rows] == [12, 12]
     assert i18n.aligned("{x:*^6}", x="中") == "**中**"
     assert i18n.translate("zh_CN", "{a:>4}", a="é") == "   é"  # not in the catalogue: as written, aligned
+
+
+def test_a_kept_sentence_is_said_in_each_readers_language():
+    stored = i18n.kept("The build failed (exit code {code}); read its log to see which step.", code=2)
+    english = i18n.said("en", stored)
+    assert english == "The build failed (exit code 2); read its log to see which step."
+    chinese = i18n.said("zh_CN", stored)
+    assert chinese != english and "2" in chinese and re.search(r"[\u4e00-\u9fff]", chinese), chinese
+    # older records (plain text), nothing, and JSON that is not ours stay as they are
+    for text in ("The build failed; read its log.", None, "", '{"said": 1}', '{"other": "x"}'):
+        assert i18n.said("zh_CN", text) == text
+    e = UserError(503, "The base image {image} is not installed any more.", detail="internal", image="x:1")
+    assert i18n.said("en", e.kept()) == "The base image x:1 is not installed any more."

@@ -110,6 +110,8 @@ def test_interrupted_builds_fail_with_a_sentence(database):
     record = user_images.describe(database, "alice/nlp", "alice", set())
     assert record["state"] == "failed" and "interrupted" in record["error"]
     assert "being built" not in (record["error"] or "")
+    chinese = user_images.describe(database, "alice/nlp", "alice", set(), locale="zh_CN")["error"]
+    assert chinese == "构建被中断（服务已重启），请重新构建。", chinese
 
 
 def test_build_script_announces_each_step_and_quotes_nothing_of_the_user():

@@ -86,7 +86,7 @@ class ImagesHandler(ImageActions, APIHandler):
     async def get(self):
         who, groups, admin = self.who()
         site = await self.site_images()
-        mine = await self.blocking(user_images.listing, self.db, who, groups, admin)
+        mine = await self.blocking(user_images.listing, self.db, who, groups, admin, self.lang)
         self.write_json(site + [{**i, "kind": "user"} for i in mine])
 
     async def post(self):
@@ -97,7 +97,9 @@ class ImagesHandler(ImageActions, APIHandler):
 class ImageHandler(ImageActions, APIHandler):
     async def get(self, owner: str, name: str):
         who, groups, admin = self.who()
-        self.write_json(await self.blocking(user_images.describe, self.db, f"{owner}/{name}", who, groups, admin))
+        self.write_json(
+            await self.blocking(user_images.describe, self.db, f"{owner}/{name}", who, groups, admin, self.lang)
+        )
 
     async def patch(self, owner: str, name: str):
         who, groups, admin = self.who()

@@ -21,7 +21,7 @@ class ImagesPage(ImageActions, PageHandler):
         self.render_page(
             "images.html",
             site=site,
-            images=await self.blocking(user_images.listing, self.db, who, groups, admin),
+            images=await self.blocking(user_images.listing, self.db, who, groups, admin, self.lang),
             bases=list(await self.bases()),
             me=who,
             groups=sorted(groups),

@@ -32,6 +32,7 @@ KEYWORDS = {
     "UserError": (2,),
     "translate": (2,),
     "localized": None,
+    "kept": None,
 }
 
 

@@ -21,7 +21,14 @@ from __future__ import annotations
 
 import bcrypt
 from nativeauthenticator import NativeAuthenticator
-from nativeauthenticator.handlers import ChangePasswordHandler, SignUpHandler
+from nativeauthenticator.handlers import (
+    ChangePasswordAdminHandler,
+    ChangePasswordHandler,
+    DiscardHandler,
+    SignUpHandler,
+    ToggleAuthorizationHandler,
+    admin_users_scope,
+)
 from nativeauthenticator.orm import UserInfo
 from tornado import web
 from traitlets import List, Unicode, default
@@ -109,8 +116,92 @@ class InstitutionChangePasswordHandler(ChangePasswordHandler):
         )
 
 
+class InstitutionChangePasswordAdminHandler(ChangePasswordAdminHandler):
+    """/hub/change-password/NAME: an administrator sets a user's password (the same page as a user's own,
+    without the current password), told what happened in their language."""
+
+    @admin_users_scope
+    async def get(self, user_name):
+        if not self.authenticator.user_exists(user_name):
+            raise web.HTTPError(404)
+        self.finish(await self.render_template("change-password.html", user_name=user_name, for_admin=True))
+
+    @admin_users_scope
+    async def post(self, user_name):
+        if not self.authenticator.user_exists(user_name):
+            raise web.HTTPError(404)
+        new = self.get_body_argument("new_password", strip=False)
+        locale = i18n.of_request(self.request)
+        alert = "alert-danger"
+        if new != self.get_body_argument("new_password_confirmation", strip=False):
+            message = i18n.translate(locale, "The two new passwords differ; type the same password twice.")
+        elif not self.authenticator.change_password(user_name, new):
+            message = i18n.translate(
+                locale,
+                "The password was not changed: a password has at least {length} characters and is not a common one.",
+                length=self.authenticator.minimum_password_length,
+            )
+        else:
+            alert = "alert-success"
+            message = i18n.translate(locale, "The password of {name} is changed.", name=user_name)
+        self.finish(
+            await self.render_template(
+                "change-password.html", user_name=user_name, for_admin=True, result_message=message, alert=alert
+            )
+        )
+
+
+class _ChangedByPost:
+    """An administrator's change of an account (approve, withdraw, discard) by POST from the /hub/authorize
+    page's forms, which carry the XSRF token. NativeAuthenticator makes these changes on GET: any link an
+    administrator followed (a page elsewhere, a notebook's output) could approve an account."""
+
+    @admin_users_scope
+    async def get(self, user_name):
+        raise web.HTTPError(
+            405,
+            i18n.translate(
+                i18n.of_request(self.request), "Approve or discard accounts with the buttons on /hub/authorize."
+            ),
+        )
+
+    def _pending_user(self, user_name: str):
+        info = self.authenticator.get_user(user_name)
+        if info is None:
+            raise web.HTTPError(404, i18n.translate(i18n.of_request(self.request), "There is no such account."))
+        return info
+
+
+class InstitutionToggleAuthorizationHandler(_ChangedByPost, ToggleAuthorizationHandler):
+    """POST /hub/authorize/NAME: approve an account that waits, or withdraw an approval."""
+
+    @admin_users_scope
+    async def post(self, user_name):
+        self._pending_user(user_name)
+        UserInfo.change_authorization(self.db, user_name)
+        self.redirect(self.hub.base_url + "authorize")
+
+
+class InstitutionDiscardHandler(_ChangedByPost, DiscardHandler):
+    """POST /hub/discard/NAME: delete an account that was never approved."""
+
+    @admin_users_scope
+    async def post(self, user_name):
+        if not self._pending_user(user_name).is_authorized:
+            self.authenticator.delete_user(type("User", (), {"name": user_name}))
+            if self.users.get(user_name) is not None:
+                self.users.delete(user_name)
+        self.redirect(self.hub.base_url + "authorize")
+
+
 # NativeAuthenticator's handlers this authenticator replaces (their pages: workspace/hub_templates/)
-OURS = {SignUpHandler: InstitutionSignUpHandler, ChangePasswordHandler: InstitutionChangePasswordHandler}
+OURS = {
+    SignUpHandler: InstitutionSignUpHandler,
+    ChangePasswordHandler: InstitutionChangePasswordHandler,
+    ChangePasswordAdminHandler: InstitutionChangePasswordAdminHandler,
+    ToggleAuthorizationHandler: InstitutionToggleAuthorizationHandler,
+    DiscardHandler: InstitutionDiscardHandler,
+}
 
 
 class InstitutionAuthenticator(NativeAuthenticator):

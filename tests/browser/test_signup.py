@@ -70,8 +70,23 @@ def test_sign_up_with_the_institution_address_and_an_administrators_approval(sta
 
         assert try_login(page, hub, hub.settings.admin_user, ADMIN_PASSWORD).endswith("/services/workspace/workspaces")
         page.goto(f"{hub.url}/hub/authorize")
-        page.click("a[href$='authorize/stu']")
-        page.wait_for_load_state()
+        assert violations(page) == []
+        # approving is a POST with the XSRF token: a link (GET) or a form from elsewhere changes nothing
+        assert page.request.get(f"{hub.url}/hub/authorize/stu", max_redirects=0).status == 405
+        assert page.request.post(f"{hub.url}/hub/discard/stu", max_redirects=0).status == 403
+        assert page.request.post(f"{hub.url}/hub/authorize/nobody", max_redirects=0).status == 403
+        page.reload()
+        assert page.get_attribute("#account-stu", "data-approved") == "false"
+        page.click("#account-stu button.approve")
+        page.wait_for_selector("#account-stu[data-approved=true]")
+        # an administrator sets a password for a user on the same page as a user's own, without the current one
+        page.goto(f"{hub.url}/hub/change-password/stu")
+        assert not page.is_visible("#old_password_input")
+        page.fill("#new_password_input", "a" * 4)
+        page.fill("#new_password_confirmation_input", "a" * 4)
+        page.click("#signup_submit")
+        assert page.get_attribute(".alert[role=alert]", "class").split()[-1] == "alert-danger"
+        assert violations(page) == []
         page.goto(f"{hub.url}/hub/logout")
         context.clear_cookies()
 

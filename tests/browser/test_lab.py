@@ -31,6 +31,12 @@ def test_a_notice_shows_in_jupyterlab_and_the_open_tab_counts_as_a_browser(start
     assert r.status_code == 201, r.text
     before = requests.get(f"{base}/api/workspace/activity", headers=auth, timeout=10).json()
     assert before["last_browser_request"] is None, before  # the culler's requests are not a browser
+    # attack: anyone can send a cookie; requests nobody signed in with keep the workspace from nothing
+    for path in ("/api/contents", "/lab", "/api/kernels"):
+        r = requests.get(f"{base}{path}", headers={"Cookie": "x=1"}, timeout=10, allow_redirects=False)
+        assert r.status_code in (302, 403), (path, r.status_code)
+    after = requests.get(f"{base}/api/workspace/activity", headers=auth, timeout=10).json()
+    assert after["last_browser_request"] is None, after
     # a hub token (even the user's own) does not open the culler's address
     r = requests.get(f"{base}/api/workspace/activity", headers={"Authorization": f"token {token}"}, timeout=10)
     assert r.status_code == 403, r.text

@@ -321,9 +321,11 @@ def test_a_killed_worker_ends_its_executions_lost_and_their_outputs_restore_else
         for pid in pids:
             os.kill(int(pid), signal.SIGKILL)
         deadline = time.monotonic() + 120
-        while latest(hub, user, "w")["state"] not in ("save_failed", "stopped") and time.monotonic() < deadline:
-            time.sleep(1)
         lost = latest(hub, user, "w")
+        while lost["state"] not in ("save_failed", "stopped") and time.monotonic() < deadline:
+            time.sleep(1)
+            # the record as it was seen failing: a retry of its save may already be under way again
+            lost = latest(hub, user, "w")
         # its home is on the dead machine: the save waits (kept, retried), the execution is over
         assert lost["state"] == "save_failed" and lost["stop_reason"] == "lost", lost
         assert "node3" in (lost["stop_detail"] or ""), lost

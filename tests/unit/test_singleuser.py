@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from workspace.singleuser.activity import BrowserActivity
+from workspace.singleuser.activity import BrowserActivity, signed_in
 from workspace.singleuser.notices import Notices
 
 
@@ -12,12 +12,28 @@ def request(headers=None, arguments=None):
 
 def test_only_cookie_requests_are_a_browser():
     a = BrowserActivity()
-    a.observe(request({"Authorization": "token x", "Cookie": "c=1"}))  # the culler, scripts
-    a.observe(request({"Cookie": "c=1"}, {"token": [b"x"]}))
-    a.observe(request({}))
+    a.observe(request({"Authorization": "token x", "Cookie": "c=1"}), True)  # the culler, scripts
+    a.observe(request({"Cookie": "c=1"}, {"token": [b"x"]}), True)
+    a.observe(request({}), True)
+    # anyone can send a cookie: a request nobody signed in with (a 403, a redirect to log in) is no browser
+    a.observe(request({"Cookie": "c=1"}), False)
     assert a.last_request is None
-    a.observe(request({"Cookie": "jupyterhub-user-ada=..."}))
+    a.observe(request({"Cookie": "jupyterhub-user-ada=..."}), True)
     assert a.last_request is not None
+
+
+class Handler:
+    def __init__(self, user, status):
+        self._current_user, self.status = user, status
+
+    def get_status(self):
+        return self.status
+
+
+def test_signed_in_is_a_user_found_and_not_refused():
+    assert signed_in(Handler({"name": "ada"}, 200)) and signed_in(Handler({"name": "ada"}, 304))
+    assert not signed_in(Handler(None, 200)) and not signed_in(Handler({"name": "ada"}, 403))
+    assert not signed_in(SimpleNamespace(get_status=lambda: 200))  # never looked at its user
 
 
 class Term:

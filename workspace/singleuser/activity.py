@@ -11,6 +11,9 @@ Three signals, the culler combines them:
 
 A browser request is one authenticated by the hub's cookie, not by a token:
 the culler, the hub and scripts use tokens, so they never count as a browser.
+A request the server did not sign in (any client can send a `Cookie` header)
+or refused never counts: else anyone who reaches the proxy could keep a
+workspace, and its GPU, from ever being culled.
 """
 
 from __future__ import annotations
@@ -30,6 +33,13 @@ def iso(t: dt.datetime | None) -> str | None:
     return t.isoformat().replace("+00:00", "Z") if t else None
 
 
+def signed_in(handler) -> bool:
+    """Whether a finished request was made by a signed-in user and not refused: Jupyter Server's handlers
+    find the user before they answer (`prepare`, which sets tornado's `_current_user`); a request it
+    refused, or never looked at the user of, has none."""
+    return bool(getattr(handler, "_current_user", None)) and handler.get_status() < 400
+
+
 class BrowserActivity:
     def __init__(self):
         self.last_request: dt.datetime | None = None
@@ -39,15 +49,16 @@ class BrowserActivity:
         log_function = web_app.settings.get("log_function")
 
         def log_request(handler):
-            self.observe(handler.request)
+            self.observe(handler.request, signed_in(handler))
             if log_function is not None:
                 log_function(handler)
 
         web_app.settings["log_function"] = log_request
 
-    def observe(self, request) -> None:
+    def observe(self, request, signed_in: bool) -> None:
+        """Count `request` as a browser's if a signed-in user made it with the hub's cookie."""
         headers = request.headers
-        if "Authorization" in headers or "token" in request.arguments:
+        if not signed_in or "Authorization" in headers or "token" in request.arguments:
             return
         if "Cookie" in headers:
             self.last_request = utcnow()

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from tests.browser.network import again_on_network_change
+from tests.browser.network import CutRequests, again_on_network_change
 from tests.integration.conftest import (  # noqa: F401  (fixtures)
     btrfs_dir,
     docker_client,
@@ -66,14 +66,15 @@ def watch_errors(page, errors: list[str] | None = None) -> list[str]:
     """Collect the page's console errors and uncaught exceptions (with the page's address) into `errors`
     (a new list unless given); the tests fail on any."""
     errors = [] if errors is None else errors
-    # a request cut by a host network change (a container starting elsewhere) is not the page's error
-    page.on(
-        "console",
-        lambda m: (
-            errors.append(f"{page.url}: {m.text}")
-            if m.type == "error" and "ERR_NETWORK_CHANGED" not in m.text
-            else None
-        ),
-    )
-    page.on("pageerror", lambda e: errors.append(f"{page.url}: {e}"))
+    # a request cut by a host network change (a network or container of any test appearing), or by the test leaving
+    # the page, is not the page's error (network.py)
+    cut = CutRequests()
+    page.on("requestfailed", lambda request: cut.request_failed(request.failure))
+
+    def error(text: str) -> None:
+        if not cut.excuses(f"{page.url}: {text}"):
+            errors.append(f"{page.url}: {text}")
+
+    page.on("console", lambda message: error(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda e: error(str(e)))
     return errors

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from tests.browser.conftest import login
+from tests.browser.conftest import login, watch_errors
 from tests.integration.hub import ADMIN_PASSWORD, USER_PASSWORD
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "admin"
@@ -41,7 +41,7 @@ def test_admin_sees_running_executions_and_stops_one(start_hub, chromium):
 
     context = chromium.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    watch_errors(page, errors)
     try:
         login(page, hub, hub.settings.admin_user, ADMIN_PASSWORD)
         page.goto(f"{hub.url}/services/workspace/admin")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import requests
 
-from tests.browser.conftest import login
+from tests.browser.conftest import login, watch_errors
 from tests.integration.hub import USER_PASSWORD
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "datasets"
@@ -27,7 +27,7 @@ def test_create_upload_resume_and_share(start_hub, chromium, tmp_path):
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    watch_errors(page, errors)
     try:
         login(page, hub, user, USER_PASSWORD)
         page.goto(f"{hub.url}/services/workspace/datasets")

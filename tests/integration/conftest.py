@@ -35,7 +35,10 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.failed and report.when == "call":
-        for hub in _running_hubs:
+        # the test's own hub last: CI shows the end of the output
+        funcargs = list(getattr(item, "funcargs", {}).values())
+        hubs = sorted(_running_hubs, key=lambda hub: any(hub is value for value in funcargs))
+        for hub in hubs:
             report.sections.append((f"hub {hub.deployment} log", hub.log_tail()))
             try:
                 report.sections.append((f"hub {hub.deployment} containers", hub.container_logs()))

@@ -66,14 +66,15 @@ def watch_errors(page, errors: list[str] | None = None) -> list[str]:
     """Collect the page's console errors and uncaught exceptions (with the page's address) into `errors`
     (a new list unless given); the tests fail on any."""
     errors = [] if errors is None else errors
-    # a request cut by a host network change (a network or container of any test appearing), or by the test leaving
-    # the page, is not the page's error (network.py)
+    # a request cut by a host network change (any test's docker network appearing), or by the test
+    # leaving the page, is not the page's error (network.py)
     cut = CutRequests()
     page.on("requestfailed", lambda request: cut.request_failed(request.failure))
 
     def error(text: str) -> None:
-        if not cut.excuses(f"{page.url}: {text}"):
-            errors.append(f"{page.url}: {text}")
+        line = f"{page.url}: {text}"
+        if not cut.excuses(line):
+            errors.append(line)
 
     page.on("console", lambda message: error(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda e: error(str(e)))

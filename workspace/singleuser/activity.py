@@ -55,10 +55,11 @@ class BrowserActivity:
 
         web_app.settings["log_function"] = log_request
 
-    def observe(self, request, signed_in: bool) -> None:
-        """Count `request` as a browser's if a signed-in user made it with the hub's cookie."""
+    def observe(self, request, by_user: bool) -> None:
+        """Count `request` as a browser's if a signed-in user made it (`by_user`, see `signed_in`) with
+        the hub's cookie."""
         headers = request.headers
-        if not signed_in or "Authorization" in headers or "token" in request.arguments:
+        if not by_user or "Authorization" in headers or "token" in request.arguments:
             return
         if "Cookie" in headers:
             self.last_request = utcnow()

@@ -1,22 +1,30 @@
 """A throwaway PostgreSQL server for the tests: Debian's binaries, a cluster under the data directory.
 
     python -m workspace.setup.postgres start   initdb (once) and start it; print its URL
-    python -m workspace.setup.postgres stop    stop it (its data stays; delete <data dir>/postgres to start afresh)
+    python -m workspace.setup.postgres stop    stop it (its data stays; `stop --purge` deletes it)
 
-The cluster lives in `<data dir>/postgres/data`, listens only on a unix socket
-in `<data dir>/postgres` (no TCP port: nothing else on the machine can reach
-it, and no port can clash), trusts local connections, and trades durability
-for speed (`fsync=off`): it holds nothing but test databases. `make test`'s
-preparation starts it; the unit tests' `database` fixture finds it (and starts
-it when it is not running). Starting it again reuses a running server.
+The cluster listens only on a unix socket in its own directory (no TCP port:
+nothing else on the machine can reach it, and no port can clash), trusts local
+connections, and trades durability for speed (`fsync=off`): it holds nothing
+but test databases. `make test`'s preparation starts it; the unit tests'
+`database` fixture finds it (and starts it when it is not running). Starting it
+again reuses a running server.
 
-As root (which `initdb` refuses) the cluster belongs to the `postgres` user
-that Debian's package creates, and the commands run as that user.
+Where it lives: run as an ordinary user, in `<data dir>/postgres`. As root
+(which `initdb` refuses) the cluster belongs to the `postgres` user that
+Debian's package creates, and the commands run as that user; that user must
+reach the cluster's directory, and a checkout in a private folder (a 0700 home,
+`/root`) is out of its reach. So it lives in the server user's own home,
+`~postgres/workspace-tests/<hash of the data dir>/` (0700, the server user's),
+whatever the checkout's parents allow; the parents are never opened. Each
+cluster notes which data directory it serves, and a start removes the clusters
+whose data directory is gone: they go with the suite's data.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import pwd
 import shutil
@@ -59,9 +67,51 @@ def ensure_installed(log: Path) -> Path:
     return found
 
 
+CLUSTERS = "workspace-tests"  # the folder of the test clusters in the server user's home (as root)
+SERVES = "data-dir"  # in a cluster's directory: the data directory it serves
+
+
 def home(data_dir: Path) -> Path:
-    """The server's directory: its socket, its log, and its cluster in `data/`."""
-    return Path(data_dir) / "postgres"
+    """The server's directory: its socket, its log, and its cluster in `data/` (see the module's text)."""
+    if os.geteuid() != 0:
+        return Path(data_dir) / "postgres"
+    key = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:16]
+    return _clusters() / key
+
+
+def _clusters() -> Path:
+    return Path(pwd.getpwnam(SERVER_USER).pw_dir) / CLUSTERS
+
+
+def _owned_dir(path: Path) -> None:
+    """`path` as a directory of the server user's alone (as root)."""
+    owner = pwd.getpwnam(SERVER_USER)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.chown(path, owner.pw_uid, owner.pw_gid)
+    path.chmod(0o700)
+
+
+def remove_orphans() -> list[Path]:
+    """Stop and delete the clusters whose data directory is gone (as root); the ones removed."""
+    if os.geteuid() != 0 or not _clusters().is_dir():
+        return []
+    removed = []
+    for d in sorted(_clusters().iterdir()):
+        try:
+            served = Path((d / SERVES).read_text().strip())
+        except OSError:
+            continue  # not one of ours, or one being created: leave it
+        if served.is_dir():
+            continue
+        b = bindir()
+        if b is not None and (d / "data" / "PG_VERSION").exists():
+            subprocess.run(
+                _as_owner([str(b / "pg_ctl"), "stop", "-w", "-m", "immediate", "-D", str(d / "data")]),
+                capture_output=True,
+            )
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
 
 
 def url(data_dir: Path, database: str = "postgres") -> str:
@@ -75,8 +125,11 @@ def _as_owner(cmd: list[str]) -> list[str]:
 
 def running(data_dir: Path) -> bool:
     """Whether the server of `data_dir` runs (pg_ctl status)."""
-    b, cluster = bindir(), home(data_dir) / "data"
-    if b is None or not (cluster / "PG_VERSION").exists():
+    b = bindir()
+    if b is None:  # nor, as root, its server user yet
+        return False
+    cluster = home(data_dir) / "data"
+    if not (cluster / "PG_VERSION").exists():
         return False
     return (
         subprocess.run(_as_owner([str(b / "pg_ctl"), "status", "-D", str(cluster)]), capture_output=True).returncode
@@ -86,12 +139,20 @@ def running(data_dir: Path) -> bool:
 
 def start(data_dir: Path) -> str:
     """Create (once) and start the server of `data_dir`, or reuse it when it runs; its URL."""
-    d = home(data_dir)
-    log = d / "setup.log"
     if running(data_dir):
         return url(data_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    b = ensure_installed(log)
+    logs = Path(data_dir) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    b = ensure_installed(logs / "tools.log")
+    d = home(data_dir)  # as root, in the server user's home: it exists once the package is installed
+    log = d / "setup.log"
+    if os.geteuid() == 0:
+        remove_orphans()
+        _owned_dir(d.parent)
+        _owned_dir(d)
+        (d / SERVES).write_text(f"{Path(data_dir).resolve()}\n")
+    else:
+        d.mkdir(parents=True, exist_ok=True)
     cluster = d / "data"
     socket = d / ".s.PGSQL.5432"
     if len(str(socket)) > 107:
@@ -99,13 +160,8 @@ def start(data_dir: Path) -> str:
             f"The PostgreSQL socket path {socket} is longer than a unix socket may be; use a shorter data dir."
         )
     with step(PREFIX, f"start the test PostgreSQL {b.parent.name} (socket in {d})"):
-        if os.geteuid() == 0:
-            owner = pwd.getpwnam(SERVER_USER)
-            shutil.chown(d, owner.pw_uid, owner.pw_gid)
-            if subprocess.run(["runuser", "-u", SERVER_USER, "--", "test", "-w", str(d)]).returncode != 0:
-                raise SetupError(
-                    f"The `{SERVER_USER}` user cannot reach {d}; make the directories above it traversable."
-                )
+        if os.geteuid() == 0 and subprocess.run(["runuser", "-u", SERVER_USER, "--", "test", "-w", str(d)]).returncode:
+            raise SetupError(f"The `{SERVER_USER}` user cannot write to {d}, its own directory; check its home.")
         if not (cluster / "PG_VERSION").exists():
             run_logged(
                 _as_owner(
@@ -131,18 +187,20 @@ def _user() -> str:
     return SERVER_USER if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
 
 
-def stop(data_dir: Path) -> bool:
-    """Stop the server of `data_dir` (fast shutdown); whether one ran."""
-    if not running(data_dir):
-        return False
+def stop(data_dir: Path, purge: bool = False) -> bool:
+    """Stop the server of `data_dir` (fast shutdown), and with `purge` delete its cluster; whether one ran."""
     d = home(data_dir)
-    with step(PREFIX, "stop the test PostgreSQL"):
-        run_logged(
-            _as_owner([str(bindir() / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(d / "data")]),
-            d / "setup.log",
-            "Stopping the test PostgreSQL failed",
-        )
-    return True
+    ran = running(data_dir)
+    if ran:
+        with step(PREFIX, "stop the test PostgreSQL"):
+            run_logged(
+                _as_owner([str(bindir() / "pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(d / "data")]),
+                d / "setup.log",
+                "Stopping the test PostgreSQL failed",
+            )
+    if purge:
+        shutil.rmtree(d, ignore_errors=True)
+    return ran
 
 
 def main(argv=None) -> None:
@@ -155,12 +213,13 @@ def main(argv=None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("command", choices=["start", "stop"])
+    parser.add_argument("--purge", action="store_true", help="with stop: delete the cluster too")
     args = parser.parse_args(argv)
     data_dir = Settings.from_env(base=ROOT).data_dir
     try:
         if args.command == "start":
             print(start(data_dir))
-        elif not stop(data_dir):
+        elif not stop(data_dir, purge=args.purge):
             say(PREFIX, "the test PostgreSQL is not running")
     except SetupError as e:
         fail(e)

@@ -23,17 +23,22 @@ from . import egress
 from .errors import UserError
 from .i18n import N_
 
-CHAIN = "WORKSPACE-BUILD"
+OLD_CHAIN = "WORKSPACE-BUILD"  # an older version's, shared by every build network
 UNAVAILABLE = N_(
     "Image builds are not available on this server: its build network cannot be isolated. "
     "Please tell your administrator."
 )
 
 
+def chain(bridge: str) -> str:
+    """The chains of a build network's rules (one per bridge: two build networks never share rules)."""
+    return egress.chain_name(f"build:{bridge}")
+
+
 def policy(bridge: str, allowed: list[str]) -> egress.Policy:
     """What a build may reach (blocking: reads the host's resolvers and networks)."""
     return egress.Policy(
-        chain=CHAIN,
+        chain=chain(bridge),
         interfaces=[bridge],
         dns=egress.nameservers(),
         allowed=egress.parse_allowed(allowed),
@@ -58,7 +63,9 @@ def ensure(client, name: str, bridge: str, allowed: list[str], enforce: bool = T
         return name
     try:
         egress.apply(policy(bridge, allowed))
-        egress.delete_rule("INPUT", "-i", bridge, "-j", "REJECT")  # an older version's, now in egress's chain
+        # an older version's rules, which egress's chains replace
+        egress.delete_rule("INPUT", "-i", bridge, "-j", "REJECT")
+        egress.delete_rule("DOCKER-USER", "-i", bridge, "-j", OLD_CHAIN)
     except (egress.EgressError, ValueError) as e:
         raise UserError(503, UNAVAILABLE, detail=str(e)) from e
     return name

@@ -157,7 +157,7 @@ def assert_only_the_internet_and_the_site_s_choice(seen: dict, canary: str) -> N
 
 def test_a_workspace_reaches_the_internet_and_what_the_site_allows_only(start_hub, site, host_listener):
     license_ = f"{site['addresses']['license']}:{site['port']}"
-    hub = start_hub(WORKSPACE_EGRESS_ALLOWED=license_)
+    hub = start_hub(WORKSPACE_EGRESS_ALLOWED=license_)  # this site's only (not the machine's proxy)
     user = f"egress{uuid.uuid4().hex[:6]}"
     hub.create_user(user)
     token = hub.user_token(user)

@@ -265,6 +265,18 @@ if settings.ssh_port:
 for extra in sorted((data / "jupyterhub_config.d").glob("*.py")):
     load_subconfig(str(extra))  # noqa: F821
 
+# Egress (workspace/egress.py): the rules that keep workspaces off the site's networks are made at the
+# hub's start (after the site's files: c.Egress.allowed may be there), so a changed allow-list reaches the
+# running workspaces at once; each start makes them again. Only the hub: the services load this file too.
+# On a swarm they are the nodes' to make (SECURITY.md, "Egress").
+from jupyterhub.app import JupyterHub  # noqa: E402
+from traitlets.config import Application  # noqa: E402
+
+if Application.initialized() and isinstance(Application.instance(), JupyterHub) and not settings.swarm_manager:
+    from workspace.spawner.docker_spawner import guard_egress_at_hub_start  # noqa: E402
+
+    guard_egress_at_hub_start(c, f"http://{gateway}:{settings.hub_port}/hub/api")
+
 # Instructors: c.WorkspaceService.courses (or WORKSPACE_COURSES='{"cs101": {"instructors": ["prof"]}}')
 # gives each instructor read-only access to the workspaces of the members of the JupyterHub group of
 # the course, the group's member list, and the right to set the course up (its roster and template,

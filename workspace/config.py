@@ -66,6 +66,7 @@ ENVIRONMENT: tuple[Variable, ...] = (
     Variable("WORKSPACE_RECORD_STORE", SPAWNER, "record_store_root"),
     Variable("WORKSPACE_MAX_RUNNING", SPAWNER, "max_running_per_user", int, what="a whole number"),
     Variable("WORKSPACE_WEBHOOK_NETWORKS", SPAWNER, "webhook_networks", _list),
+    Variable("WORKSPACE_EGRESS_ALLOWED", "Egress", "allowed", _list),
     Variable("WORKSPACE_LOG_LIMIT", SPAWNER, "execution_log_limit", int, what="a number of bytes"),
     Variable("WORKSPACE_MAX_WORKSPACES", "JupyterHub", "named_server_limit_per_user", int, what="a whole number"),
     Variable("WORKSPACE_QUOTA_BYTES", "StorageQuota", "bytes", empty_counts=True),
@@ -180,6 +181,7 @@ class SpawnerOptions:
 def configurables() -> list[type]:
     """Every class whose options make up this deployment's configuration, in the reference's order."""
     from .datasets import DatasetRules
+    from .egress import Egress
     from .image_builds import ImageBuilder
     from .quotas import StorageQuota
     from .service.app import WorkspaceService
@@ -194,6 +196,7 @@ def configurables() -> list[type]:
         DatasetRules,
         UploadPolicy,
         ImageBuilder,
+        Egress,
         WorkspaceService,
     ]
 

@@ -35,7 +35,7 @@ import docker
 from traitlets import Float, Int, List, Unicode
 from traitlets.config import LoggingConfigurable
 
-from . import build_network, i18n, tasks, user_images
+from . import build_network, egress, i18n, tasks, user_images
 from .errors import UserError
 from .setup.images import VERSIONS
 
@@ -65,7 +65,8 @@ class ImageBuilder(LoggingConfigurable):
         Unicode(),
         config=True,
         help="""Private networks builds may reach besides the internet (a campus package
-        mirror, like "10.20.0.0/24"); every other non-global address is refused.""",
+        mirror, like "10.20.0.0/24"), besides `Egress.allowed` (which workspaces may
+        reach too); every other non-global address is refused.""",
     )
     ca_bundle = Unicode(
         "/etc/ssl/certs/ca-certificates.crt",
@@ -122,7 +123,9 @@ class ImageBuilder(LoggingConfigurable):
                 "ok": False,
                 "error": i18n.kept("The base image {image} is not installed any more.", image=job["base_ref"]),
             }
-        network = build_network.ensure(client, self.network, self.bridge, list(self.allowed_networks))
+        site = egress.Egress(parent=self)
+        allowed = [*self.allowed_networks, *site.allowed]
+        network = build_network.ensure(client, self.network, self.bridge, allowed, enforce=site.enabled)
         config = base.attrs.get("Config") or {}
         size = max(1 << 20, self.log_limit)
         command = ["/bin/bash", f"{WORK}/build.sh"]

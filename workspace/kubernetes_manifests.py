@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .egress import BLOCKED, parse_allowed
 from .resource_types import ResourceType
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -50,8 +51,9 @@ _DEPLOYMENT = re.compile(r"^[a-z]([-a-z0-9]{0,14}[a-z0-9])?$")  # at most 16, so
 HASH_LENGTH = 10  # hex digits of the hash that makes an escaped name unique (40 bits)
 
 # addresses an outbound rule leaves out: the cluster's own (pods, services, nodes) and cloud metadata
-PRIVATE_V4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16")
-PRIVATE_V6 = ("fc00::/7", "fe80::/10")
+# what a workspace never reaches unless the site allows it (the ranges the Docker hosts' rules refuse)
+PRIVATE_V4 = BLOCKED[4]
+PRIVATE_V6 = BLOCKED[6]
 
 # component labels: which of our objects a selector means
 WORKSPACE_POD = "workspace"
@@ -182,6 +184,7 @@ class ClusterSettings:
     hub_port: int = 8081
     port: int = 8888  # the single-user server's
     internet: bool = True  # outbound to public addresses (as on Docker's bridge); False: air-gapped
+    allowed: tuple[str, ...] = ()  # Egress.allowed: private destinations the site lets workspaces reach
     uid: int = 1000
     gid: int = 1000
     home_mount: str = "/openbayes/home"
@@ -410,7 +413,9 @@ def owner_network_policy(s: ClusterSettings, owner: str) -> dict:
     """An owner's workspaces reach each other and the hub; the hub and the proxy reach them.
 
     One per owner (a selector cannot say "pods of my own owner"), kept while the user exists.
-    Outbound traffic to public addresses follows `internet`; the cluster's private ranges stay shut.
+    Outbound traffic to public addresses follows `internet`; the private, link-local (the cloud's metadata
+    address), documentation and other special ranges stay shut (egress.BLOCKED), but for the site's
+    `allowed` destinations.
     """
     mine = owner_selector(s, owner)
     server_port = [{"protocol": "TCP", "port": s.port}]
@@ -430,6 +435,11 @@ def owner_network_policy(s: ClusterSettings, owner: str) -> dict:
             "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
         },
     ]
+    for dest in parse_allowed(s.allowed):
+        rule: dict = {"to": [{"ipBlock": {"cidr": str(dest.network)}}]}
+        if dest.port is not None:
+            rule["ports"] = [{"protocol": p, "port": dest.port} for p in ("TCP", "UDP")]
+        egress.append(rule)
     if s.internet:
         egress.append(
             {

@@ -25,6 +25,8 @@ import re
 
 import docker
 
+from . import egress
+
 LABEL = "workspace.owner-network"
 
 
@@ -33,6 +35,35 @@ def name_for(deployment: str, owner: str) -> str:
     slug = re.sub(r"[^a-zA-Z0-9_.-]", "-", owner)[:40]
     digest = hashlib.sha256(owner.encode()).hexdigest()[:8]
     return f"{deployment}-net-{slug}-{digest}"
+
+
+def bridge_prefix(deployment: str) -> str:
+    """The first characters of the bridge of every owner network of `deployment`: the egress rules
+    (workspace/egress.py) guard them all, those made later too, with one wildcard (`wsab12c+`)."""
+    return "ws" + hashlib.sha256(deployment.encode()).hexdigest()[:5]
+
+
+def bridge_name(deployment: str, owner: str) -> str:
+    """An owner network's bridge interface (15 characters at most, as Linux allows)."""
+    return bridge_prefix(deployment) + hashlib.sha256(owner.encode()).hexdigest()[:8]
+
+
+def bridges(client, deployment: str) -> list[str]:
+    """The bridges of the deployment's owner networks on this engine (those made before their bridges were
+    named by us are `br-<id>`) (blocking)."""
+    out = []
+    for net in _client(client).networks(filters={"label": [f"workspace.deployment={deployment}", LABEL]}):
+        if net.get("Driver") != "bridge":
+            continue
+        named = (net.get("Options") or {}).get("com.docker.network.bridge.name")
+        out.append(named or f"br-{net['Id'][:12]}")
+    return out
+
+
+def bridge_of(client, name: str) -> str:
+    """The bridge interface of network `name` (`docker0` for Docker's default one) (blocking)."""
+    info = _client(client).inspect_network(name)
+    return (info.get("Options") or {}).get("com.docker.network.bridge.name") or f"br-{info['Id'][:12]}"
 
 
 def _client(client) -> docker.APIClient:
@@ -57,6 +88,10 @@ def ensure(client, deployment: str, owner: str, pool: str, prefix: int, driver: 
                 name,
                 driver=driver,
                 attachable=driver == "overlay" or None,
+                # named by us, so the egress rules name every owner network of the deployment at once
+                options={"com.docker.network.bridge.name": bridge_name(deployment, owner)}
+                if driver == "bridge"
+                else None,
                 ipam=ipam,
                 check_duplicate=True,
                 labels={LABEL: owner, "workspace.deployment": deployment},
@@ -83,6 +118,28 @@ def gateway_address(client, name: str) -> str | None:
         if pool.get("Gateway"):
             return pool["Gateway"].split("/")[0]
     return None
+
+
+def guard(
+    client, deployment: str, owner_networks: bool, network_name: str, hub: tuple[str, int], allowed
+) -> egress.Policy:
+    """The rules of the deployment's workspaces in place (idempotent): on its owner networks (every one,
+    those made later too), or on `network_name` when owners share it; the policy applied."""
+    if owner_networks:
+        prefix = bridge_prefix(deployment)
+        interfaces = [f"{prefix}+"] + [b for b in bridges(client, deployment) if not b.startswith(prefix)]
+    else:
+        interfaces = [bridge_of(client, network_name)]
+    policy = egress.Policy(
+        chain=egress.chain_name(deployment),
+        interfaces=interfaces,
+        dns=egress.nameservers(),
+        allowed=egress.parse_allowed(allowed),
+        host_nets=egress.host_networks(),
+        hub=hub,
+    )
+    egress.apply(policy)
+    return policy
 
 
 def remove_if_unused(client, deployment: str, owner: str) -> bool:

@@ -441,8 +441,25 @@ def test_the_owner_network_lets_an_owner_s_workspaces_and_the_hub_in_and_nobody_
     assert blocks[0] == {"cidr": "0.0.0.0/0", "except": list(km.PRIVATE_V4)}
     assert "10.0.0.0/8" in blocks[0]["except"] and "169.254.0.0/16" in blocks[0]["except"]
 
+    assert {"203.0.113.0/24", "192.0.2.0/24", "127.0.0.0/8", "224.0.0.0/4"} <= set(blocks[0]["except"])
+    assert {"fc00::/7", "fe80::/10", "ff00::/8"} <= set(blocks[1]["except"])
+
     closed = km.owner_network_policy(settings(internet=False), "ada")["spec"]
     assert not [p for rule in closed["egress"] for p in rule["to"] if "ipBlock" in p]
+
+
+def test_a_site_allows_a_private_destination_to_workspaces_on_kubernetes():
+    policy = km.owner_network_policy(settings(allowed=("10.20.0.5:27000", "10.30.0.0/16")), "ada")
+    validate(policy, "V1NetworkPolicy")
+    rules = policy["spec"]["egress"]
+    license_server = {
+        "to": [{"ipBlock": {"cidr": "10.20.0.5/32"}}],
+        "ports": [{"protocol": "TCP", "port": 27000}, {"protocol": "UDP", "port": 27000}],
+    }
+    assert license_server in rules
+    assert {"to": [{"ipBlock": {"cidr": "10.30.0.0/16"}}]} in rules
+    with pytest.raises(ValueError, match="Egress.allowed"):
+        km.owner_network_policy(settings(allowed=("campus-mirror",)), "ada")
 
 
 # -- KubeSpawner, and what is refused -------------------------------------------------------

@@ -3,7 +3,7 @@ a build's record from its request to its end; on real databases. The build: test
 
 import pytest
 
-from workspace import build_network, image_builds, user_images
+from workspace import egress, image_builds, user_images
 from workspace.errors import UserError
 
 BASES = {"workspace-base:latest": "workspace-base:latest", "bob/nlp": "wstest-user-3:2"}
@@ -141,13 +141,16 @@ def test_commit_restores_the_base_images_settings():
 def test_build_network_rules_let_dns_and_the_internet_through_only(tmp_path):
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("nameserver 10.255.255.53\nnameserver 127.0.0.53\nnameserver ::1\nsearch x\n")
-    dns = build_network.nameservers(str(resolv))
+    dns = egress.nameservers([str(resolv)])
     assert dns == ["10.255.255.53"]
-    rules = build_network.rules("ws-build0", dns, ["10.20.0.0/24"])
+    policy = egress.Policy("WORKSPACE-BUILD", ["ws-build0"], dns, egress.parse_allowed(["10.20.0.0/24"]))
+    rules = egress.forward_rules(policy)
     returns = [r for r in rules if r[-1] == "RETURN"]
     rejects = [r for r in rules if r[-1] == "REJECT"]
     assert rules.index(returns[-1]) < rules.index(rejects[0]), "what passes comes before what is refused"
-    assert ["-i", "ws-build0", "-d", "10.255.255.53", "-p", "udp", "--dport", "53", "-j", "RETURN"] in returns
-    assert ["-i", "ws-build0", "-d", "10.20.0.0/24", "-j", "RETURN"] in returns
-    refused_nets = {r[3] for r in rejects}
+    assert ["-d", "10.255.255.53", "-p", "udp", "--dport", "53", "-j", "RETURN"] in returns
+    assert ["-d", "10.20.0.0/24", "-j", "RETURN"] in returns
+    refused_nets = {r[1] for r in rejects}
     assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8"} <= refused_nets
+    assert {"192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"} <= refused_nets, "documentation ranges too"
+    assert egress.input_rules(policy)[-1] == ["-j", "REJECT"], "no hub: nothing on the host answers a build"

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .. import homes, networks
+from .. import egress, homes, networks
 from ..settings import Settings
 from . import engine, images, postgres
 from .steps import SetupError, apt_install, fail, run_logged, say, step
@@ -321,6 +321,7 @@ def remove_containers(deployment: str) -> int:
     for container in found:
         container.remove(force=True)
     networks.remove_all(c, deployment)  # the owners' networks, now unused
+    egress.remove_deployment(deployment)  # and the rules that guarded them
     return len(found)
 
 

@@ -8,6 +8,7 @@ owner's own network, the container's exit status, the local image.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
@@ -15,15 +16,49 @@ from docker.utils import kwargs_from_env
 from dockerspawner import DockerSpawner
 from traitlets import Bool, Int, Unicode, default
 
-from .. import image_catalog, networks, user_images
+from .. import egress, image_catalog, networks, user_images
 from ..errors import UserError
+from ..i18n import N_
 from .mixin import WorkspaceMixin
+
+EGRESS_UNAVAILABLE = N_(
+    "Workspaces cannot start on this server now: their network cannot be kept off the site's own. "
+    "Please tell your administrator."
+)
 
 
 def engine_client(options) -> docker.APIClient:
     """A Docker API client to the engine a spawner's options name (`client_kwargs`, else DOCKER_HOST),
     for a process that acts without a spawner; the caller closes it."""
     return docker.APIClient(**{"version": "auto", **kwargs_from_env(), **(options.client_kwargs or {})})
+
+
+def guard_egress_at_hub_start(config, hub_api_url: str) -> None:
+    """The workspaces' egress rules as the hub starts, from its config (no spawner exists yet); a failure is
+    said in the hub's log and every start then fails with it (blocking)."""
+    site = egress.Egress(config=config)
+    if not site.enabled:
+        return
+    spawner = DockerWorkspaceSpawner.class_traits()
+    section = config.DockerWorkspaceSpawner
+
+    def option(name: str):
+        return section[name] if name in section else spawner[name].default()
+
+    client = docker.APIClient(**{"version": "auto", **kwargs_from_env(), **(option("client_kwargs") or {})})
+    try:
+        networks.guard(
+            client,
+            option("deployment"),
+            option("owner_networks"),
+            option("network_name"),
+            egress.hub_address(hub_api_url),
+            list(site.allowed),
+        )
+    except (egress.EgressError, ValueError, OSError, docker.errors.DockerException) as e:
+        logging.getLogger("JupyterHub").error("The workspaces' egress rules could not be made: %s", e)
+    finally:
+        client.close()
 
 
 class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
@@ -276,10 +311,31 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
                 self.owner_network_pool,
                 self.owner_network_prefix,
             )
+        await self.guard_egress()
         # the gateway reaches the container from the host: on the container's network, from its gateway address
         gateway_from = await self.run_blocking(networks.gateway_address, self.client_for_networks(), self.network_name)
         self.current.ssh_env = await self.run_blocking(self.ssh_environment, gateway_from, self.owner_networks)
         return await super().create_object()
+
+    async def guard_egress(self) -> None:
+        """The egress rules of the deployment's workspaces in place before this one runs (re-made at every
+        start: a new network, a firewall reloaded, a changed allow-list); the user's 503 when they cannot
+        be made (workspace/egress.py)."""
+        options = egress.Egress(parent=self)
+        if not options.enabled:
+            return
+        try:
+            await self.run_blocking(
+                networks.guard,
+                self.client_for_networks(),
+                self.deployment,
+                self.owner_networks,
+                self.network_name,
+                egress.hub_address(self.hub.api_url),
+                list(options.allowed),
+            )
+        except (egress.EgressError, ValueError, OSError, docker.errors.DockerException) as e:
+            raise UserError(503, EGRESS_UNAVAILABLE, detail=str(e)) from e
 
     def _create_kwargs(self) -> dict:
         if not self.owner_networks:

@@ -1,0 +1,119 @@
+"""The egress rules of workspaces and builds (workspace/egress.py) as iptables arguments; applied against a
+real kernel in tests/security/test_egress.py."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from workspace import egress, networks
+
+
+def policy(**kw) -> egress.Policy:
+    base = dict(
+        chain=egress.chain_name("d"),
+        interfaces=["wsabcde+", "br-0123456789ab"],
+        dns=["10.255.255.53", "fd00::53"],
+        allowed=egress.parse_allowed(["10.20.0.5:27000", "192.168.7.0/24", "[fd00::8]:3128"]),
+        host_nets=["192.0.2.0/24", "130.59.10.0/24", "fd00::/64"],
+        hub=("172.17.0.1", 8081),
+    )
+    return egress.Policy(**{**base, **kw})
+
+
+def test_allowed_destinations_parse_with_and_without_a_port():
+    parsed = egress.parse_allowed(["10.20.0.0/24", "10.20.0.5:27000", "[fd00::8]:3128", "fd00::/64", "1.2.3.4"])
+    assert [(str(d.network), d.port) for d in parsed] == [
+        ("10.20.0.0/24", None),
+        ("10.20.0.5/32", 27000),
+        ("fd00::8/128", 3128),
+        ("fd00::/64", None),
+        ("1.2.3.4/32", None),
+    ]
+
+
+@pytest.mark.parametrize("bad", ["campus-proxy:3128", "10.0.0.0/33", "10.0.0.1:0", "10.0.0.1:70000", "*", ""])
+def test_a_mistake_in_the_allow_list_is_refused_not_ignored(bad):
+    with pytest.raises(ValueError, match="Egress.allowed"):
+        egress.parse_allowed([bad])
+
+
+def test_what_passes_comes_before_what_is_refused_and_the_rest_is_refused():
+    rules = egress.forward_rules(policy())
+    first_reject = next(i for i, r in enumerate(rules) if r[-1] == "REJECT")
+    assert all(r[-1] == "RETURN" for r in rules[:first_reject])
+    assert all(r[-1] == "REJECT" for r in rules[first_reject:])
+    assert rules[0] == ["-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "RETURN"]
+    passes = rules[:first_reject]
+    # DNS to the engine's resolvers only on 53; a license server on its port only, TCP and UDP
+    assert ["-d", "10.255.255.53", "-p", "udp", "--dport", "53", "-j", "RETURN"] in passes
+    assert ["-d", "10.255.255.53/32", "-j", "RETURN"] not in passes
+    assert ["-d", "10.20.0.5/32", "-p", "tcp", "--dport", "27000", "-j", "RETURN"] in passes
+    assert ["-d", "10.20.0.5/32", "-p", "udp", "--dport", "27000", "-j", "RETURN"] in passes
+    assert ["-d", "192.168.7.0/24", "-j", "RETURN"] in passes
+    # the guarded bridges themselves: Docker's isolation decides (an owner's workspaces, SSH on 2222)
+    assert ["-o", "wsabcde+", "-j", "RETURN"] in passes and ["-o", "br-0123456789ab", "-j", "RETURN"] in passes
+    refused = {r[1] for r in rules[first_reject:]}
+    for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"):
+        assert net in refused
+    assert "130.59.10.0/24" in refused, "the host's own LAN, even in a public range"
+    assert not any(":" in r[1] for r in rules if r[0] == "-d"), "no IPv6 address in the IPv4 rules"
+
+
+def test_every_special_range_is_refused_and_no_public_address_is():
+    for version, ranges in egress.BLOCKED.items():
+        nets = [ipaddress.ip_network(n) for n in ranges]
+        probes = {
+            4: [
+                "169.254.169.254",
+                "10.1.2.3",
+                "172.20.0.1",
+                "192.168.1.1",
+                "100.64.0.1",
+                "127.0.0.1",
+                "192.0.2.7",
+                "198.51.100.7",
+                "203.0.113.80",
+                "198.18.0.1",
+                "224.0.0.1",
+                "255.255.255.255",
+                "0.0.0.0",
+            ],
+            6: ["::1", "fe80::1", "fd00::1", "fc00::1", "ff02::1", "2001:db8::1", "::ffff:10.0.0.1", "64:ff9b::a00:1"],
+        }[version]
+        for probe in probes:
+            assert any(ipaddress.ip_address(probe) in n for n in nets), probe
+        public = {4: ["11.0.0.1", "1.1.1.1", "8.8.8.8", "151.101.0.223"], 6: ["2a00:1450::1", "2606:4700::1111"]}
+        for probe in public[version]:
+            assert not any(ipaddress.ip_address(probe) in n for n in nets), probe
+
+
+def test_the_host_answers_a_workspace_only_on_the_hubs_port():
+    rules = egress.input_rules(policy())
+    assert ["-d", "172.17.0.1", "-p", "tcp", "--dport", "8081", "-j", "RETURN"] in rules
+    assert rules[-1] == ["-j", "REJECT"]
+    assert not any(r[:2] == ["-d", "172.17.0.1"] and "8081" not in r for r in rules)
+    v6 = egress.input_rules(policy(), 6)
+    assert ["-p", "ipv6-icmp", "-j", "RETURN"] in v6, "neighbour discovery"
+    assert ["-d", "fd00::8/128", "-p", "tcp", "--dport", "3128", "-j", "RETURN"] in v6
+    assert not any("172.17.0.1" in r for r in v6)
+
+
+def test_ipv6_refuses_its_own_ranges_and_the_hosts():
+    rules = egress.forward_rules(policy(), 6)
+    refused = {r[1] for r in rules if r[-1] == "REJECT"}
+    assert {"fc00::/7", "fe80::/10", "ff00::/8", "fd00::/64", "::ffff:0:0/96"} <= refused
+    assert ["-d", "fd00::53", "-p", "udp", "--dport", "53", "-j", "RETURN"] in rules
+
+
+def test_names_fit_the_kernels_limits():
+    assert len(egress.chain_name("wstest-" + "x" * 60) + "-IN") <= 28
+    assert len(networks.bridge_name("a-long-deployment-name", "a-very-long-user-name@example.edu")) <= 15
+    assert networks.bridge_name("d", "ada").startswith(networks.bridge_prefix("d"))
+    assert networks.bridge_prefix("d") != networks.bridge_prefix("e")
+
+
+def test_the_hub_address_is_read_from_its_api_url():
+    assert egress.hub_address("http://172.17.0.1:8081/hub/api") == ("172.17.0.1", 8081)
+    assert egress.hub_address("https://10.0.0.2/hub/api") == ("10.0.0.2", 443)

@@ -1,0 +1,345 @@
+"""Where workspaces and image builds may connect: the internet, not the site's own networks.
+
+A student runs any code in a workspace, and a build runs an owner's script as
+the container's root, so both are hostile clients of the network. Left to
+Docker they reach everything the host reaches: the campus network, the cloud's
+metadata address (169.254.169.254 hands out the machine's credentials), the
+host's own services. The rules here let them reach the internet and nothing
+else, unless the site allows a destination (`Egress.allowed`: a campus proxy,
+a license server, a package mirror).
+
+Two chains of ours per guarded set of bridges, for IPv4 and IPv6 alike:
+
+- `<chain>` (jumped to from Docker's DOCKER-USER, which Docker never
+  rewrites, for traffic coming in on the guarded bridges): replies to
+  connections made from outside, the guarded bridges themselves (Docker's own
+  isolation then decides: an owner's workspaces reach each other, SSH on
+  2222, and nobody else's), DNS to the engine's resolvers, the allowed
+  destinations; then REJECT for the private, shared, loopback, link-local,
+  documentation, benchmarking, multicast and reserved ranges and every
+  network the host has an address in;
+- `<chain>-IN` (jumped to from INPUT: the host's own addresses are not
+  forwarded): replies, the hub's API (`hub_connect_ip`:`hub_port`, what a
+  workspace calls), DNS, the allowed destinations; REJECT for the rest.
+
+The bridges are named by us (networks.bridge_prefix: every owner network of a
+deployment is `ws<5 hex>…`, the build network `ws-build0`), so one wildcard
+rule guards the networks made later too; the rules are made idempotently at
+the hub's start, before each start of a workspace and before each build.
+A rule that cannot be made stops the start or the build (fail closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import re
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from traitlets import Bool, List, Unicode
+from traitlets.config import Configurable
+
+# RFC 6890 and its successors: every range that is not the public internet. The documentation and
+# benchmarking ranges are not routed on the internet either; a site whose own proxy lives in one allows it.
+BLOCKED = {
+    4: (
+        "0.0.0.0/8",  # this network
+        "10.0.0.0/8",  # RFC 1918
+        "100.64.0.0/10",  # shared address space (carrier-grade NAT)
+        "127.0.0.0/8",  # loopback
+        "169.254.0.0/16",  # link-local, with the cloud's metadata address 169.254.169.254
+        "172.16.0.0/12",  # RFC 1918
+        "192.0.0.0/24",  # IETF protocol assignments
+        "192.0.2.0/24",  # TEST-NET-1
+        "192.88.99.0/24",  # 6to4 relays (deprecated)
+        "192.168.0.0/16",  # RFC 1918
+        "198.18.0.0/15",  # benchmarking
+        "198.51.100.0/24",  # TEST-NET-2
+        "203.0.113.0/24",  # TEST-NET-3
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, and the broadcast address
+    ),
+    6: (
+        "::/127",  # unspecified and loopback
+        "::ffff:0:0/96",  # IPv4-mapped (the IPv4 rules decide)
+        "64:ff9b::/96",  # NAT64: an IPv4 address behind it may be private
+        "64:ff9b:1::/48",  # local-use NAT64
+        "100::/64",  # discard
+        "2001::/23",  # IETF protocol assignments (Teredo, benchmarking, ORCHID)
+        "2001:db8::/32",  # documentation
+        "2002::/16",  # 6to4: an IPv4 address inside may be private
+        "3fff::/20",  # documentation
+        "fc00::/7",  # unique local
+        "fe80::/10",  # link-local
+        "ff00::/8",  # multicast
+    ),
+}
+RESOLV_CONFS = ("/etc/resolv.conf", "/run/systemd/resolve/resolv.conf")
+
+
+class EgressError(RuntimeError):
+    """The rules could not be made (no iptables, no right to change them)."""
+
+
+class Egress(Configurable):
+    """Configured as `c.Egress.*`: what workspaces and image builds may reach besides the internet."""
+
+    enabled = Bool(
+        True,
+        config=True,
+        help="""Keep workspaces and image builds off the site's networks with
+        iptables rules (Docker's DOCKER-USER and INPUT chains). Off only where
+        the site filters their traffic elsewhere: without the rules a student
+        reaches the campus network and the cloud's metadata address.""",
+    )
+    allowed = List(
+        Unicode(),
+        config=True,
+        help="""Destinations workspaces and image builds may reach although
+        they are private, link-local, documentation or the host's own: a
+        network or an address, with a port or not, like `10.20.0.0/24`
+        (a campus package mirror), `10.20.0.5:27000` (a license server,
+        TCP and UDP) or `[fd00::8]:3128` (a proxy). Everything else that is
+        not the public internet is refused.""",
+    )
+
+
+@dataclass(frozen=True)
+class Destination:
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network
+    port: int | None = None
+
+    @property
+    def version(self) -> int:
+        return self.network.version
+
+
+def parse_allowed(entries) -> list[Destination]:
+    """`Egress.allowed` parsed; a ValueError naming the entry on a mistake (a site's typo must not allow
+    everything, nor be ignored)."""
+    out = []
+    for entry in entries:
+        text = str(entry).strip()
+        m = re.fullmatch(r"\[([0-9a-fA-F:./]+)\](?::(\d+))?", text) or re.fullmatch(
+            r"([0-9.]+(?:/\d+)?)(?::(\d+))?", text
+        )
+        if m is None:
+            m = re.fullmatch(r"([0-9a-fA-F:]+(?:/\d+)?)()", text)  # bare IPv6, no port
+        if m is None:
+            raise ValueError(f"Egress.allowed: {text!r} is not an address or network (with an optional :port)")
+        try:
+            network = ipaddress.ip_network(m.group(1), strict=False)
+        except ValueError as e:
+            raise ValueError(f"Egress.allowed: {text!r}: {e}") from None
+        port = int(m.group(2)) if m.group(2) else None
+        if port is not None and not 0 < port < 65536:
+            raise ValueError(f"Egress.allowed: {text!r}: the port must be 1 to 65535")
+        out.append(Destination(network, port))
+    return out
+
+
+def nameservers(paths=RESOLV_CONFS) -> list[str]:
+    """The resolvers the engine's embedded DNS forwards to: the host's (systemd-resolved's upstream ones when
+    /etc/resolv.conf names only its stub). Loopback ones are unreachable from a container anyway."""
+    found: list[str] = []
+    for path in paths:
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        for m in re.finditer(r"^\s*nameserver\s+(\S+)", text, re.M):
+            try:
+                ip = ipaddress.ip_address(m.group(1).split("%")[0])
+            except ValueError:
+                continue
+            if not ip.is_loopback and str(ip) not in found:
+                found.append(str(ip))
+    return found
+
+
+def host_networks() -> list[str]:
+    """Every network the host has an address in (`ip -json addr`): its LAN even when that is a public
+    range, the docker bridges, a VPN (blocking)."""
+    try:
+        result = subprocess.run(["ip", "-json", "addr"], capture_output=True, text=True, timeout=30)
+        links = json.loads(result.stdout or "[]")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return []
+    nets = []
+    for link in links:
+        for addr in link.get("addr_info") or []:
+            try:
+                net = ipaddress.ip_interface(f"{addr['local']}/{addr['prefixlen']}").network
+            except (KeyError, ValueError):
+                continue
+            if str(net) not in nets:
+                nets.append(str(net))
+    return nets
+
+
+def chain_name(key: str) -> str:
+    """A chain of ours for `key` (a deployment's workspaces, a build network), short enough for iptables
+    (28 characters) with its `-IN` companion."""
+    return "WS-EGRESS-" + hashlib.sha256(key.encode()).hexdigest()[:10].upper()
+
+
+@dataclass
+class Policy:
+    chain: str
+    interfaces: list[str]  # the guarded bridges; `wsab12c+` is a prefix
+    dns: list[str] = field(default_factory=list)
+    allowed: list[Destination] = field(default_factory=list)
+    host_nets: list[str] = field(default_factory=list)
+    hub: tuple[str, int] | None = None  # the host's address and port a workspace calls (the hub's API)
+
+    @property
+    def input_chain(self) -> str:
+        return f"{self.chain}-IN"
+
+
+def _allow(dest: Destination) -> list[list[str]]:
+    if dest.port is None:
+        return [["-d", str(dest.network), "-j", "RETURN"]]
+    return [["-d", str(dest.network), "-p", p, "--dport", str(dest.port), "-j", "RETURN"] for p in ("tcp", "udp")]
+
+
+def _common(policy: Policy, version: int) -> list[list[str]]:
+    """What passes in both chains: replies, DNS, the site's allowed destinations."""
+    out = [["-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "RETURN"]]
+    for server in policy.dns:
+        if ipaddress.ip_address(server).version == version:
+            out += [["-d", server, "-p", p, "--dport", "53", "-j", "RETURN"] for p in ("udp", "tcp")]
+    for dest in policy.allowed:
+        if dest.version == version:
+            out += _allow(dest)
+    return out
+
+
+def forward_rules(policy: Policy, version: int = 4) -> list[list[str]]:
+    """`<chain>`'s rules in order (each the arguments after `-A <chain>`): what a workspace's traffic to
+    another host meets."""
+    out = _common(policy, version)
+    # to the guarded bridges themselves: Docker's isolation decides (an owner's own workspaces only)
+    out += [["-o", bridge, "-j", "RETURN"] for bridge in policy.interfaces]
+    refused = list(BLOCKED[version])
+    refused += [n for n in policy.host_nets if ipaddress.ip_network(n).version == version and n not in refused]
+    out += [["-d", net, "-j", "REJECT"] for net in refused]
+    return out
+
+
+def input_rules(policy: Policy, version: int = 4) -> list[list[str]]:
+    """`<chain>-IN`'s rules in order: what a workspace's traffic to the host itself meets."""
+    out = _common(policy, version)
+    if policy.hub and ipaddress.ip_address(policy.hub[0]).version == version:
+        out.append(["-d", policy.hub[0], "-p", "tcp", "--dport", str(policy.hub[1]), "-j", "RETURN"])
+    if version == 6:  # neighbour discovery: without it no IPv6 reaches the bridge at all
+        out.append(["-p", "ipv6-icmp", "-j", "RETURN"])
+    out.append(["-j", "REJECT"])
+    return out
+
+
+# -- applying (blocking) ------------------------------------------------------------------------
+
+
+def _run(tool: str, *args: str, check: bool = True) -> bool:
+    try:
+        result = subprocess.run([tool, "-w", "5", *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        if check:
+            raise EgressError(f"{tool} {' '.join(args)}: {e}") from e
+        return False
+    if check and result.returncode != 0:
+        raise EgressError(f"{tool} {' '.join(args)}: {result.stderr.strip()}")
+    return result.returncode == 0
+
+
+def delete_rule(parent: str, *rule: str) -> None:
+    """Delete one IPv4 rule if it is there."""
+    _run("iptables", "-D", parent, *rule, check=False)
+
+
+def _fill(tool: str, chain: str, wanted: list[list[str]]) -> None:
+    if not _run(tool, "-n", "-L", chain, check=False):
+        _run(tool, "-N", chain)
+    listed = subprocess.run([tool, "-w", "5", "-S", chain], capture_output=True, text=True, timeout=30)
+    old = max(0, len(listed.stdout.splitlines()) - 1)  # its `-N chain` line, then one line a rule
+    if old == len(wanted) and all(_run(tool, "-C", chain, *rule, check=False) for rule in wanted):
+        return
+    # the new rules after the old ones, then the old ones taken away: never a moment without rules
+    for rule in wanted:
+        _run(tool, "-A", chain, *rule)
+    for _ in range(old):
+        _run(tool, "-D", chain, "1")
+
+
+def _jump(tool: str, parent: str, interface: str, chain: str) -> None:
+    if not _run(tool, "-C", parent, "-i", interface, "-j", chain, check=False):
+        _run(tool, "-I", parent, "1", "-i", interface, "-j", chain)
+
+
+def _guard(tool: str, policy: Policy, parent: str, chain: str, wanted: list[list[str]]) -> None:
+    _fill(tool, chain, wanted)
+    for interface in policy.interfaces:
+        _jump(tool, parent, interface, chain)
+
+
+def apply(policy: Policy) -> None:
+    """Make `policy`'s chains and jumps, for IPv4 and (where the host has ip6tables) IPv6; idempotent.
+    EgressError when a rule cannot be made."""
+    if shutil.which("iptables") is None:
+        raise EgressError("iptables is not installed")
+    families = [("iptables", 4)] + ([("ip6tables", 6)] if shutil.which("ip6tables") else [])
+    for tool, version in families:
+        # Docker makes DOCKER-USER (and keeps what is in it); ip6tables has it only with Docker's ip6tables on
+        forward = "DOCKER-USER" if _run(tool, "-n", "-L", "DOCKER-USER", check=False) else "FORWARD"
+        if version == 6 and forward == "FORWARD" and not _ipv6_forwarding():
+            forward = None  # no IPv6 is routed: nothing to guard, and FORWARD is not Docker's to keep
+        if forward:
+            _guard(tool, policy, forward, policy.chain, forward_rules(policy, version))
+        _guard(tool, policy, "INPUT", policy.input_chain, input_rules(policy, version))
+
+
+def _ipv6_forwarding() -> bool:
+    try:
+        return Path("/proc/sys/net/ipv6/conf/all/forwarding").read_text().strip() == "1"
+    except OSError:
+        return True
+
+
+def remove(chain: str) -> None:
+    """Take a policy's chains and every jump to them away (a deployment's `down`, a test's clean-up);
+    never raises."""
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for parent in ("DOCKER-USER", "FORWARD", "INPUT"):
+            listed = subprocess.run([tool, "-w", "5", "-S", parent], capture_output=True, text=True, timeout=30)
+            for line in listed.stdout.splitlines():
+                words = line.split()
+                if words[:2] == ["-A", parent] and words[-2:] in (["-j", chain], ["-j", f"{chain}-IN"]):
+                    _run(tool, "-D", parent, *words[2:], check=False)
+        for target in (chain, f"{chain}-IN"):
+            _run(tool, "-F", target, check=False)
+            _run(tool, "-X", target, check=False)
+
+
+def hub_address(api_url: str) -> tuple[str, int]:
+    """(address, port) of the hub's API as workspaces call it (`JUPYTERHUB_API_URL`)."""
+    parts = urlsplit(api_url)
+    host = parts.hostname or "127.0.0.1"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        host = socket.gethostbyname(host)
+    return host, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def remove_deployment(deployment: str) -> None:
+    """The rules of a deployment's workspaces taken away (its `down`); never raises."""
+    remove(chain_name(deployment))

@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 from urllib.parse import quote
 
+from .. import data_dir as hub_data
 from .steps import SetupError, apt_install, fail, run_logged, say, step
 
 PREFIX = "postgres"
@@ -90,7 +91,8 @@ def start(data_dir: Path) -> str:
     log = d / "setup.log"
     if running(data_dir):
         return url(data_dir)
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(d, 0o700)  # the server's alone: its socket, its log, its cluster (#28)
     b = ensure_installed(log)
     cluster = d / "data"
     socket = d / ".s.PGSQL.5432"
@@ -102,6 +104,7 @@ def start(data_dir: Path) -> str:
         if os.geteuid() == 0:
             owner = pwd.getpwnam(SERVER_USER)
             shutil.chown(d, owner.pw_uid, owner.pw_gid)
+            hub_data.close(data_dir)  # the data directory lets the server's group pass to `d`, nobody else
             if subprocess.run(["runuser", "-u", SERVER_USER, "--", "test", "-w", str(d)]).returncode != 0:
                 raise SetupError(
                     f"The `{SERVER_USER}` user cannot reach {d}; make the directories above it traversable."

@@ -110,7 +110,9 @@ def test_migration_0019_seals_the_secrets_written_in_plain_text_before(database_
     with engine.begin() as conn:  # a database as a deployment before #28 left it
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0017")
-        conn.execute(text("INSERT INTO workspaces (id, owner, name, created) VALUES (1, 'ada', 'thesis', '2026-01-01')"))
+        conn.execute(
+            text("INSERT INTO workspaces (id, owner, name, created) VALUES (1, 'ada', 'thesis', '2026-01-01')")
+        )
         conn.execute(
             text(
                 "INSERT INTO workspace_host_keys (workspace_id, private_key, public_key, fingerprint, created) "

@@ -19,6 +19,7 @@ faulthandler.enable()
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from workspace import data_dir  # noqa: E402
 from workspace.config import from_environment  # noqa: E402
 from workspace.settings import Settings  # noqa: E402
 from workspace.setup.engine import bridge_gateway  # noqa: E402
@@ -27,6 +28,12 @@ c = get_config()  # noqa: F821
 c.merge(from_environment())
 settings = Settings.from_env(base=HERE)
 data = settings.data_dir
+
+# The data directory is the hub's alone (workspace/data_dir.py, #28): this process and those it starts
+# (the proxy, the services, the culler, the SSH gateway; all load this file) create files only root
+# reads, and what an older deployment left open (a 0644 database, logs) is closed at each start.
+data_dir.restrict_umask()
+data_dir.close(data)
 
 # -- hub, proxy, database ------------------------------------------------------
 # The proxy is public on 127.0.0.1; the hub listens on the Docker bridge
@@ -95,6 +102,9 @@ c.DockerWorkspaceSpawner.image = settings.image
 if len(settings.images) > 1:
     c.DockerWorkspaceSpawner.allowed_images = settings.images
 c.DockerWorkspaceSpawner.db_url = settings.db_url
+# the key that seals the database's secrets (SSH private keys, webhook secrets: workspace/vault.py), apart
+# from the database (WORKSPACE_SECRET_KEY_FILE; <data dir>/secrets/workspace.key, made at the first start)
+c.DockerWorkspaceSpawner.secret_key_file = str(settings.secret_key_file)
 c.DockerWorkspaceSpawner.store_root = str(settings.store_dir)
 c.DockerWorkspaceSpawner.execution_log_root = str(data / "execution-logs")  # ended executions' logs
 c.DockerWorkspaceSpawner.deployment = settings.deployment

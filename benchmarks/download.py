@@ -75,7 +75,7 @@ def fill(hub: Hub, user: str, ws: str, total: int, text_share: float) -> None:
 
 
 def snapshot_dir(hub: Hub, user: str, ws: str) -> Path:
-    with Database(hub.settings.db_url, migrate=False).session() as s:
+    with Database(hub.settings.db_url, migrate=False, key_file=hub.settings.secret_key_file).session() as s:
         ex = max(find_workspace(s, user, ws).executions, key=lambda e: e.number)
         return hub.settings.store_dir / "snapshots" / ex.snapshot.key
 

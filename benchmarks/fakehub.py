@@ -36,7 +36,8 @@ class FakeHub:
         self.deleted: list[str] = []
         self.cgroup_root = tmp / "cgroup"
         self.db_url = f"sqlite:///{tmp / 'workspace.sqlite'}"
-        self.db = Database(self.db_url)
+        self.key_file = tmp / "secrets" / "workspace.key"  # seals the report keys (workspace/vault.py)
+        self.db = Database(self.db_url, key_file=self.key_file)
         self.cpu_ns = {u: 0 for u in self.users}
         self.keys: dict[str, str] = {}
         # every Authorization header a workspace was sent (a hub token must never be among them)
@@ -164,6 +165,7 @@ class FakeHub:
                         **traits.pop("culler", {}),
                     },
                     "IdlePolicy": traits,
+                    "WorkspaceMixin": {"secret_key_file": str(self.key_file)},
                 }
             )
         )

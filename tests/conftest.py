@@ -65,3 +65,13 @@ def pytest_runtest_makereport(item, call):
             report.outcome = "failed"
             report.longrepr = f"{what} was skipped under CI=true, which is a failure: {reason}"
             return
+
+
+@pytest.fixture(autouse=True)
+def _umask_kept():
+    """Loading jupyterhub_config.py sets the hub's umask (077, workspace/data_dir.py) in the process that loads
+    it, as it must for the hub; a test that loads it must not change the modes of what later tests create."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    yield
+    os.umask(umask)

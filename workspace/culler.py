@@ -214,6 +214,7 @@ class Culler(config.HubService):
             self.load_config_file(self.config_file)
         spawner = config.SpawnerOptions(self.config)
         self.db_url = self.db_url or spawner.db_url
+        self._key_file = spawner.secret_key_file
         self.store_dir = self.store_dir or spawner.store_root
         self._engine_nodes = functools.partial(spawner.spawner_class.engine_nodes, spawner)
         self._agent_token = read_token(getattr(spawner, "store_agent_token_file", ""))
@@ -291,7 +292,7 @@ class Culler(config.HubService):
     # -- the workspace database --------------------------------------------------------
 
     def _attach_executions(self, servers: list[Server]) -> None:
-        db = database(self.db_url)
+        db = database(self.db_url, self._key_file)
         with db.session() as s:
             rows = s.execute(
                 select(Execution, Workspace.owner, Workspace.name)
@@ -312,7 +313,7 @@ class Culler(config.HubService):
                     server.locale = ex.locale if ex.locale in i18n.LOCALES else i18n.DEFAULT
 
     def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
-        db = database(self.db_url)
+        db = database(self.db_url, self._key_file)
         with db.session() as s:
             s.add_all(samples)
             for execution_id, reason, evidence in culls:
@@ -569,7 +570,7 @@ class Culler(config.HubService):
             self._tasks_since = utcnow()  # what ended before the culler started was told then, or is on the pages
             return
         try:
-            ended = await loop.run_in_executor(None, tasks.ended_since, database(self.db_url), since)
+            ended = await loop.run_in_executor(None, tasks.ended_since, database(self.db_url, self._key_file), since)
         except Exception as e:
             log.warning("could not read the tasks that ended: %s", e)
             return
@@ -592,7 +593,7 @@ class Culler(config.HubService):
 
     async def _call_webhooks(self, ended: list[dict]) -> None:
         """POST each ended task to its owner's webhook, if they set one (workspace/webhooks.py)."""
-        loop, db = asyncio.get_running_loop(), database(self.db_url)
+        loop, db = asyncio.get_running_loop(), database(self.db_url, self._key_file)
         hooks = await loop.run_in_executor(None, webhooks.of_owners, db, {t["owner"] for t in ended})
         for t in ended:
             if t["owner"] not in hooks:
@@ -624,7 +625,7 @@ class Culler(config.HubService):
             await asyncio.get_running_loop().run_in_executor(
                 None,
                 lifecycle.record_stop_reason,
-                database(self.db_url),
+                database(self.db_url, self._key_file),
                 server.user,
                 server.name,
                 None,

@@ -22,6 +22,8 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
+from . import vault
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
@@ -118,13 +120,17 @@ def _migration_lock(engine: Engine):
 
 
 class Database:
-    """An engine and its session factory, migrated on creation."""
+    """An engine and its session factory, migrated on creation.
 
-    def __init__(self, url: str, migrate: bool = True):
+    `key_file`: the key that seals the secrets kept in it (workspace/vault.py), made there when missing;
+    None: those columns are refused (a tool that reads only the other records)."""
+
+    def __init__(self, url: str, migrate: bool = True, key_file: str | os.PathLike | None = None):
         if url.startswith("sqlite:///"):
-            Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+            Path(url[len("sqlite:///") :]).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.url = url
         self.engine = make_engine(url)
+        vault.attach(self.engine, vault.Vault.from_file(key_file) if key_file else None)
         if migrate:
             upgrade(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False, future=True)
@@ -147,12 +153,12 @@ _databases: dict[str, Database] = {}
 _databases_lock = threading.Lock()
 
 
-def database(url: str) -> Database:
-    """The process-wide Database for `url` (created and migrated once, also when
-    several threads ask for it at the same time)."""
+def database(url: str, key_file: str | os.PathLike | None) -> Database:
+    """The process-wide Database for `url`, its secrets sealed with the key in `key_file` (created and
+    migrated once, also when several threads ask for it at the same time)."""
     with _databases_lock:
         if url not in _databases:
-            _databases[url] = Database(url)
+            _databases[url] = Database(url, key_file=key_file)
         return _databases[url]
 
 

@@ -38,6 +38,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
 from .i18n import N_
+from .vault import Sealed
 
 STATES = ("queued", "preparing", "pulling", "restoring", "running", "saving", "save_failed", "stopped", "failed")
 ACTIVE = ("queued", "preparing", "pulling", "restoring", "running")
@@ -168,7 +169,7 @@ class Execution(Base):
     live_key: Mapped[str] = mapped_column(String(64), unique=True)
     # the secret the culler shows the workspace's extension (never a hub token):
     # it is the workspace's own, in its environment; never in an API answer
-    report_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    report_key: Mapped[str | None] = mapped_column(Sealed, nullable=True)  # sealed at rest (workspace/vault.py)
     # where its sshd answers the SSH gateway (host:port; the spawner's record, never the workspace's word)
     ssh_address: Mapped[str | None] = mapped_column(String(255), nullable=True)
     snapshot_key: Mapped[str] = mapped_column(String(64), unique=True)

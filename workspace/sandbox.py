@@ -70,6 +70,9 @@ class Sandbox(LoggingConfigurable):
         """Unpack `archive` into the empty directory `target`; {"bytes", "files"} or the user's 400 (blocking)."""
         os.chown(target, self.uid, self.uid)
         os.chmod(target, 0o755)
+        # the sandbox's user reads the archive through its own mount (the hub's umask made it 0600); the
+        # store's directories above it stay root's and 0700 (workspace/data_dir.py)
+        os.chmod(archive, 0o644)
         code, out = self._run(
             [self.python, "-I", "-c", UNPACKER, kind, "/in/archive", str(max_bytes), str(max_files), label],
             {str(archive): {"bind": "/in/archive", "mode": "ro"}, str(target): {"bind": "/out", "mode": "rw"}},

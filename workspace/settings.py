@@ -26,6 +26,9 @@ are in workspace/config.py and docs/configuration.md.)
 - `WORKSPACE_DB_URL`          the workspace database (default SQLite `<data dir>/workspace.sqlite`)
 - `WORKSPACE_HUB_DB_URL`      JupyterHub's own database (default SQLite `<data dir>/jupyterhub.sqlite`);
                               production: PostgreSQL for both, e.g. `postgresql+psycopg://hub@db/jupyterhub`
+- `WORKSPACE_SECRET_KEY_FILE` the key that seals the secrets in the workspace database (SSH private keys,
+                              webhook secrets; workspace/vault.py), made at the first start (default
+                              `<data dir>/secrets/workspace.key`, 0600); keep it out of the database's backups
 - `WORKSPACE_SWARM_MANAGER`   a Docker Swarm's manager (e.g. `unix:///run/manager.sock`,
                               `tcp://10.0.0.1:2376`): workspaces run as services on its nodes
                               (SwarmWorkspaceSpawner; docs/swarm.md); unset: containers on this host
@@ -41,6 +44,9 @@ are in workspace/config.py and docs/configuration.md.)
 
 Passwords and the admin API token that are not set are generated once and
 kept in `<data dir>/secrets.env` (mode 600).
+
+The data directory is the hub's alone (#28): `data_dir.close()` makes it 0700 and what the hub keeps
+in it 0600 (0700 directories) at every start, and every process we start runs with a umask of 077.
 """
 
 from __future__ import annotations
@@ -87,6 +93,7 @@ class Settings:
     store_size: str = "200G"
     subdomain_host: str = ""  # users' servers on <user>.<host> (workspace/origins.py); "" for one origin
     db_url: str = ""
+    secret_key_file: Path | None = None  # seals the database's secrets (workspace/vault.py)
     hub_db_url: str = ""
     swarm_manager: str = ""  # a Docker Swarm manager's URL: workspaces run as services on its nodes
     ssh_ip: str = "127.0.0.1"
@@ -121,6 +128,7 @@ class Settings:
         ]
         s.store_dir = Path(environ.get("WORKSPACE_STORE_DIR") or s.data_dir / "store")
         s.db_url = environ.get("WORKSPACE_DB_URL") or f"sqlite:///{s.data_dir / 'workspace.sqlite'}"
+        s.secret_key_file = Path(environ.get("WORKSPACE_SECRET_KEY_FILE") or s.data_dir / "secrets" / "workspace.key")
         s.swarm_manager = environ.get("WORKSPACE_SWARM_MANAGER", "")
         s.ssh_ip = environ.get("WORKSPACE_SSH_IP") or s.ip
         s.ssh_port = int(environ.get("WORKSPACE_SSH_PORT") or 2222)

@@ -34,13 +34,15 @@ from sqlalchemy.orm import Mapped, mapped_column
 from .db import Base, utcnow
 from .executions import Workspace
 from .ssh_keys import parse
+from .vault import Sealed
 
 
 class WorkspaceHostKey(Base):
     __tablename__ = "workspace_host_keys"
 
     workspace_id: Mapped[int] = mapped_column(ForeignKey("workspaces.id"), primary_key=True)
-    private_key: Mapped[str] = mapped_column(Text)  # OpenSSH format, unencrypted (the workspace's own)
+    # OpenSSH format, unencrypted (the workspace's own); sealed at rest with the hub's key (workspace/vault.py)
+    private_key: Mapped[str] = mapped_column(Sealed)
     public_key: Mapped[str] = mapped_column(Text)
     fingerprint: Mapped[str] = mapped_column(String(64))
     created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
@@ -51,7 +53,7 @@ class OwnerKeyPair(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     owner: Mapped[str] = mapped_column(String(255), unique=True)
-    private_key: Mapped[str] = mapped_column(Text)
+    private_key: Mapped[str] = mapped_column(Sealed)  # sealed at rest, as the host key
     public_key: Mapped[str] = mapped_column(Text)
     fingerprint: Mapped[str] = mapped_column(String(64))
     created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)

@@ -30,6 +30,7 @@ from tornado.netutil import DefaultExecutorResolver, Resolver
 
 from .db import Base, Database, iso, utcnow
 from .errors import UserError
+from .vault import Sealed
 
 URL_MAX = 2048
 TIMEOUT = 10.0
@@ -40,7 +41,7 @@ class Webhook(Base):
 
     owner: Mapped[str] = mapped_column(String(255), primary_key=True)
     url: Mapped[str] = mapped_column(Text)
-    secret: Mapped[str] = mapped_column(String(64))
+    secret: Mapped[str] = mapped_column(Sealed)  # sealed at rest (workspace/vault.py)
     updated: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     last_sent: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
     last_result: Mapped[str | None] = mapped_column(Text, nullable=True)  # "200", or why it failed

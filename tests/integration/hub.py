@@ -253,7 +253,7 @@ class Hub:
         from workspace.db import Database
         from workspace.executions import find_workspace
 
-        with Database(self.settings.db_url, migrate=False).session() as s:
+        with Database(self.settings.db_url, migrate=False, key_file=self.settings.secret_key_file).session() as s:
             ws = find_workspace(s, user, server)
             return [e.as_dict() for e in ws.executions] if ws else []
 
@@ -262,7 +262,7 @@ class Hub:
         from workspace.db import Database
         from workspace.executions import find_workspace
 
-        with Database(self.settings.db_url, migrate=False).session() as s:
+        with Database(self.settings.db_url, migrate=False, key_file=self.settings.secret_key_file).session() as s:
             ws = find_workspace(s, user, server)
             key = max(ws.executions, key=lambda e: e.number).report_key
         return {"Authorization": f"workspace-report {key}"}

@@ -52,7 +52,7 @@ def snapshot(db: Database, key: str) -> Snapshot:
 
 
 def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(node, tmp_path, monkeypatch):  # noqa: F811
-    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}", key_file=tmp_path / "key")
     store, record = node("node-a", "1G"), node("record", "1G")
     first, key1 = run(db, store, lambda home: write(home / "model.bin", 30 * MB))
     assert lifecycle.replicate(db, store, record, key1)
@@ -102,7 +102,7 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
 
 def test_a_node_s_own_store_its_pending_save_a_received_output_and_deleted_copies(node, tmp_path):  # noqa: F811
     """A swarm's nodes keep homes in stores of their own: what the service does to each (nodes.NodeStores)."""
-    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}")
+    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}", key_file=tmp_path / "key")
     node_a, node_b, central = node("swarm-a", "1G"), node("swarm-b", "1G"), node("central", "1G")
     stores = NodeStores(central, lambda: [Node("a", store=node_a.root), Node("b", store=node_b.root)])
     assert stores.of("a").root == node_a.root and stores.of(None) is central and stores.of("gone") is central

@@ -67,9 +67,10 @@ def postgres_url(postgres_admin):
 
 
 @pytest.fixture
-def database(database_url) -> Database:
-    """A migrated database on SQLite and on PostgreSQL (the test runs once on each)."""
-    db = Database(database_url)
+def database(database_url, tmp_path) -> Database:
+    """A migrated database on SQLite and on PostgreSQL (the test runs once on each), its secrets sealed with
+    a key of the test's own (workspace/vault.py)."""
+    db = Database(database_url, key_file=tmp_path / "secrets" / "workspace.key")
     yield db
     db.engine.dispose()
 

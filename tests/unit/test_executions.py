@@ -42,10 +42,10 @@ def test_migrations_match_the_models(db):
     assert diff == [], "a model changed without a migration in workspace/migrations/versions/"
 
 
-def test_upgrade_twice_keeps_records(database_url):
-    with Database(database_url).session() as s:
+def test_upgrade_twice_keeps_records(database_url, tmp_path):
+    with Database(database_url, key_file=tmp_path / "key").session() as s:
         get_or_create_workspace(s, "ada", "thesis")
-    with Database(database_url).session() as s:
+    with Database(database_url, key_file=tmp_path / "key").session() as s:
         assert get_or_create_workspace(s, "ada", "thesis").id == 1
 
 

@@ -180,11 +180,11 @@ def test_capacity_counts_per_node(db):
 
 
 @pytest.mark.postgres
-def test_two_hub_processes_on_postgresql_never_take_the_same_gpus(postgres_url, monkeypatch):
+def test_two_hub_processes_on_postgresql_never_take_the_same_gpus(postgres_url, monkeypatch, tmp_path):
     # two types that share a node's 2 GPUs, each with a start first in line, admitted at the same
     # time by two "hubs": their own engines and no shared thread lock, as two processes have
     a_type, b_type = ResourceType(name="a", gpus=2), ResourceType(name="b", gpus=2)
-    hubs = [Database(postgres_url), Database(postgres_url)]
+    hubs = [Database(postgres_url, key_file=tmp_path / "key"), Database(postgres_url, key_file=tmp_path / "key")]
     a, b = queued(hubs[0], "ada", a_type), queued(hubs[0], "bob", b_type)
     monkeypatch.setattr(queue, "_admit_lock", contextlib.nullcontext())
     read_gpus = queue.free_gpus

@@ -84,14 +84,16 @@ class SshGateway(config.HubService):
 
     def initialize(self, argv=None):
         config.load(self, argv)
-        self.db_url = self.db_url or config.SpawnerOptions(self.config).db_url
+        spawner = config.SpawnerOptions(self.config)
+        self.db_url = self.db_url or spawner.db_url
+        self._key_file = spawner.secret_key_file
         self.keys = gateway_keys.ensure(Path(self.keys_dir))
         self.client_key = asyncssh.import_private_key(self.keys.client_key.read_text())
         self.http = None
 
     @property
     def db(self):
-        return database(self.db_url)
+        return database(self.db_url, self._key_file)
 
     # -- the hub ---------------------------------------------------------------------
 

@@ -160,7 +160,7 @@ class WorkspaceService(Application):
             default_handler_class=pages.NotFoundPage,
             hub_prefix=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/",
             hub_api_url=os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
-            workspace_db=database(spawner.db_url),
+            workspace_db=database(spawner.db_url, spawner.secret_key_file),
             workspace_store=store_for(spawner.store_root, clean=False),
             dataset_rules=self.dataset_rules,
             upload_policy=self.upload_policy,
@@ -205,7 +205,7 @@ def node_stores(spawner, central) -> NodeStores:
 async def retry_saves(service: WorkspaceService) -> None:
     """Forever: finish the saves that failed or were interrupted; end queued starts whose hub is gone."""
     spawner = service.spawner
-    db = database(spawner.db_url)
+    db = database(spawner.db_url, spawner.secret_key_file)
     store = store_for(spawner.store_root, clean=False)
     expire_after = service.upload_policy.expire_after
     # each node's store (a swarm's nodes have their own; a single host's is `store`)

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .. import egress, homes, networks
+from .. import data_dir, egress, homes, networks
 from ..settings import Settings
 from . import engine, images, postgres
 from .steps import SetupError, apt_install, fail, run_logged, say, step
@@ -110,7 +110,8 @@ def prepare(settings: Settings, tests: bool = False) -> None:
     for the tests also a throwaway PostgreSQL server (workspace/setup/postgres.py), so that the
     database tests run on PostgreSQL as well as on SQLite."""
     for sub in ("logs", "run"):
-        settings.path(sub).mkdir(parents=True, exist_ok=True)
+        settings.path(sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+    data_dir.close(settings.data_dir)  # also what an older `make up` left readable (#28)
     engine.ensure_engine(settings.path("logs", "dockerd.log"))
     ensure_proxy(settings)
     ensure_tools(settings, tests=tests)
@@ -341,6 +342,9 @@ def main(argv=None) -> None:
         # loopback address (workspace/origins.py); WORKSPACE_SUBDOMAIN_HOST= turns it off
         os.environ["WORKSPACE_SUBDOMAIN_HOST"] = f"http://localhost:{os.environ.get('WORKSPACE_PORT', '8000')}"
     settings = Settings.from_env(base=ROOT)
+    # what every command here and every process it starts (the hub and its children) creates is
+    # root's alone: the data directory holds every home and key (workspace/data_dir.py, #28)
+    data_dir.restrict_umask()
     try:
         if args.command == "up":
             up(settings)

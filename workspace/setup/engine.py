@@ -61,14 +61,17 @@ def ensure_engine(log: Path, wait_s: float = 60) -> docker.DockerClient:
         with step(PREFIX, "install docker.io (Debian)"):
             apt_install(["docker.io"], log, "Running workspaces")
     with step(PREFIX, f"start dockerd (log: {log})"):
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
+        log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
             proc = subprocess.Popen(
                 ["dockerd"],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                # a stock engine's umask (systemd's 022), not ours: what it makes for containers (their
+                # hosts and resolv.conf files, volumes) must stay readable by their unprivileged users
+                umask=0o022,
             )
         deadline = time.monotonic() + wait_s
         while (c := client(timeout=5)) is None:

@@ -152,7 +152,8 @@ def start(data_dir: Path) -> str:
         _owned_dir(d)
         (d / SERVES).write_text(f"{Path(data_dir).resolve()}\n")
     else:
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(d, 0o700)  # the server's alone: its socket, its log, its cluster (#28)
     cluster = d / "data"
     socket = d / ".s.PGSQL.5432"
     if len(str(socket)) > 107:

@@ -44,8 +44,8 @@ def step(prefix: str, title: str):
 
 def run_logged(cmd, log: Path, failure: str, **kwargs) -> None:
     """Run `cmd`, appending its output to `log`; raise SetupError(failure) if it fails."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:  # root's alone (#28)
         out.write(f"\n$ {cmd if isinstance(cmd, str) else ' '.join(map(str, cmd))}\n".encode())
         out.flush()
         try:

@@ -79,6 +79,15 @@ class WorkspaceMixin(LoggingConfigurable):
         A SQLite file by default; `postgresql://...` in production.""",
     )
 
+    secret_key_file = Unicode(
+        "/var/lib/workspace/secrets/workspace.key",
+        config=True,
+        help="""The key that seals the secrets kept in the workspace database (SSH
+        private keys, webhook secrets; workspace/vault.py), made there (0600) at
+        the first start. Keep it apart from the database and its backups: whoever
+        holds both reads every student's keys (WORKSPACE_SECRET_KEY_FILE).""",
+    )
+
     store_root = Unicode(
         "/var/lib/workspace/store",
         config=True,
@@ -332,7 +341,7 @@ class WorkspaceMixin(LoggingConfigurable):
 
     @property
     def db(self):
-        return database(self.db_url)
+        return database(self.db_url, self.secret_key_file)
 
     @property
     def home_store(self) -> HomeStore:

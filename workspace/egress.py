@@ -329,6 +329,29 @@ def remove(chain: str) -> None:
             _run(tool, "-X", target, check=False)
 
 
+PACKAGE_HOSTS = ("deb.debian.org", "pypi.org", "files.pythonhosted.org")
+
+
+def package_mirrors(hosts=PACKAGE_HOSTS) -> list[str]:
+    """The addresses this host reaches the package indexes at, where the rules would refuse them: a site
+    whose resolver sends PyPI and Debian to a proxy of its own (the project's test machines resolve them
+    to 203.0.113.80) would otherwise have no `pip install` in a workspace and no image build. The host's
+    resolver is the site's, not a student's, so what it says is the site's choice; `make up` and the tests'
+    hubs allow these unless `WORKSPACE_EGRESS_ALLOWED` is set."""
+    found: list[str] = []
+    for host in hosts:
+        try:
+            infos = socket.getaddrinfo(host, 443, proto=socket.IPPROTO_TCP)
+        except OSError:
+            continue
+        for info in infos:
+            address = ipaddress.ip_address(info[4][0])
+            blocked = any(address in ipaddress.ip_network(n) for n in BLOCKED[address.version])
+            if blocked and str(address) not in found:
+                found.append(str(address))
+    return sorted(found)
+
+
 def hub_address(api_url: str) -> tuple[str, int]:
     """(address, port) of the hub's API as workspaces call it (`JUPYTERHUB_API_URL`)."""
     parts = urlsplit(api_url)

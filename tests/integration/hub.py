@@ -6,7 +6,6 @@ tests never touch the data or containers of a `make up` deployment.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import socket
@@ -33,21 +32,6 @@ def free_port(ip: str) -> int:
         return s.getsockname()[1]
 
 
-def machine_proxy() -> str:
-    """The addresses this machine reaches the package mirrors at, where the egress rules would refuse them:
-    the project's test machines resolve PyPI and Debian to a proxy at 203.0.113.80 (TEST-NET-3), which a
-    site like that allows (`WORKSPACE_EGRESS_ALLOWED`, README), so builds and `pip install` work here."""
-    found = []
-    for host in ("deb.debian.org", "pypi.org"):
-        try:
-            address = socket.gethostbyname(host)
-        except OSError:
-            continue
-        if any(ipaddress.ip_address(address) in ipaddress.ip_network(n) for n in egress.BLOCKED[4]):
-            found.append(address)
-    return ",".join(sorted(set(found)))
-
-
 class Hub:
     def __init__(self, data_dir: Path, store_dir: Path | None = None, **env):
         self.data_dir = data_dir
@@ -65,7 +49,8 @@ class Hub:
             "WORKSPACE_USER_PASSWORD": USER_PASSWORD,
             "WORKSPACE_ADMIN_API_TOKEN": uuid.uuid4().hex,
             "WORKSPACE_STORE_DIR": str(store_dir or data_dir / "store"),
-            "WORKSPACE_EGRESS_ALLOWED": os.environ.get("WORKSPACE_EGRESS_ALLOWED") or machine_proxy(),
+            "WORKSPACE_EGRESS_ALLOWED": os.environ.get("WORKSPACE_EGRESS_ALLOWED")
+            or ",".join(egress.package_mirrors()),
             **env,
         }
         if self.env.get("WORKSPACE_SUBDOMAIN_HOST") == "localhost":  # per-user origins on this hub's port

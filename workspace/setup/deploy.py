@@ -171,6 +171,10 @@ def start_hub(settings: Settings, wait_s: float = 90) -> None:
             )
     with step(PREFIX, f"start JupyterHub (log: {log})"):
         env = dict(os.environ, WORKSPACE_DATA_DIR=str(settings.data_dir), PATH=_venv_path())
+        mirrors = [] if "WORKSPACE_EGRESS_ALLOWED" in env else egress.package_mirrors()
+        if mirrors:
+            env["WORKSPACE_EGRESS_ALLOWED"] = ",".join(mirrors)
+            say(PREFIX, f"this host reaches the package indexes at {', '.join(mirrors)}: workspaces and builds may too")
         with open(log, "ab") as out:
             proc = subprocess.Popen(
                 [str(Path(sys.executable).parent / "jupyterhub"), "-f", str(ROOT / "jupyterhub_config.py")],

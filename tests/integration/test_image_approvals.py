@@ -51,8 +51,8 @@ def refused_start(hub: Hub, user: str, token: str, server: str, image: str) -> s
     r = hub.spawn(user, server, token, {"image": image})
     if r.status_code in (201, 202):  # the hub answered before the check: the refusal ends the progress
         events = hub.progress(user, server, token)
+        assert events[-1].get("failed"), f"the start of {image} was not refused: {events[-1]}"
         hub.wait_stopped(user, server)
-        assert events[-1].get("failed"), events
         return events[-1]["message"]
     assert r.status_code == 403, r.text
     return r.json()["message"]
@@ -70,15 +70,16 @@ def test_bob_starts_alices_public_image_only_once_an_administrator_approved_this
     bob = f"bob{uuid.uuid4().hex[:6]}"
     tb = hub.user_token(bob)
 
-    # public: bob sees it, and who built it, but may not start it (the API, the form, the start itself)
+    # public: a start of it by bob (the attack: its code would run as him) is refused with a sentence
+    message = refused_start(hub, bob, tb, "attack", name)
+    assert f"was built by {alice_image['owner']}" in message and "not approved for you" in message, message
+    assert not hub.containers(user=bob), "nothing of the refused start runs"
+    # he sees it, and who built it, but neither the API nor the form offers it to start
     image = listed(hub, tb, name)
     assert image["owner"] == alice_image["owner"] and image["startable"] is False and image["approvals"] == []
     browser = hub.browser_login(bob)
     form = browser.get(f"{hub.url}/hub/spawn/{bob}/attack", timeout=30)
     assert form.status_code == 200 and name not in form.text, form.text[-2000:]
-    message = refused_start(hub, bob, tb, "attack", name)
-    assert f"was built by {alice_image['owner']}" in message and "not approved for you" in message, message
-    assert not hub.containers(user=bob), "nothing of the refused start runs"
     # nor may he build on it (his own image would run its code as him)
     r = hub.service_call("POST", "/images", tb, json={"name": "mine", "from": name, "apt": "cowsay"})
     assert r.status_code == 400 and "you may use" in r.json()["message"], r.text
@@ -142,8 +143,8 @@ def test_a_course_instructor_approves_it_for_the_course_students_only(approval_h
 
     r = hub.service_call("PATCH", f"/images/{name}", ta, json={"visibility": f"group:{COURSE}"})
     assert r.status_code == 200, r.text
-    assert listed(hub, ts, name)["startable"] is False
     assert "not approved for you" in refused_start(hub, student, ts, "course", name)
+    assert listed(hub, ts, name)["startable"] is False
     # the instructor sees what waits for them, and approves it for the course (not for everyone)
     pending = hub.service_call("GET", "/images/pending", tp).json()
     assert [i["name"] for i in pending] == [name], pending

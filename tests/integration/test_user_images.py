@@ -133,10 +133,10 @@ def test_a_users_image_builds_in_a_sandbox_and_starts(hub: Hub, tmp_path):
     r = hub.spawn(bob, "stolen", tb, {"image": name})
     if r.status_code in (201, 202):
         events = hub.progress(bob, "stolen", tb)
-        assert events[-1].get("failed") and "not in allowed list" in events[-1]["message"], events
+        assert events[-1].get("failed") and "There is no image" in events[-1]["message"], events
         hub.wait_stopped(bob, "stolen")
-    else:
-        assert r.status_code == 400 and "not in allowed list" in r.text, r.text
+    else:  # refused before anything was recorded, as if there were no such image (#28)
+        assert r.status_code == 404 and "There is no image" in r.json()["message"], r.text
 
     # a workspace of alice's from it has both packages (and what the script made)
     hub.start_workspace(alice, "tw", ta, image=name)

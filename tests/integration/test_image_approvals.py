@@ -7,12 +7,14 @@ it for the course's students only. One image, built twice, serves the module (bu
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import uuid
 
 import pytest
 
 from .hub import ADMIN_PASSWORD, Hub
-from .test_user_images import wait_image
+from .test_user_images import WORKSPACE, wait_image
 
 COURSE = "cs101"
 
@@ -145,13 +147,19 @@ def test_a_course_instructor_approves_it_for_the_course_students_only(approval_h
     assert r.status_code == 200, r.text
     assert "not approved for you" in refused_start(hub, student, ts, "course", name)
     assert listed(hub, ts, name)["startable"] is False
-    # the instructor sees what waits for them, and approves it for the course (not for everyone)
+    # the instructor sees what waits for them, and approves it for the course (not for everyone), here from
+    # the command line
     pending = hub.service_call("GET", "/images/pending", tp).json()
     assert [i["name"] for i in pending] == [name], pending
+    assert hub.service_call("GET", "/images/pending", ts).json() == []
     r = hub.service_call("POST", f"/images/{name}/approve", tp, json={"for": "public"})
     assert r.status_code == 409, r.text
-    r = hub.service_call("POST", f"/images/{name}/approve", tp, json={})
-    assert r.status_code == 200 and r.json()["approvals"][-1]["for"] == f"group:{COURSE}", r.text
+    env = dict(os.environ, WORKSPACE_URL=hub.url, WORKSPACE_TOKEN=tp)
+    env.pop("JUPYTERHUB_API_TOKEN", None)
+    p = subprocess.run([WORKSPACE, "image", "pending"], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0 and name in p.stdout, (p.stdout, p.stderr)
+    p = subprocess.run([WORKSPACE, "image", "approve", name], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0 and f"approved for group:{COURSE} by prof" in p.stdout, (p.stdout, p.stderr)
     assert listed(hub, ts, name)["startable"] is True
     form = hub.browser_login(student).get(f"{hub.url}/hub/spawn/{student}/course", timeout=30)
     assert f"built by {alice_image['owner']}, approved by prof" in form.text, form.text[-3000:]

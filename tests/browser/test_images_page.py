@@ -51,6 +51,7 @@ def test_build_an_image_from_the_page_and_follow_its_log(hub, chromium):
 def test_an_administrator_approves_a_shared_image_from_the_page(hub, chromium):
     """#28: a public image waits on the administrator's Images page with what it adds; the Approve button (a
     POST with the XSRF token) lets it run for others, the Revoke button takes that back."""
+    from tests.browser.test_accessibility import violations
     from tests.integration.hub import ADMIN_PASSWORD
     from tests.integration.test_user_images import wait_image
 
@@ -90,4 +91,7 @@ def test_an_administrator_approves_a_shared_image_from_the_page(hub, chromium):
     page.wait_for_selector(row)  # waiting again
     assert "approved for everyone" not in page.inner_text(mine)
     assert errors == [], errors
+    # the approver's table as accessible as the rest (axe: nothing serious or critical); last, as axe's own
+    # fetches of the hub's stylesheets log 404s that are not the page's
+    assert violations(page) == []
     assert hub.service_call("DELETE", f"/images/{name}", token).status_code == 204

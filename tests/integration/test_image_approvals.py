@@ -107,8 +107,11 @@ def test_bob_starts_alices_public_image_only_once_an_administrator_approved_this
     assert approval["by"] == admin_name and approval["current"] and approval["build"] == 1, approval
 
     # now bob's form offers it, saying who built it and who approved it, and it starts
+    said = f"built by {alice_image['owner']}, approved by {admin_name}"
     form = browser.get(f"{hub.url}/hub/spawn/{bob}/approved", timeout=30)
-    assert f"built by {alice_image['owner']}, approved by {admin_name}" in form.text, form.text[-3000:]
+    assert said in form.text, form.text[-3000:]
+    page = browser.get(f"{hub.url}/services/workspace/workspaces", timeout=30)  # its New-workspace form
+    assert said in page.text, page.text[-3000:]
     hub.start_workspace(bob, "approved", tb, image=name)
     assert hub.sh(bob, "approved", "cat /opt/tools-version").strip() == "v1"
     hub.stop_workspace(bob, "approved", tb)
@@ -121,6 +124,7 @@ def test_bob_starts_alices_public_image_only_once_an_administrator_approved_this
     message = refused_start(hub, bob, tb, "after-rebuild", name)
     assert "not approved for you" in message, message
     assert name not in browser.get(f"{hub.url}/hub/spawn/{bob}/after-rebuild", timeout=30).text
+    assert f'value="{name}"' not in browser.get(f"{hub.url}/services/workspace/workspaces", timeout=30).text
     # the page approved build 1; build 2 needs its own reading
     r = admin.post(api, json={"for": "public", "build": 1}, headers={"X-XSRFToken": xsrf}, timeout=30)
     assert r.status_code == 409 and "rebuilt since you looked" in r.json()["message"], r.text

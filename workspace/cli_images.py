@@ -7,6 +7,9 @@ workspace image build NAME --from IMAGE [--apt packages.txt] [--pip requirements
 workspace image ls           the site's images and the users' images you may use
 workspace image log OWNER/NAME [-f]
 workspace image share OWNER/NAME private|public|group:COURSE
+workspace image approve OWNER/NAME [--for public|group:COURSE]   (an administrator; an instructor for a course)
+workspace image revoke OWNER/NAME [--for public|group:COURSE]
+workspace image pending      the shared images whose build waits for your approval
 workspace image rm OWNER/NAME
 """
 
@@ -50,6 +53,19 @@ def add_parsers(cmds) -> None:
     sh = sub.add_parser("share", help=translate(loc, "who may use an image"))
     sh.add_argument("image", metavar="OWNER/NAME")
     sh.add_argument("visibility", help=translate(loc, "private, public or group:COURSE"))
+    for verb, said in (
+        ("approve", translate(loc, "let others start this build of an image (administrators, instructors)")),
+        ("revoke", translate(loc, "take an approval back")),
+    ):
+        ap = sub.add_parser(verb, help=said)
+        ap.add_argument("image", metavar="OWNER/NAME")
+        ap.add_argument(
+            "--for",
+            dest="audience",
+            metavar="public|group:COURSE",
+            help=translate(loc, "for whom (default: those it is shared with)"),
+        )
+    sub.add_parser("pending", help=translate(loc, "the shared images waiting for your approval"))
     sub.add_parser("rm", help=translate(loc, "delete an image")).add_argument("image", metavar="OWNER/NAME")
 
 
@@ -72,6 +88,14 @@ def run(args, client, out=sys.stdout) -> None:
     elif what == "share":
         image = client.call("PATCH", f"/images/{_path(args.image)}", json={"visibility": args.visibility})
         print(f"{image['name']}: {image['visibility']}", file=out)
+    elif what in ("approve", "revoke"):
+        body = {"for": args.audience} if args.audience else {}
+        image = client.call("POST", f"/images/{_path(args.image)}/{what}", json=body)
+        for line in approval_lines(image):
+            print(line, file=out)
+    elif what == "pending":
+        for line in lines(client.call("GET", "/images/pending")):
+            print(line, file=out)
     elif what == "rm":
         client.call("DELETE", f"/images/{_path(args.image)}")
         print(translate(_locale(), "deleted {image}", image=args.image), file=out)
@@ -186,4 +210,36 @@ def lines(images: list[dict]) -> list[str]:
             # the site's images: "site" where a user's image shows its state
             name = translate(loc, "{image} (default)", image=i["name"]) if i.get("default") else i["name"]
             out.append(f"{name:<32} {'site':<10} {size:>9}  {versions}")
+    return out
+
+
+def approval_lines(image: dict) -> list[str]:
+    """An image's approvals, one a line: for whom, by whom, and whether for its current build."""
+    loc = _locale()
+    out = [
+        translate(
+            loc,
+            "{image}: built by {owner}, build {build}",
+            image=image["name"],
+            owner=image["owner"],
+            build=image["build"],
+        )
+    ]
+    for a in image.get("approvals") or []:
+        if a["current"]:
+            out.append(
+                translate(loc, "  approved for {audience} by {who} at {at}", audience=a["for"], who=a["by"], at=a["at"])
+            )
+        else:
+            out.append(
+                translate(
+                    loc,
+                    "  build {build} was approved for {audience} by {who}; this build is not",
+                    build=a["build"],
+                    audience=a["for"],
+                    who=a["by"],
+                )
+            )
+    if not image.get("approvals"):
+        out.append(translate(loc, "  not approved for anyone: it runs only for its owner"))
     return out

@@ -212,7 +212,7 @@ def check_setup(
         raise UserError(
             400,
             "“{image}” is not an image this course's students may start; choose one of: {images} "
-            "(an image you built must first be shared with the course, on the Images page).",
+            "(a user's image must first be shared with the course and approved for it, on the Images page).",
             image=image,
             images=", ".join(images),
         )

@@ -7,6 +7,14 @@ visible to: its owner; the members of a course (a JupyterHub group) when the
 owner shares it there; everyone when it is public. Each build is a new engine
 image (`workspace-user-<id>:<build>`); a rebuild replaces the old one only when
 it succeeded, so a failed rebuild never takes an image away from a class.
+
+Sharing makes an image *visible*; it *runs* for someone other than its owner
+only once that build is approved for them (#28: an image is its owner's code,
+run as whoever starts it, with their home and their server's token). An
+`ImageApproval` names one build (its engine image) and one audience: everyone
+(`public`, an administrator's approval) or one course (`group:NAME`, its
+instructor's or an administrator's). A rebuild makes a new engine image, which
+no approval names until someone approves it again (workspace/image_approvals.py).
 """
 
 from __future__ import annotations
@@ -15,7 +23,19 @@ import datetime as dt
 import json
 import re
 
-from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, Text, UniqueConstraint, func, select
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    delete,
+    func,
+    select,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from . import i18n
@@ -85,6 +105,53 @@ class UserImage(Base):
             "finished": iso(self.finished),
             "build_seconds": round(seconds, 1) if seconds is not None else None,
         }
+
+
+class ImageApproval(Base):
+    """One build of a user's image approved for an audience: who approved it, when."""
+
+    __tablename__ = "image_approvals"
+    __table_args__ = (UniqueConstraint("image_id", "audience"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    image_id: Mapped[int] = mapped_column(ForeignKey("user_images.id", ondelete="CASCADE"), index=True)
+    audience: Mapped[str] = mapped_column(String(300))  # public | group:NAME
+    # the build approved: its engine image names one build of one image (<deployment>-user-<id>:<build>)
+    ref: Mapped[str] = mapped_column(String(255))
+    build: Mapped[int] = mapped_column(Integer)
+    approver: Mapped[str] = mapped_column(String(255))
+    approved: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+    def as_dict(self, current_ref: str | None) -> dict:
+        return {
+            "for": self.audience,
+            "by": self.approver,
+            "at": iso(self.approved),
+            "build": self.build,
+            # False once the owner rebuilt: the new build waits for an approval of its own
+            "current": self.ref == current_ref,
+        }
+
+
+# -- who may start one (the rule; blocking functions below apply it) ----------------------
+
+
+def covers(audience: str, groups: set[str]) -> bool:
+    """Whether an approval for `audience` is one for a member of `groups`."""
+    return audience == "public" or (audience.startswith("group:") and audience[6:] in groups)
+
+
+def may_start(image: UserImage, approvals: list[ImageApproval], who: str, groups: set[str]) -> bool:
+    """The rule: a built image runs for its owner; for anyone else only when they may see it and its current
+    build is approved for an audience they are in. Being an administrator changes nothing here: their
+    workspace would run the owner's code as them just the same (they approve first)."""
+    if image.ref is None:
+        return False
+    if image.owner == who:
+        return True
+    if not _visible(image, who, groups, False):
+        return False
+    return any(a.image_id == image.id and a.ref == image.ref and covers(a.audience, groups) for a in approvals)
 
 
 # -- checking a definition ---------------------------------------------------------------
@@ -275,25 +342,100 @@ def _own(s, full_name: str, who: str, groups: set[str], admin: bool) -> UserImag
     return image
 
 
+def approvals_of(s, images: list[UserImage]) -> list[ImageApproval]:
+    ids = [i.id for i in images]
+    if not ids:
+        return []
+    return list(s.scalars(select(ImageApproval).where(ImageApproval.image_id.in_(ids)).order_by(ImageApproval.id)))
+
+
+def shown(image: UserImage, approvals: list[ImageApproval], who: str, groups: set[str], locale: str) -> dict:
+    """The API's view of an image for `who`: with its approvals and whether they may start it."""
+    return {
+        **image.as_dict(locale),
+        "approvals": [a.as_dict(image.ref) for a in approvals if a.image_id == image.id],
+        "startable": may_start(image, approvals, who, groups),
+    }
+
+
 def listing(db, who: str, groups: set[str], admin: bool = False, locale: str = i18n.DEFAULT) -> list[dict]:
-    """The images the caller may see (an administrator: all), their own first (said in `locale`)."""
+    """The images the caller may see (an administrator: all), their own first (said in `locale`), each with
+    its approvals and whether the caller may start it."""
     with db.session() as s:
         query = select(UserImage).order_by(UserImage.owner != who, UserImage.owner, UserImage.name)
         if not admin:
             query = query.where(visible_clause(who, groups))
-        return [i.as_dict(locale) for i in s.scalars(query)]
+        images = list(s.scalars(query))
+        approvals = approvals_of(s, images)
+        return [shown(i, approvals, who, groups, locale) for i in images]
 
 
 def describe(db, full_name: str, who: str, groups: set[str], admin: bool = False, locale: str = i18n.DEFAULT) -> dict:
     with db.session() as s:
-        return _get(s, full_name, who, groups, admin).as_dict(locale)
+        image = _get(s, full_name, who, groups, admin)
+        return shown(image, approvals_of(s, [image]), who, groups, locale)
+
+
+def startable(db, who: str, groups: set[str]) -> list[dict]:
+    """[{name, ref, owner, approved_by}] of the built images `who` may start (blocking): their own, and the
+    others' whose current build is approved for them (approved_by: who approved it, for the start forms)."""
+    with db.session() as s:
+        images = list(
+            s.scalars(
+                select(UserImage)
+                .where(visible_clause(who, groups), UserImage.ref.is_not(None))
+                .order_by(UserImage.owner != who, UserImage.owner, UserImage.name)
+            )
+        )
+        approvals = approvals_of(s, images)
+        out = []
+        for i in images:
+            if not may_start(i, approvals, who, groups):
+                continue
+            by = [a.approver for a in approvals if a.image_id == i.id and a.ref == i.ref and covers(a.audience, groups)]
+            out.append({"name": i.full_name, "ref": i.ref, "owner": i.owner, "approved_by": sorted(set(by))})
+        return out
 
 
 def choices(db, who: str, groups: set[str]) -> dict[str, str]:
-    """{owner/name: engine image} of the built images the user may start (blocking)."""
+    """{owner/name: engine image} of the built images the user may start (blocking): what the start forms
+    offer, the spawner allows and a build may start from."""
+    return {i["name"]: i["ref"] for i in startable(db, who, groups)}
+
+
+def origin(entry: dict, who: str, locale: str = i18n.DEFAULT) -> str:
+    """Who made a startable image and who approved it, for a start form: “built by alice, approved by root”."""
+    if entry["owner"] == who:
+        return i18n.translate(locale, "built by you")
+    return i18n.translate(
+        locale,
+        "built by {owner}, approved by {approvers}",
+        owner=entry["owner"],
+        approvers=", ".join(entry["approved_by"]),
+    )
+
+
+def check_startable(db, full_name: str, who: str, groups: set[str]) -> None:
+    """A start naming `full_name` as its image: nothing when it is no user's image (the site's: the spawner's
+    own list decides) or one `who` may start; the user's 404 for one they may not see, 409 for one not built
+    yet, 403 for another's build that is not approved for them (blocking)."""
     with db.session() as s:
-        rows = s.scalars(select(UserImage).where(visible_clause(who, groups), UserImage.ref.is_not(None)))
-        return {i.full_name: i.ref for i in rows}
+        image = _find(s, full_name)
+        if image is None:
+            return
+        if not _visible(image, who, groups, False):
+            raise UserError(404, "There is no image “{image}” you can see.", image=full_name)
+        if image.ref is None:
+            raise UserError(409, "“{image}” has not been built yet; start it when its build is ready.", image=full_name)
+        if not may_start(image, approvals_of(s, [image]), who, groups):
+            raise UserError(
+                403,
+                "“{image}” was built by {owner} and this build of it is not approved for you: an image someone "
+                "else built runs in your workspace only after an administrator (or your course's instructor) "
+                "approves it. Choose another image, or ask them to approve it.",
+                image=full_name,
+                owner=image.owner,
+            )
 
 
 def log_of(db, full_name: str, who: str, groups: set[str], admin: bool = False) -> tuple[int, str, int]:
@@ -324,6 +466,8 @@ def remove(db, full_name: str, who: str, groups: set[str], admin: bool) -> tuple
         if image.state == "building":
             raise UserError(409, "“{image}” is being built; delete it when the build has ended.", image=full_name)
         found = image.id, image.ref
+        # its approvals go with it (not only by the foreign key: a later image may get its id, and its ref)
+        s.execute(delete(ImageApproval).where(ImageApproval.image_id == image.id))
         s.delete(image)
         return found
 

@@ -46,3 +46,52 @@ def test_build_an_image_from_the_page_and_follow_its_log(hub, chromium):
     assert "None yet." in page.inner_text("#user-images")
     # the only error is the page's 400 for the bad name
     assert all("status of 400" in e for e in errors) and len(errors) == 1, errors
+
+
+def test_an_administrator_approves_a_shared_image_from_the_page(hub, chromium):
+    """#28: a public image waits on the administrator's Images page with what it adds; the Approve button (a
+    POST with the XSRF token) lets it run for others, the Revoke button takes that back."""
+    from tests.browser.test_accessibility import violations
+    from tests.integration.hub import ADMIN_PASSWORD
+    from tests.integration.test_user_images import wait_image
+
+    owner = "pubowner"
+    token = hub.user_token(owner)
+    body = {
+        "name": "shared",
+        "from": "workspace-base:latest",
+        "script": "echo mark > /opt/mark\n",
+        "visibility": "public",
+    }
+    r = hub.service_call("POST", "/images", token, json=body)
+    assert r.status_code == 202, r.text
+    name = r.json()["name"]
+    assert wait_image(hub, token, name)["state"] == "ready"
+    admin = hub.settings.admin_user
+    page = chromium.new_context(viewport={"width": 1300, "height": 900}).new_page()
+    errors = watch_errors(page)
+    login(page, hub, admin, ADMIN_PASSWORD)
+    page.goto(f"{hub.url}/services/workspace/images")
+    row = f".pending-image[data-name='{name}']"
+    waiting = page.inner_text(row)
+    assert owner in waiting and "everyone" in waiting, waiting
+    page.click(f"{row} summary")  # the script it runs, read before approving
+    assert "echo mark" in page.inner_text(row)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "03-pending.png"), full_page=True)
+    page.click(f"{row} .approve-image")
+    page.wait_for_selector(row, state="detached")  # reloaded: nothing waits any more
+    mine = f".user-image[data-name='{name}']"
+    assert f"approved for everyone by {admin}" in page.inner_text(mine)
+    assert [i for i in hub.service_call("GET", "/images", hub.user_token("pubreader")).json() if i["name"] == name][0][
+        "startable"
+    ]
+    page.on("dialog", lambda d: d.accept())
+    page.click(f"{mine} .revoke-approval")
+    page.wait_for_selector(row)  # waiting again
+    assert "approved for everyone" not in page.inner_text(mine)
+    assert errors == [], errors
+    # the approver's table as accessible as the rest (axe: nothing serious or critical); last, as axe's own
+    # fetches of the hub's stylesheets log 404s that are not the page's
+    assert violations(page) == []
+    assert hub.service_call("DELETE", f"/images/{name}", token).status_code == 204

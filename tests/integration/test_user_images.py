@@ -133,10 +133,10 @@ def test_a_users_image_builds_in_a_sandbox_and_starts(hub: Hub, tmp_path):
     r = hub.spawn(bob, "stolen", tb, {"image": name})
     if r.status_code in (201, 202):
         events = hub.progress(bob, "stolen", tb)
-        assert events[-1].get("failed") and "not in allowed list" in events[-1]["message"], events
+        assert events[-1].get("failed") and "There is no image" in events[-1]["message"], events
         hub.wait_stopped(bob, "stolen")
-    else:
-        assert r.status_code == 400 and "not in allowed list" in r.text, r.text
+    else:  # refused before anything was recorded, as if there were no such image (#28)
+        assert r.status_code == 404 and "There is no image" in r.json()["message"], r.text
 
     # a workspace of alice's from it has both packages (and what the script made)
     hub.start_workspace(alice, "tw", ta, image=name)
@@ -155,12 +155,17 @@ def test_a_users_image_builds_in_a_sandbox_and_starts(hub: Hub, tmp_path):
     (item,) = [i for i in storage["items"] if i["kind"] == "image"]
     assert item["bytes"] == record["bytes"] and storage["usage"]["bytes"] >= record["bytes"], storage
 
-    # shared with bob's course: bob sees it on the spawn form, may not change it or read its log
+    # public: bob sees it, and once an administrator approved this build (#28, test_image_approvals.py) the
+    # spawn form offers it to him, saying who built it; he may not change it or read its log
     r = hub.service_call("PATCH", f"/images/{name}", ta, json={"visibility": "public"})
     assert r.status_code == 200 and r.json()["visibility"] == "public"
     browser = hub.browser_login(bob)
     form = browser.get(f"{hub.url}/hub/spawn/{bob}/shared", timeout=30)
-    assert name in form.text, form.text[-2000:]
+    assert name not in form.text, form.text[-2000:]
+    admin = hub.user_token(hub.settings.admin_user, password=ADMIN_PASSWORD)
+    assert hub.service_call("POST", f"/images/{name}/approve", admin, json={}).status_code == 200
+    form = browser.get(f"{hub.url}/hub/spawn/{bob}/shared", timeout=30)
+    assert name in form.text and f"built by {alice}, approved by" in form.text, form.text[-2000:]
     assert hub.service_call("GET", f"/images/{name}/log", tb).status_code == 403
     assert hub.service_call("PATCH", f"/images/{name}", tb, json={"visibility": "private"}).status_code == 403
 
@@ -198,7 +203,6 @@ def test_a_users_image_builds_in_a_sandbox_and_starts(hub: Hub, tmp_path):
     (built,) = engine.client().images.list(filters={"label": f"workspace.user-image={name}"})
     ref = built.tags[0]
     assert ref.startswith(f"{hub.deployment}-user-"), built.tags
-    admin = hub.user_token(hub.settings.admin_user, password=ADMIN_PASSWORD)
     assert hub.service_call("DELETE", f"/images/{name}", admin).status_code == 204
     assert hub.service_call("GET", f"/images/{name}", ta).status_code == 404
     with pytest.raises(Exception):

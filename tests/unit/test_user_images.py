@@ -3,7 +3,7 @@ a build's record from its request to its end; on real databases. The build: test
 
 import pytest
 
-from workspace import egress, image_builds, user_images
+from workspace import egress, image_approvals, image_builds, user_images
 from workspace.errors import UserError
 
 BASES = {"workspace-base:latest": "workspace-base:latest", "bob/nlp": "wstest-user-3:2"}
@@ -72,8 +72,13 @@ def test_build_records_and_who_sees_what(database):
     assert refused(user_images.log_of, db, "alice/nlp", "bob", set(), status=404)
     assert refused(user_images.remove, db, "alice/nlp", "bob", set(), False, status=404)
     assert [i["name"] for i in user_images.listing(db, "root", set(), admin=True)] == ["alice/nlp"]
-    # shared with a course: its members may use it, not change it or read its log
+    # shared with a course: its members see it, may start it once approved for them (test_image_approvals.py),
+    # and may not change it or read its log
     user_images.set_visibility(db, "alice/nlp", "alice", set(), False, "group:cs101")
+    assert user_images.describe(db, "alice/nlp", "bob", {"cs101"})["startable"] is False
+    assert user_images.choices(db, "bob", {"cs101"}) == {}
+    prof = image_approvals.Approver("prof", frozenset(), False, frozenset({"cs101"}))
+    image_approvals.approve(db, "alice/nlp", prof)
     assert user_images.choices(db, "bob", {"cs101"}) == {"alice/nlp": "d-user-1:1"}
     assert user_images.choices(db, "carol", {"cs102"}) == {}
     assert "Only alice" in refused(user_images.log_of, db, "alice/nlp", "bob", {"cs101"}, status=403)
@@ -89,6 +94,9 @@ def test_build_records_and_who_sees_what(database):
     user_images.request_build(db, "alice", definition(), limit=2)
     job = user_images.next_queued(db)
     assert user_images.finish(db, job["id"], 3, {"ok": True, "ref": "d-user-1:3", "bytes": 7}) == "d-user-1:1"
+    # the new build is not the one approved: for its owner only until approved again
+    assert user_images.choices(db, "bob", {"cs101"}) == {}
+    assert user_images.choices(db, "alice", set()) == {"alice/nlp": "d-user-1:3"}
     # a build whose record was deleted meanwhile (after a restart marked it interrupted): its image is nobody's
     user_images.request_build(db, "alice", definition(name="cv"), limit=2)
     job = user_images.next_queued(db)

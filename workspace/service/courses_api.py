@@ -72,7 +72,8 @@ class CourseActions:
         user = self.caller()
         images = list(self.settings["images"])
         if self.settings["user_images_offered"]:
-            # the users' images every student of the course may start: shared with it, or public
+            # the users' images every student of the course may start: shared with it (or public) and approved
+            # for it (#28)
             images += list(await self.blocking(user_images.choices, self.db, "", {course}))
         setup = await self.blocking(
             courses.check_setup,

@@ -9,6 +9,14 @@
     PATCH  /api/images/{owner}/{name}       {visibility: private | group:NAME | public}
     DELETE /api/images/{owner}/{name}       remove it (its owner or an administrator)
     GET    /api/images/{owner}/{name}/log   its build's log (text; `?follow=1` streams it until the build ends)
+    POST   /api/images/{owner}/{name}/approve  {for: public | group:NAME (default: whom it is shared with),
+                                            build: the build read (optional; 409 if rebuilt since)}:
+                                            its current build may run for them (an administrator; a course's
+                                            instructor for the course)
+    POST   /api/images/{owner}/{name}/revoke   {for: ...}: that approval removed
+    GET    /api/images/pending              the shared images whose current build awaits the caller's approval
+
+A user's image runs for someone other than its owner only once approved for them (image_approvals.py).
 
 The rules are in workspace/user_images.py, the builds in workspace/image_builds.py (run by the service).
 """
@@ -20,7 +28,7 @@ from urllib.parse import quote
 
 from jupyterhub.scopes import Scope, parse_scopes
 
-from .. import i18n, quotas, tasks, user_images
+from .. import i18n, image_approvals, quotas, tasks, user_images
 from ..errors import UserError
 from .api import APIHandler
 from .courses_api import MANAGE_SCOPE
@@ -51,6 +59,15 @@ class ImageActions:
         if user.get("admin") or granted is Scope.ALL:
             return None
         return set(user.get("groups") or []) | set((granted or {}).get("group", ()))
+
+    def approver(self) -> image_approvals.Approver:
+        """The caller as one who approves images: everyone's for an administrator, their courses' for an
+        instructor (MANAGE_SCOPE for the course's group), none for a student."""
+        user = self.caller()
+        granted = parse_scopes(user.get("scopes") or []).get(MANAGE_SCOPE)
+        admin = bool(user.get("admin"))
+        courses = None if admin or granted is Scope.ALL else frozenset((granted or {}).get("group", ()))
+        return image_approvals.Approver(user["name"], frozenset(user.get("groups") or []), admin, courses)
 
     async def request_build(self, body: dict) -> dict:
         who, groups, _ = self.who()
@@ -121,6 +138,30 @@ class ImageHandler(ImageActions, APIHandler):
         self.finish()
 
 
+class ImageApprovalHandler(ImageActions, APIHandler):
+    """POST .../approve and .../revoke: a state change, so only a POST (with the XSRF token when by cookie)."""
+
+    async def post(self, owner: str, name: str, action: str):
+        body = self.body()
+        full, approver = f"{owner}/{name}", self.approver()
+        if action == "revoke":
+            if set(body) - {"for"}:
+                raise UserError(400, "A revocation takes only “for”: “public” or “group:NAME”.")
+            revoked = await self.blocking(image_approvals.revoke, self.db, full, approver, body.get("for"), self.lang)
+            return self.write_json(revoked)
+        if set(body) - {"for", "build"}:
+            raise UserError(400, "An approval takes only “for” (“public” or “group:NAME”) and “build”.")
+        approved = await self.blocking(
+            image_approvals.approve, self.db, full, approver, body.get("for"), body.get("build"), self.lang
+        )
+        self.write_json(approved)
+
+
+class PendingImagesHandler(ImageActions, APIHandler):
+    async def get(self):
+        self.write_json(await self.blocking(image_approvals.pending, self.db, self.approver(), self.lang))
+
+
 class ImageLogHandler(APIHandler):
     """A build's log: the engine's while it runs, the kept one after; `?follow=1` until the build ends."""
 
@@ -183,6 +224,8 @@ def log_url(prefix: str, full_name: str) -> str:
 def handlers(prefix: str) -> list:
     return [
         (rf"{prefix}api/images/?", ImagesHandler),
+        (rf"{prefix}api/images/pending/?", PendingImagesHandler),
+        (rf"{prefix}api/images/([^/]+)/([^/]+)/(approve|revoke)/?", ImageApprovalHandler),
         (rf"{prefix}api/images/([^/]+)/([^/]+)/log/?", ImageLogHandler),
         (rf"{prefix}api/images/([^/]+)/([^/]+)/?", ImageHandler),
     ]

@@ -1,11 +1,12 @@
 """The Images page (#18): the site's images with what each holds, the users' images the caller may see, and
-a form to build one whose log is followed live. The script uses the REST API (images_api.py)."""
+a form to build one whose log is followed live, and (for administrators and instructors) the shared images
+that wait for their approval (#28). The script uses the REST API (images_api.py)."""
 
 from __future__ import annotations
 
 from tornado import web
 
-from .. import user_images
+from .. import image_approvals, user_images
 from .images_api import ImageActions
 from .pages import PageHandler
 
@@ -14,6 +15,10 @@ class ImagesPage(ImageActions, PageHandler):
     @web.authenticated
     async def get(self):
         who, groups, admin = self.who()
+        approver = self.approver()
+        # an administrator's, or an instructor's for their courses: the shared builds that wait for them
+        approves = approver.public or approver.courses is None or bool(approver.courses)
+        pending = await self.blocking(image_approvals.pending, self.db, approver, self.lang) if approves else []
         try:
             site = await self.site_images()
         except Exception:  # the engine does not answer: the names alone
@@ -26,6 +31,8 @@ class ImagesPage(ImageActions, PageHandler):
             me=who,
             groups=sorted(groups),
             offered=self.settings["user_images_offered"],
+            pending=pending,
+            approver=approver,
         )
 
 

@@ -180,13 +180,18 @@ class PageHandler(APIHandler):
         )
         return Markup(html)
 
+    _image_origins: dict[str, str] = {}
+
     async def image_choices(self) -> dict[str, str]:
-        """{name: engine image} of the images the user may start: the site's, and the users' they may see."""
+        """{name: engine image} of the images the user may start: the site's, their own and the other users'
+        approved for them (#28), whose makers image_labels names."""
         refs = dict(self.settings["image_refs"])
         if self.settings["user_images_offered"]:
             user = self.get_current_user()
             groups = set(user.get("groups") or [])
-            refs.update(await self.blocking(user_images.choices, self.db, user["name"], groups))
+            found = await self.blocking(user_images.startable, self.db, user["name"], groups)
+            refs.update({i["name"]: i["ref"] for i in found})
+            self._image_origins = {i["name"]: user_images.origin(i, user["name"], self.lang) for i in found}
         return refs
 
     async def image_labels(self, refs: dict[str, str]) -> dict[str, str] | None:
@@ -194,11 +199,15 @@ class PageHandler(APIHandler):
         if len(refs) < 2:
             return None
         try:
-            return await self.blocking(
+            labels = await self.blocking(
                 image_catalog.labels, self.settings["describe_images"], list(refs), refs, self.lang
             )
-        except Exception:
-            return None  # the engine does not answer: the names alone
+        except Exception:  # the engine does not answer: the names alone (and who made each)
+            labels = {name: name for name in refs}
+        for name, said in self._image_origins.items():
+            if name in labels:
+                labels[name] = f"{labels[name]} · {said}"
+        return labels
 
     async def storage_status(self) -> quotas.Status:
         """The user's storage against their quota."""
@@ -576,7 +585,8 @@ class CoursePage(CourseActions, PageHandler):
             form=form or {},
             choices=await self.blocking(courses.setup_choices, self.db, me, self.lang),
             types=self.settings["resource_types"],
-            # a user's image must be shared with the course (or public) for its students to start it
+            # a user's image must be shared with the course (or public) and approved for it for its students
+            # to start it (set_up_course checks that)
             images=list(await self.image_choices()),
         )
 

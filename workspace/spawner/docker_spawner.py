@@ -175,15 +175,37 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         }
 
     # the images users defined (#18) that this user may start, {owner/name: engine image}: read before each
-    # form and start (load_user_images), as dockerspawner asks for the allowed images synchronously
+    # form and start (load_user_images), as dockerspawner asks for the allowed images synchronously. Another
+    # user's image is among them only once its current build is approved for this user (#28)
     _user_images: dict[str, str] = {}
+    _user_image_origins: dict[str, str] = {}  # {owner/name: “built by alice, approved by root”} for the form
     # the service builds them on its own engine; a swarm's nodes do not have them (docs/images.md)
     offers_user_images = True
 
     async def load_user_images(self) -> None:
         if self.offers_user_images:
             groups = {g.name for g in self.user.groups}
-            self._user_images = await self.run_blocking(user_images.choices, self.db, self.user.name, groups)
+            found = await self.run_blocking(user_images.startable, self.db, self.user.name, groups)
+            self._user_images = {i["name"]: i["ref"] for i in found}
+            self._user_image_origins = {i["name"]: user_images.origin(i, self.user.name, self.locale) for i in found}
+
+    async def check_start(self):
+        request = await super().check_start()
+        # a user's image names its owner's code, run here as this user: only one they may start (their own,
+        # or another's build approved for them), refused with a sentence before anything is recorded (#28).
+        # The start itself (prepare_image) offers the approved builds only, so a rebuild meanwhile is refused too
+        image = (self.user_options or {}).get("image")
+        if self.offers_user_images and isinstance(image, str) and "/" in image:
+            groups = {g.name for g in self.user.groups}
+            await self.run_blocking(user_images.check_startable, self.db, image, self.user.name, groups)
+        return request
+
+    def image_labels(self, images: list[str]) -> dict[str, str]:
+        labels = super().image_labels(images)
+        for name, said in self._user_image_origins.items():
+            if name in labels:
+                labels[name] = f"{labels[name]} · {said}"
+        return labels
 
     def _get_allowed_images(self):
         allowed = super()._get_allowed_images()

@@ -4,7 +4,7 @@ The rows written before are sealed here with the key the database was opened wit
 the two columns of 64 characters become text, as a sealed value is longer.
 
 Revision ID: 0019
-Revises: 0017
+Revises: 0018
 Create Date: 2026-12-06
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 from workspace import vault
 
 revision = "0019"
-down_revision = "0017"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 

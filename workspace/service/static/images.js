@@ -75,6 +75,28 @@
         if (r.status !== 200) alert(r.data.message);
       });
     });
+    row.querySelectorAll(".revoke-approval").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var audience = button.parentNode.dataset.for;
+        call("POST", path(name) + "/revoke", { for: audience }).then(function (r) {
+          if (r.status === 200) location.reload(); else alert(r.data.message);
+        });
+      });
+    });
     if (busy && log) follow(name, true);  // a build under way: its log at once
+  });
+  // an administrator's or an instructor's approval of the build they read (a rebuild since: the API's 409)
+  document.querySelectorAll(".pending-image").forEach(function (row) {
+    var button = row.querySelector(".approve-image"), result = row.querySelector(".approve-result");
+    button.addEventListener("click", function () {
+      button.disabled = true;
+      var body = { for: row.dataset.for, build: parseInt(row.dataset.build, 10) };
+      call("POST", path(row.dataset.name) + "/approve", body).then(function (r) {
+        if (r.status === 200) { location.reload(); return; }
+        button.disabled = false;
+        result.className = "small approve-result text-danger";
+        result.textContent = r.data.message;
+      });
+    });
   });
 })();

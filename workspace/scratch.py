@@ -17,9 +17,10 @@ size** (`DockerWorkspaceSpawner.scratch_space`):
 "No space left on device"; one anywhere else with "Read-only file system".
 
 A tmpfs is memory: what is written there counts against the container's
-memory limit (the cgroup of the writer is charged), so each is at most
-`memory_fraction` of the limit, and a full `/tmp` leaves the rest to the
-programs. The same plan is a `--tmpfs` on Docker, a tmpfs volume on a Swarm
+memory limit (the cgroup of the writer is charged), so together they are
+at most `memory_fraction` of the limit (each scaled down alike where the
+configured sizes are more), and full ones leave the rest to the programs
+instead of getting the workspace killed for memory. The same plan is a `--tmpfs` on Docker, a tmpfs volume on a Swarm
 (whose tmpfs mounts cannot set an owner) and an `emptyDir` of medium Memory
 with a `sizeLimit` on Kubernetes (workspace/kubernetes_manifests.py).
 """
@@ -50,7 +51,7 @@ class Scratch:
 
 def plan(config: Mapping[str, object], memory: int | None, memory_fraction: float) -> list[Scratch]:
     """The tmpfs mounts of a start from `scratch_space` (path -> "1G" or {"size", "private"}),
-    each no larger than `memory_fraction` of the memory limit (None: no limit)."""
+    together no larger than `memory_fraction` of the memory limit (None: no limit)."""
     out = []
     for path, value in sorted(config.items()):
         if not isinstance(path, str) or not path.startswith("/") or path == "/":
@@ -62,9 +63,11 @@ def plan(config: Mapping[str, object], memory: int | None, memory_fraction: floa
         size = parse_bytes(settings.get("size"))
         if not size:
             raise ValueError(f"scratch_space {path}: a size is needed (a tmpfs without one may take all memory)")
-        if memory:
-            size = min(size, max(1 << 20, int(memory * memory_fraction)))
         out.append(Scratch(path, size, bool(settings.get("private", False))))
+    total = sum(s.size for s in out)
+    budget = int(memory * memory_fraction) if memory else None
+    if budget is not None and total > budget:
+        out = [Scratch(s.path, max(1 << 20, s.size * budget // total), s.private) for s in out]
     return out
 
 

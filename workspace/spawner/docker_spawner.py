@@ -73,14 +73,16 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         `read_only_root`): a tmpfs per path with its size, "1G" (shared, mode
         1777, like /tmp) or {"size": "16M", "private": true} (the image user's
         alone, mode 0700: /run/workspace holds sshd's files). A tmpfs is
-        memory: it counts against the container's memory limit, so each is at
-        most `scratch_memory_fraction` of it.""",
+        memory: it counts against the container's memory limit, so together
+        they are at most `scratch_memory_fraction` of it (each scaled down
+        alike).""",
     )
     scratch_memory_fraction = Float(
         0.5,
         config=True,
-        help="""The largest share of a workspace's memory limit one scratch
-        tmpfs may take (what is written there is memory of the container).""",
+        help="""The largest share of a workspace's memory limit the scratch
+        tmpfs mounts may take together (what is written there is memory of
+        the container: past the limit, it is killed).""",
     )
 
     _pool = None

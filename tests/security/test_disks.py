@@ -40,11 +40,11 @@ def test_a_home_grows_no_further_than_the_quota_and_is_saved(hub: Hub):
     user, other = f"disk{uuid.uuid4().hex[:6]}", f"disko{uuid.uuid4().hex[:6]}"
     token, other_token = hub.user_token(user), hub.user_token(other)
     events = hub.start_workspace(user, "big", token, resource_type="small")
-    line = next(e["message"] for e in events if "Home size limit" in e["message"])
-    assert "Disk quota exceeded" in line and "storage quota" in line, line
     out = dd(hub, user, "big", "$HOME/fill", 400)
     assert "Disk quota exceeded" in out, out
     assert size_of(out) <= QUOTA + (1 << 20), out
+    line = next((e["message"] for e in events if "Home size limit" in e["message"]), "")
+    assert "Disk quota exceeded" in line and "storage quota" in line, line
     # another student writes on while this home is full
     hub.start_workspace(other, "lab", other_token, resource_type="small")
     out = dd(hub, other, "lab", "$HOME/data", 50)

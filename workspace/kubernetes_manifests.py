@@ -337,7 +337,9 @@ def volumes(s: ClusterSettings, x: ExecutionInputs) -> tuple[list[dict], list[di
     if s.read_only_root:
         # an emptyDir is world-writable (0777): a private one's owner is the pod's runAsUser alone there
         for i, place in enumerate(scratch.plan(s.scratch_space, cpu_and_memory(x)[1], s.scratch_memory_fraction)):
-            vols.append({"name": f"scratch{i}", "emptyDir": {"medium": "Memory", "sizeLimit": bytes_quantity(place.size)}})
+            vols.append(
+                {"name": f"scratch{i}", "emptyDir": {"medium": "Memory", "sizeLimit": bytes_quantity(place.size)}}
+            )
             mounts.append({"name": f"scratch{i}", "mountPath": place.path})
     return vols, mounts
 

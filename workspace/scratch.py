@@ -86,9 +86,7 @@ def swarm_mounts(scratch: list[Scratch], uid: int, gid: int) -> list:
             s.path,
             None,
             type="volume",
-            driver_config=DriverConfig(
-                "local", {"type": "tmpfs", "device": "tmpfs", "o": s.options(uid, gid)}
-            ),
+            driver_config=DriverConfig("local", {"type": "tmpfs", "device": "tmpfs", "o": s.options(uid, gid)}),
         )
         for s in scratch
     ]

@@ -27,9 +27,7 @@ def hub(start_hub) -> Hub:
 
 def dd(hub: Hub, user: str, ws: str, path: str, megabytes: int) -> str:
     """dd's own words writing `megabytes` to `path` in the workspace, and the size written."""
-    return hub.sh(
-        user, ws, f"dd if=/dev/zero of={path} bs=1M count={megabytes} 2>&1; sync; stat -c 'size=%s' {path}"
-    )
+    return hub.sh(user, ws, f"dd if=/dev/zero of={path} bs=1M count={megabytes} 2>&1; sync; stat -c 'size=%s' {path}")
 
 
 def size_of(out: str) -> int:
@@ -69,7 +67,9 @@ def test_tmp_is_a_sized_tmpfs_and_the_rest_of_the_root_is_read_only(hub: Hub):
         out = dd(hub, user, "ws", path, 400)
         assert "No space left on device" in out and size_of(out) <= 210 << 20, out
         hub.sh(user, "ws", f"rm {path}")
-    sizes = [int(n) for n in hub.sh(user, "ws", "df -B1 --output=size /tmp /var/tmp /run/workspace | tail -n +2").split()]
+    sizes = [
+        int(n) for n in hub.sh(user, "ws", "df -B1 --output=size /tmp /var/tmp /run/workspace | tail -n +2").split()
+    ]
     assert len(sizes) == 3 and sum(sizes) <= (256 << 20) + 3 * 4096, sizes
     out = hub.sh(user, "ws", "touch /opt/venv/x /etc/x /x /var/x 2>&1; stat -c '%u %a' /run/workspace")
     assert out.count("Read-only file system") == 4, out

@@ -11,6 +11,11 @@ image's versions. It runs as the container's root (apt needs it), but:
 - every capability is dropped but the few dpkg needs to own and set up files,
   with `no-new-privileges`; memory, CPUs, processes and time are limited; its
   log rotates in the engine;
+- its disk is limited: apt and pip need a writable root, and the engine's
+  writable layer has no size on ext4, so the layer's size (`SizeRw`) is
+  measured every `disk_interval` seconds and a build past `disk` is killed
+  and fails with a sentence (it may overshoot by what it writes in one
+  interval);
 - its network reaches the internet only (workspace/build_network.py): not the
   hub, the proxy, the other containers or the site's networks.
 
@@ -37,6 +42,7 @@ from traitlets.config import LoggingConfigurable
 
 from . import build_network, egress, i18n, tasks, user_images
 from .errors import UserError
+from .resource_types import parse_bytes
 from .setup.images import VERSIONS
 
 WORK = "/tmp/workspace-build"
@@ -53,6 +59,13 @@ class ImageBuilder(LoggingConfigurable):
     cpus = Float(2.0, config=True, help="CPUs a build may use.")
     pids = Int(2048, config=True, help="Process limit of a build.")
     timeout = Float(3600, config=True, help="Seconds a build may run before it is stopped and fails.")
+    disk = Unicode(
+        "10G",
+        config=True,
+        help="""Disk a build may write (its container's writable layer, /tmp included): past it, the build is
+        stopped and fails. The layer is measured every `disk_interval` seconds; empty for no limit.""",
+    )
+    disk_interval = Float(2.0, config=True, help="Seconds between two measurements of a build's disk.")
     max_images = Int(10, config=True, help="Images one user may have (built or not).")
     log_limit = Int(4 << 20, config=True, help="Bytes of a build's log kept after it ended (its tail).")
     network = Unicode("workspace-build", config=True, help="The Docker network builds run on (made if missing).")
@@ -150,15 +163,22 @@ class ImageBuilder(LoggingConfigurable):
         container.put_archive("/", self.inputs(job))
         self._current = container
         container.start()
-        killed = threading.Event()
+        killed, too_large, done = threading.Event(), threading.Event(), threading.Event()
         timer = threading.Timer(self.timeout, self._kill, (container, killed))
         timer.start()
+        limit = parse_bytes(self.disk)
+        watcher = threading.Thread(
+            target=self._watch_disk, args=(client, container, limit, too_large, done), daemon=True
+        )
+        if limit:
+            watcher.start()
         try:
             self._watch(container, job, db)
             container.wait(timeout=60)
             state = client.api.inspect_container(container.id)["State"]
         finally:
             timer.cancel()
+            done.set()
         kept = tasks.keep(
             client.api.logs(container.id, stdout=True, stderr=True, stream=True, follow=False, timestamps=True),
             self.log_path(job["id"]),
@@ -169,6 +189,13 @@ class ImageBuilder(LoggingConfigurable):
         code = state.get("ExitCode")
         if state.get("OOMKilled"):
             why = i18n.kept("The build ran out of memory ({memory}); read its log.", memory=str(self.memory))
+            return {**result, "ok": False, "error": why}
+        if too_large.is_set():
+            why = i18n.kept(
+                "The build wrote more than {size} to its disk and was stopped; install less, or remove "
+                "what the build only needs on the way (downloads, caches).",
+                size=str(self.disk),
+            )
             return {**result, "ok": False, "error": why}
         if code != 0 or versions is None:
             if killed.is_set():
@@ -203,6 +230,19 @@ class ImageBuilder(LoggingConfigurable):
             container.kill()
         except docker.errors.DockerException:
             pass
+
+    def _watch_disk(self, client, container, limit: int, too_large: threading.Event, done: threading.Event) -> None:
+        """Kill the build once its writable layer is larger than `limit` bytes (until `done`)."""
+        while not done.wait(self.disk_interval):
+            try:
+                # the engine sums the layer's files for `size`: a walk, so not more often than this
+                (found,) = client.api.containers(all=True, size=True, filters={"id": container.id}) or [{}]
+            except (docker.errors.DockerException, ValueError):
+                continue
+            if int(found.get("SizeRw") or 0) > limit:
+                too_large.set()
+                self._kill(container, threading.Event())
+                return
 
     def _watch(self, container, job: dict, db) -> None:
         """Follow the build's output until it ends, recording each step it announces (the progress)."""

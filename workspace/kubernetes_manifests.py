@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from . import scratch
 from .egress import BLOCKED, parse_allowed
 from .resource_types import ResourceType
 
@@ -170,6 +171,11 @@ class ClusterSettings:
     home_access_mode: str = "ReadWriteOncePod"  # one pod at a time writes a home
     default_home_size: int = 10 << 30  # a home's volume where the type sets no home_size
     ephemeral_storage: int | None = 10 << 30  # the container's writable layer and /tmp; None: no limit
+    # a read-only root, and tmpfs emptyDirs (medium Memory: counted in the memory limit) with a sizeLimit
+    # where the image writes outside the home (workspace/scratch.py); the kubelet evicts a pod past one
+    read_only_root: bool = True
+    scratch_space: Mapping[str, object] = field(default_factory=lambda: dict(scratch.DEFAULT))
+    scratch_memory_fraction: float = 0.5
     # datasets: a claim holding every version (read-only subPaths), or None: one ROX clone per slot
     datasets_claim: str | None = None
     dataset_storage_class: str | None = None  # of the clones; None: storage_class
@@ -331,6 +337,13 @@ def volumes(s: ClusterSettings, x: ExecutionInputs) -> tuple[list[dict], list[di
         claim = dataset_claim_name(s.deployment, x.live_key, slot)
         vols.append({"name": f"input{slot}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
         mounts.append({"name": f"input{slot}", "mountPath": m["mount"], "readOnly": True})
+    if s.read_only_root:
+        # an emptyDir is world-writable (0777): a private one's owner is the pod's runAsUser alone there
+        for i, place in enumerate(scratch.plan(s.scratch_space, cpu_and_memory(x)[1], s.scratch_memory_fraction)):
+            vols.append(
+                {"name": f"scratch{i}", "emptyDir": {"medium": "Memory", "sizeLimit": bytes_quantity(place.size)}}
+            )
+            mounts.append({"name": f"scratch{i}", "mountPath": place.path})
     return vols, mounts
 
 
@@ -405,7 +418,12 @@ def pod_security(s: ClusterSettings) -> tuple[dict, dict]:
         "fsGroupChangePolicy": "OnRootMismatch",
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False}
+    container = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "privileged": False,
+        "readOnlyRootFilesystem": s.read_only_root,
+    }
     return pod, container
 
 

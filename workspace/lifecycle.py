@@ -68,6 +68,7 @@ class StartPlan:
     restore_files: int | None
     home_limit: int | None = None  # the resource type's home size limit (bytes)
     cleanup_slack: int | None = None  # cleanup mode: the home may grow by at most this
+    quota_room: int | None = None  # bytes left in the owner's storage quota: the home grows by at most this
     starter: str | None = None  # a course's starter restored instead: "course (owner/workspace #n)"
     report_key: str | None = None  # the workspace's secret for the culler's calls
 
@@ -117,6 +118,7 @@ def begin(
     home_files: int | None = None,
     task: str | None = None,
     locale: str | None = None,
+    quota_room: int | None = None,
 ) -> StartPlan:
     """Record a new execution and decide what it restores.
 
@@ -153,6 +155,7 @@ def begin(
             restore_files=snap.files if snap else None,
             home_limit=ex.home_limit,
             cleanup_slack=cleanup_slack,
+            quota_room=quota_room,
             report_key=ex.report_key,
             starter=(
                 f"{ws.course} ({starter.workspace.owner}/{starter.workspace.name} #{starter.number})"
@@ -249,7 +252,8 @@ class HomeLimit:
     bytes: int | None  # None: no limit
     enforced: bool  # by the filesystem (else watched and warned about)
     # why it is what it is, for the progress stream: "" (the type's), "cleanup" (cleanup mode: the home's
-    # size now), "over" (the home is larger than the type's limit already: it may not grow)
+    # size now), "over" (the home is larger than the type's limit already: it may not grow), "quota"
+    # (the home's size now and what the owner's storage quota has left, less than the type's)
     why: str = ""
     used: int = 0  # bytes the home took when the limit was set
     type_limit: int | None = None  # the resource type's limit (bytes)
@@ -281,6 +285,16 @@ class HomeLimit:
                 "your home ({used_gb:,.2f} GB) is already larger than this resource type's {type_gb:,.2f} GB, "
                 "so it may not grow: delete files, or choose a larger type"
             )
+        elif self.why == "quota" and self.enforced:
+            message = i18n.N_(
+                "Home size limit {limit_gb:,.2f} GB (writes past it fail (“Disk quota exceeded”)): "
+                "your home ({used_gb:,.2f} GB) and what your storage quota has left"
+            )
+        elif self.why == "quota":
+            message = i18n.N_(
+                "Home size limit {limit_gb:,.2f} GB (you are warned as the home nears it): "
+                "your home ({used_gb:,.2f} GB) and what your storage quota has left"
+            )
         elif self.enforced:
             message = i18n.N_("Home size limit {limit_gb:,.2f} GB (writes past it fail (“Disk quota exceeded”))")
         else:
@@ -288,9 +302,15 @@ class HomeLimit:
         return i18n.translate(locale, message, **figures)
 
 
+# A home at its quota (or its type's limit) may still grow this much: JupyterLab writes a little state.
+MIN_GROWTH = 64 << 20
+
+
 def limit_home(db: Database, store: HomeStore, plan: StartPlan) -> HomeLimit:
-    """Set and record the restored home's size limit: the resource type's, or in cleanup mode
-    its size now (plus slack). A home already larger than its type's limit may not grow (it is never cut).
+    """Set and record the restored home's size limit: the resource type's, or its size now plus what the
+    owner's storage quota has left when that is less (a running home never grows past the quota, so one
+    student cannot fill the store), or in cleanup mode its size now (plus slack). A home already larger
+    than its type's limit may not grow (it is never cut).
     """
     limit = _home_limit(store, plan)
     with db.session() as s:
@@ -299,7 +319,7 @@ def limit_home(db: Database, store: HomeStore, plan: StartPlan) -> HomeLimit:
 
 
 def _home_limit(store: HomeStore, plan: StartPlan) -> HomeLimit:
-    if plan.cleanup_slack is None and not plan.home_limit:
+    if plan.cleanup_slack is None and not plan.home_limit and plan.quota_room is None:
         return HomeLimit(None, False)
     used = store.home_usage(plan.live_key)
     why = ""
@@ -308,8 +328,12 @@ def _home_limit(store: HomeStore, plan: StartPlan) -> HomeLimit:
         why = "cleanup"
     else:
         limit = plan.home_limit
-        if used >= limit:
-            limit = used + (64 << 20)
+        # the footprint counts the restored output already: the home adds what it grows by
+        by_quota = used + max(plan.quota_room, MIN_GROWTH) if plan.quota_room is not None else None
+        if by_quota is not None and (not limit or by_quota < limit):
+            limit, why = by_quota, "quota"
+        elif used >= limit:
+            limit = used + MIN_GROWTH
             why = "over"
     enforced = store.limit_home(plan.live_key, limit)
     return HomeLimit(limit, enforced, why, used, plan.home_limit)

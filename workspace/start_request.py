@@ -48,6 +48,7 @@ class StartRequest:
     limits: dict  # cpu, memory, pids, home_files of this start (None: no limit)
     storage_warning: str | None = None  # the user's storage is near their quota
     task: str | None = None  # a task's command (workspace/tasks.py); None: a Jupyter server
+    quota_room: int | None = None  # bytes left in the owner's storage quota (None: no limit): the home's bound
 
     @property
     def queued(self) -> bool:

@@ -364,6 +364,16 @@ def test_ssh_through_the_gateway_and_between_an_owners_workspaces_on_two_nodes(c
     # node2 -> node1 by name on ada's overlay, no password, the host key pinned
     r = ada.ssh("two", "ssh -o BatchMode=yes one 'echo from $WORKSPACE_NAME'")
     assert r.stdout.strip() == "from one", r.stdout + r.stderr
+    # #28: sshd's files are on the user's own sized tmpfs volume of a read-only root, as on one host
+    out = sh(
+        cluster,
+        hub,
+        "sshswarm",
+        "two",
+        "stat -c '%u %a' /run/workspace; df -B1 --output=size /tmp | tail -1; touch /x 2>&1 || true",
+    )
+    owner, size, refused = out.strip().splitlines()
+    assert owner == "1000 700" and 0 < int(size) <= 1 << 30 and "Read-only file system" in refused, out
     for server in ("one", "two"):
         hub.stop_workspace("sshswarm", server)
 

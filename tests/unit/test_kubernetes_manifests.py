@@ -354,6 +354,28 @@ def test_the_pod_runs_unprivileged_without_cluster_credentials():
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
 
 
+def test_the_root_is_read_only_and_the_scratch_space_is_memory_with_a_size():
+    """#28: the writable layer and /tmp filled the node's disk; the pod writes only where a size bounds it."""
+    s = settings()
+    m = km.execution_manifests(s, inputs(rtype=CPU))  # 4 GB of memory: the tmpfs mounts take at most half
+    pod = m.pod(s, "img")
+    assert container(pod)["securityContext"]["readOnlyRootFilesystem"] is True
+    scratch = {v["name"]: v["emptyDir"] for v in m.volumes if "emptyDir" in v}
+    paths = {v["mountPath"]: scratch[v["name"]] for v in m.volume_mounts if v["name"] in scratch}
+    assert paths == {
+        "/run/workspace": {"medium": "Memory", "sizeLimit": "16Mi"},
+        "/tmp": {"medium": "Memory", "sizeLimit": "1Gi"},
+        "/var/tmp": {"medium": "Memory", "sizeLimit": "256Mi"},
+    }
+    small = km.execution_manifests(s, inputs(limits={"cpu": 1, "memory": 512 << 20}))
+    # 512 MB: 1 GB + 256 MB + 16 MB scaled down alike to 256 MB together
+    assert [v["emptyDir"]["sizeLimit"] for v in small.volumes if "emptyDir" in v] == ["4Mi", "203Mi", "51Mi"]
+    validate(pod, "V1Pod")
+    off = km.execution_manifests(settings(read_only_root=False), inputs(rtype=CPU))
+    assert not any("emptyDir" in v for v in off.volumes)
+    assert off.container_security_context["readOnlyRootFilesystem"] is False
+
+
 # -- datasets --------------------------------------------------------------------------------
 
 
@@ -394,7 +416,7 @@ def test_a_shared_datasets_claim_is_mounted_read_only_by_version():
         {"name": "datasets", "mountPath": "/input1", "subPath": "d" + HEX[::-1], "readOnly": True},
     ]
     none = km.execution_manifests(s, inputs(rtype=CPU))
-    assert [v["name"] for v in none.volumes] == ["home"]
+    assert [v["name"] for v in none.volumes if not v["name"].startswith("scratch")] == ["home"]
 
 
 # -- the owner's network -----------------------------------------------------------------

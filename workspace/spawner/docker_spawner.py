@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 import docker
 from docker.utils import kwargs_from_env
 from dockerspawner import DockerSpawner
-from traitlets import Bool, Int, Unicode, default
+from traitlets import Bool, Dict, Float, Int, Unicode, default
 
-from .. import egress, image_catalog, networks, user_images
+from .. import egress, image_catalog, networks, scratch, user_images
 from ..errors import UserError
 from ..i18n import N_
 from .mixin import WorkspaceMixin
@@ -92,6 +92,34 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         help="Size of one owner's network (a /27 holds 29 workspaces).",
     )
 
+    read_only_root = Bool(
+        True,
+        config=True,
+        help="""Make the container's root filesystem read-only, so that its
+        writable layer (on the engine's disk, with no size limit on ext4)
+        cannot fill the host: the student writes to the home (bounded by the
+        quota) and to `scratch_space`. Off only for images whose programs
+        must write elsewhere (the disk is then unbounded).""",
+    )
+    scratch_space = Dict(
+        scratch.DEFAULT,
+        config=True,
+        help="""Where a workspace may write besides its home (with
+        `read_only_root`): a tmpfs per path with its size, "1G" (shared, mode
+        1777, like /tmp) or {"size": "16M", "private": true} (the image user's
+        alone, mode 0700: /run/workspace holds sshd's files). A tmpfs is
+        memory: it counts against the container's memory limit, so together
+        they are at most `scratch_memory_fraction` of it (each scaled down
+        alike).""",
+    )
+    scratch_memory_fraction = Float(
+        0.5,
+        config=True,
+        help="""The largest share of a workspace's memory limit the scratch
+        tmpfs mounts may take together (what is written there is memory of
+        the container: past the limit, it is killed).""",
+    )
+
     _pool = None
     pids_limit: int | None = None  # of the current start (apply_limits)
 
@@ -147,6 +175,10 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         pids = self.pids_limit
         if pids:
             config["pids_limit"] = pids
+        if self.read_only_root:
+            # the writable layer has no size limit on the engine's ext4: nothing is written there at all
+            config["read_only"] = True
+            config["tmpfs"] = scratch.docker_tmpfs(self.scratch_plan(), self.home_uid, self.home_gid)
         gpus = self.current.gpu_ids
         if gpus and self.gpu_device_mode == "device_requests":
             config["device_requests"] = [docker.types.DeviceRequest(device_ids=list(gpus), capabilities=[["gpu"]])]
@@ -160,6 +192,10 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         for source, mount in self.current.mounts:
             binds[source] = {"bind": mount, "mode": "ro"}
         return binds
+
+    def scratch_plan(self) -> list[scratch.Scratch]:
+        """The tmpfs mounts of this start (sized by its memory limit)."""
+        return scratch.plan(self.scratch_space, self.mem_limit, self.scratch_memory_fraction)
 
     def apply_limits(self, limits: dict) -> None:
         self.cpu_limit = limits["cpu"]

@@ -324,15 +324,15 @@ class WorkspaceMixin(LoggingConfigurable):
         base = self.hub.base_url[: -len("hub/")] if self.hub.base_url.endswith("hub/") else "/"
         return f"{base}services/workspace/storage"
 
-    async def check_storage(self, cleanup: bool) -> str | None:
+    async def check_storage(self, cleanup: bool) -> tuple[str | None, int | None]:
         """The user's storage against their quota: over it, a start is refused (but in cleanup mode);
-        a warning or None."""
+        (a warning or None, the bytes the quota has left: what the live home may grow by; None: no limit)."""
         groups = {g.name for g in self.user.groups}
         policy, user = self.storage_quota, self.user.name
         status = await self.run_blocking(lambda: quotas.status(self.db, self.home_store, policy, user, groups))
         if status.over and not cleanup:
             raise status.refusal(self.storage_page_url())
-        return status.warning(self.locale)
+        return status.warning(self.locale), status.room()[0]
 
     # -- records and store ------------------------------------------------------
 
@@ -609,8 +609,8 @@ class WorkspaceMixin(LoggingConfigurable):
         self.check_running_limit()
         if rtype is not None:
             await self.run_blocking(start_request.within_per_user_limit, db, owner, name, rtype)
-        warning = await self.check_storage(cleanup)
-        request = StartRequest(choice, rtype, cleanup, tuple(mounts), limits, warning, task)
+        warning, room = await self.check_storage(cleanup)
+        request = StartRequest(choice, rtype, cleanup, tuple(mounts), limits, warning, task, quota_room=room)
         if request.queued:
             await self.run_blocking(start_request.one_queued_per_user, db, owner, name, rtype)
         return request
@@ -685,6 +685,7 @@ class WorkspaceMixin(LoggingConfigurable):
                 cleanup,
                 home_files=request.limits["home_files"],
                 task=request.task,
+                quota_room=request.quota_room,
                 locale=self.locale,
             )
         )

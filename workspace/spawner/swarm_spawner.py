@@ -53,7 +53,7 @@ from docker.types import (
 from dockerspawner import SwarmSpawner
 from traitlets import Float, List, Unicode, default
 
-from .. import lifecycle, networks, replication, ssh_identities
+from .. import lifecycle, networks, replication, scratch, ssh_identities
 from ..errors import UserError
 from ..executions import Snapshot
 from ..homes import HomeStore, HomeStoreError
@@ -342,7 +342,9 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             image=self.current.image_id or self.image,
             env=self.get_env(),
             args=await self.get_command(),
-            mounts=self.mounts,
+            mounts=[*self.mounts, *self._scratch_mounts()],
+            # the writable layer has no size limit on the nodes' ext4: nothing is written there at all
+            read_only=self.read_only_root,
             labels=self.container_labels(),
             init=True,  # tini as PID 1 reaps terminals' and kernels' zombies
             cap_drop=["ALL"],  # the student runs any code here
@@ -380,6 +382,12 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             labels=self.container_labels(),
             **self.extra_create_kwargs,
         )
+
+    def _scratch_mounts(self) -> list:
+        """The scratch tmpfs volumes of a read-only root (see DockerWorkspaceSpawner.read_only_root)."""
+        if not self.read_only_root:
+            return []
+        return scratch.swarm_mounts(self.scratch_plan(), self.home_uid, self.home_gid)
 
     @default("extra_create_kwargs")
     def _default_extra_create_kwargs(self):

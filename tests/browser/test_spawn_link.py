@@ -26,7 +26,7 @@ class AttackerSite:
     visitor to `target` by itself, as any page may."""
 
     def __init__(self, target: str):
-        body = f'<!doctype html><title>Free GPUs</title><script>location.href = {target!r};</script>'.encode()
+        body = f"<!doctype html><title>Free GPUs</title><script>location.href = {target!r};</script>".encode()
 
         class Page(http.server.BaseHTTPRequestHandler):
             def do_GET(self):

@@ -91,7 +91,9 @@ def state(hub: Hub) -> dict:
     """What a GET must not change: the servers, JupyterHub's kept options, the workspace records, the
     containers."""
     servers = {
-        u["name"]: {n: (s.get("ready"), s.get("pending"), s.get("stopped")) for n, s in (u.get("servers") or {}).items()}
+        u["name"]: {
+            n: (s.get("ready"), s.get("pending"), s.get("stopped")) for n, s in (u.get("servers") or {}).items()
+        }
         for u in hub.api("GET", "/users", params={"include_stopped_servers": "1"}).json()
     }
     path = hub.settings.hub_db_url.removeprefix("sqlite:///")
@@ -112,8 +114,14 @@ def state(hub: Hub) -> dict:
     finally:
         engine.dispose()
     containers = sorted((c.name, c.status) for c in hub.containers())
-    return {"servers": servers, "kept": kept, "users": hub_users, "groups": groups, "records": records,
-            "containers": containers}
+    return {
+        "servers": servers,
+        "kept": kept,
+        "users": hub_users,
+        "groups": groups,
+        "records": records,
+        "containers": containers,
+    }
 
 
 def changed(before: dict, after: dict) -> dict:

@@ -6,6 +6,7 @@ tests/security/test_spawn_link.py has the same attack with plain requests, and w
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 from urllib.parse import urlencode
 
@@ -13,12 +14,12 @@ import pytest
 
 from tests.browser.conftest import login
 from tests.integration.hub import ADMIN_PASSWORD, USER_PASSWORD, Hub
-from tests.security.test_spawn_link import HOSTILE, OTHER_IMAGE, SITE_IMAGE, kept_options, latest, saved_once
+from tests.security.test_spawn_link import HOSTILE, OTHER_IMAGE, SITE_IMAGE, TYPES, kept_options, latest, saved_once
 
 
 @pytest.fixture(scope="module")
 def hub(start_hub) -> Hub:
-    return start_hub(WORKSPACE_IMAGES=f"{SITE_IMAGE},{OTHER_IMAGE}")
+    return start_hub(WORKSPACE_IMAGES=f"{SITE_IMAGE},{OTHER_IMAGE}", WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES))
 
 
 class AttackerSite:

@@ -64,15 +64,18 @@ def test_a_page_of_another_site_cannot_start_a_workspace(hub: Hub, chromium, who
         else:
             login(page, hub, hub.settings.admin_user, ADMIN_PASSWORD)
         page.goto(site.url)
-        page.wait_for_url(f"{hub.url}/hub/spawn/**")
-        page.wait_for_selector("#spawn_form")
-        assert "A link cannot start a workspace" in page.content()
+        page.wait_for_url(f"{hub.url}/**")  # the attacker's page sent the browser to the hub
+        page.wait_for_load_state()
+        landed, shown = page.url, page.content()
     finally:
         page.close()
         context.close()
         site.close()
     server = hub.api("GET", f"/users/{victim}").json().get("servers", {}).get("thesis")
-    assert server is None or not (server["pending"] or server["ready"]), server
+    assert server is None or not (server["pending"] or server["ready"]), (server, landed)
     assert hub.containers(user=victim) == []
+    # where the link led: the start form, saying why it did not start
+    assert landed.startswith(f"{hub.url}/hub/spawn/{victim}/thesis?"), landed
+    assert 'id="spawn_form"' in shown and "A link cannot start a workspace" in shown, shown[-2000:]
     assert latest(hub, victim, "thesis")["number"] == before["number"]
     assert all(not options for options in kept_options(hub, victim).values()), kept_options(hub, victim)

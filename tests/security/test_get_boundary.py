@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from tests.integration.hub import ADMIN_PASSWORD, Hub
 from tests.security import routes
 
-OWNER, STOPPED, RUNNING, COURSE = "gina", "thesis", "live", "cs101"
+OWNER, STOPPED, RUNNING, NEVER, COURSE = "gina", "thesis", "live", "never", "cs101"
 OTHER_IMAGE = "workspace-scientific:latest"
 START_OPTIONS = {"opt-image": OTHER_IMAGE, "opt-continue_from": "fresh", "opt-cleanup": "on"}
 
@@ -78,7 +78,7 @@ def urls(hub: Hub) -> list[str]:
     and the paths of a workspace's own server (JupyterHub sends one that is not running to the hub)."""
     listed = routes.listed(hub.env)
     out: list[str] = []
-    for ws in (STOPPED, RUNNING):
+    for ws in (STOPPED, RUNNING, NEVER):
         for pattern in listed["hub"] + listed["service"]:
             path = routes.fill(pattern, arguments(ws))
             if path is not None and path not in out:

@@ -91,6 +91,14 @@ def test_a_link_with_options_starts_nothing_and_keeps_nothing(hub: Hub):
     assert after["restored_from"] == before["number"], after
     assert hub.sh("vic", "thesis", "cat ~/marker.txt") == "mine\n"
     hub.stop_workspace("vic", "thesis", token)
+    # the form's own POST, with the XSRF token, starts one (a new name too: the look at its form kept no entry)
+    assert "fresh-one" not in kept_options(hub, "vic")
+    xsrf = victim.cookies.get("_xsrf", path="/hub/")  # the hub's (the service's pages set one of theirs)
+    r = victim.post(f"{hub.url}/hub/spawn/vic/fresh-one", data={"_xsrf": xsrf, "continue_from": "latest"}, timeout=60)
+    assert r.status_code == 200 and "/hub/spawn-pending/vic/fresh-one" in r.url, (r.status_code, r.url)
+    assert hub.progress("vic", "fresh-one", token)[-1].get("ready")
+    assert latest(hub, "vic", "fresh-one")["image"] == SITE_IMAGE
+    hub.stop_workspace("vic", "fresh-one", token)
 
 
 def test_what_one_start_chose_is_not_the_next_starts(hub: Hub):

@@ -38,7 +38,7 @@ from .. import (
 from ..copier import Transfer
 from ..db import database
 from ..errors import UserError
-from ..executions import get_or_create_workspace, parse_continue_from
+from ..executions import find_workspace, get_or_create_workspace, parse_continue_from
 from ..homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
 from ..nodes import Node
 from ..start_request import StartRequest, StartState
@@ -262,6 +262,7 @@ class WorkspaceMixin(LoggingConfigurable):
     async def _render_options_form(self, spawner) -> str:
         # the very fields and defaults of the service's "New workspace" and "Start" (spawnform.page_form):
         # one start form, whichever page a student starts from
+        await self.drop_entry_made_by_a_look()
         groups = {g.name for g in self.user.groups}
         types = self.parsed_resource_types()
         await self.load_user_images()
@@ -567,6 +568,25 @@ class WorkspaceMixin(LoggingConfigurable):
         if not hasattr(self, "_site_image"):
             self._site_image = self.image  # read before any start changed it
         return self._site_image
+
+    async def drop_entry_made_by_a_look(self) -> None:
+        """JupyterHub adds a named server to the user's list when its start form is only looked at (a GET of
+        /hub/spawn/OWNER/NAME), so a page of another site that sends a student there adds names to their
+        list (and uses up their `named_server_limit_per_user`). Such an entry (no workspace of that name, no
+        server) is removed again once its form is shown; the form's POST makes it anew."""
+        request = getattr(getattr(self, "handler", None), "request", None)
+        orm = getattr(self, "orm_spawner", None)
+        if not self.name or orm is None or orm.server is not None or request is None or request.method != "GET":
+            return
+        if await self.run_blocking(self._has_workspace_record):
+            return
+        self.user.spawners.pop(self.name, None)
+        self.user.db.delete(orm)
+        self.user.db.commit()
+
+    def _has_workspace_record(self) -> bool:
+        with self.db.session() as s:
+            return find_workspace(s, self.user.name, self.name) is not None
 
     def options_from_query(self, query_data):
         # JupyterHub starts a server from a spawn URL's arguments (`/hub/spawn/u/w?opt-image=…`) on a GET,

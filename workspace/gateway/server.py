@@ -41,7 +41,7 @@ from sqlalchemy import select, update
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
 
-from .. import config, i18n, ssh_identities
+from .. import config, i18n, spawnform, ssh_identities
 from ..db import database
 from ..errors import UserError
 from ..executions import find_workspace
@@ -141,8 +141,9 @@ class SshGateway(config.HubService):
                 locale, "Starting {workspace} (continuing from its latest output)...", workspace=login.workspace
             )
         )
+        options = await asyncio.to_thread(self.start_options, login)
         try:
-            await self.hub("POST", path, body={})
+            await self.hub("POST", path, body={"user_options": options})
         except HTTPClientError as e:
             text = _hub_message(e)
             if e.code != 400 or "already" not in text.lower():
@@ -168,6 +169,13 @@ class SshGateway(config.HubService):
             )
         finally:
             follow.cancel()
+
+    def start_options(self, login: Login) -> dict:
+        """What `+start` asks the hub for (blocking), said in full, as the pages' Start does unchanged: the
+        latest output with its datasets and resource type. No image: the workspace's own runs (its
+        course's, else the site's). An empty request would get what JupyterHub kept of an earlier start."""
+        refs, resource_type = spawnform.continued(self.db, login.owner, login.workspace, "latest")
+        return spawnform.options_from_page("latest", ",".join(refs), resource_type, {})
 
     async def _follow_progress(self, path: str, say) -> None:
         """Say each event of the hub's progress stream (server-sent events) as it comes."""

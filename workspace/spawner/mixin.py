@@ -38,7 +38,7 @@ from .. import (
 from ..copier import Transfer
 from ..db import database
 from ..errors import UserError
-from ..executions import get_or_create_workspace, parse_continue_from
+from ..executions import find_workspace, get_or_create_workspace, parse_continue_from
 from ..homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
 from ..nodes import Node
 from ..start_request import StartRequest, StartState
@@ -271,6 +271,7 @@ class WorkspaceMixin(LoggingConfigurable):
     async def _render_options_form(self, spawner) -> str:
         # the very fields and defaults of the service's "New workspace" and "Start" (spawnform.page_form):
         # one start form, whichever page a student starts from
+        await self.drop_entry_made_by_a_look()
         groups = {g.name for g in self.user.groups}
         types = self.parsed_resource_types()
         await self.load_user_images()
@@ -285,7 +286,7 @@ class WorkspaceMixin(LoggingConfigurable):
             types=types,
             nodes=await self.run_blocking(self.cluster_nodes) if types else [],
             images=images,
-            image=self.image,
+            image=self.site_image,
             default_type=self.default_resource_type,
             image_labels=await self.run_blocking(self.image_labels, images) if len(images) > 1 else None,
             locale=self.locale,
@@ -554,19 +555,75 @@ class WorkspaceMixin(LoggingConfigurable):
 
     # -- validation: bad input is a 400 before anything happens ---------------
 
+    # -- starts: only by a POST that says what it wants (SECURITY.md, "Starts") -------
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # options a hub before this rule kept (a link's image, "fresh") are not a later start's
+        self.forget_start_options()
+
+    def forget_start_options(self) -> None:
+        """Drop the options JupyterHub keeps in its database as the next start's defaults (it hands them to a
+        start that names none): a start gets only what its own request says, and the workspace's defaults
+        (its course's, the site's) for the rest, so an image or "fresh" chosen once never comes back."""
+        orm = getattr(self, "orm_spawner", None)
+        if orm is not None and orm.user_options:
+            orm.user_options = {}
+
+    @property
+    def site_image(self) -> str:
+        """The image configured for this spawner, which a start that names none runs (its course's aside):
+        dockerspawner keeps a start's chosen image in `image`, where a later start would find it again."""
+        if not hasattr(self, "_site_image"):
+            self._site_image = self.image  # read before any start changed it
+        return self._site_image
+
+    async def drop_entry_made_by_a_look(self) -> None:
+        """JupyterHub adds a named server to the user's list when its start form is only looked at (a GET of
+        /hub/spawn/OWNER/NAME), so a page of another site that sends a student there adds names to their
+        list (and uses up their `named_server_limit_per_user`). Such an entry (no workspace of that name, no
+        server) is removed again once its form is shown; the form's POST makes it anew."""
+        request = getattr(getattr(self, "handler", None), "request", None)
+        orm = getattr(self, "orm_spawner", None)
+        if not self.name or orm is None or orm.server is not None or request is None or request.method != "GET":
+            return
+        if await self.run_blocking(self._has_workspace_record):
+            return
+        self.user.spawners.pop(self.name, None)
+        self.user.db.delete(orm)
+        self.user.db.commit()
+
+    def _has_workspace_record(self) -> bool:
+        with self.db.session() as s:
+            return find_workspace(s, self.user.name, self.name) is not None
+
+    def options_from_query(self, query_data):
+        # JupyterHub starts a server from a spawn URL's arguments (`/hub/spawn/u/w?opt-image=…`) on a GET,
+        # which needs only the login cookie: any page could start a student's workspace with its choices.
+        # A link only opens the start form (JupyterHub shows it with this sentence and the 400), whose POST
+        # carries the XSRF token.
+        e = UserError(400, "A link cannot start a workspace: check the choices on this form, then press Start.")
+        self.in_user_language(e)
+        raise e
+
+    def refuse_start_by_link(self) -> None:
+        """A start asked by anything but a POST (a page the user was sent to) is the user's 400: a start
+        changes state, and only a POST carries the XSRF token (or is an API call with a token)."""
+        request = getattr(getattr(self, "handler", None), "request", None)
+        if request is not None and request.method != "POST":
+            raise UserError(400, "A link cannot start a workspace: open it on your workspaces page and press Start.")
+
     async def run_pre_spawn_hook(self):
         # Runs inside the spawn request (within slow_spawn_timeout), so a
         # UserError here is the request's 400 and nothing is recorded.
         self._reset_progress()  # a progress page opened from now on shows this start's, not the last one's
-        stored = self.orm_spawner.user_options or {}
-        if "continue_from" in stored or "task" in stored:
-            # JupyterHub keeps the last options as defaults for the next start;
-            # "continue from #3" must not stick (the default is the latest), nor
-            # a task (the next start is a server unless it asks), and a rejected
-            # value must not be kept.
-            self.orm_spawner.user_options = {k: v for k, v in stored.items() if k not in ("continue_from", "task")}
+        # JupyterHub has just stored this start's options as the next one's defaults: the next start
+        # names its own (a rejected value, a task, "continue from #3", an image must not stick)
+        self.forget_start_options()
+        self.image = self.site_image  # a start that names no image runs the configured one, not the last start's
         self.start_request = None
         try:
+            self.refuse_start_by_link()
             self.start_request = await self.check_start()
         except UserError as e:
             self.in_user_language(e)

@@ -221,6 +221,7 @@ class Culler(config.HubService):
         self._webhook_calls: set = set()
         self.policy = IdlePolicy(parent=self)
         self.tracked: dict[int, Tracked] = {}
+        self._unrouted: set[int] = set()  # executions whose server the proxy's table did not show
         self._http = None
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self.clock = time.time
@@ -350,6 +351,11 @@ class Culler(config.HubService):
     async def activity(self, server: Server) -> dict | None:
         """The extension's report, or None when the workspace cannot tell (old image, not answering)."""
         if server.url is None:
+            # said once per execution: a server the proxy's table does not show is judged by the hub's last
+            # activity, which lags by minutes (#28: a route key of the wrong form hid every open tab)
+            if server.execution_id not in self._unrouted:
+                self._unrouted.add(server.execution_id)
+                log.warning("%s: not in the proxy's table; judged by the hub's last activity", server.label)
             return None
         async with self._semaphore:
             try:
@@ -413,6 +419,7 @@ class Culler(config.HubService):
         live = {s.execution_id for s in servers}
         for gone in set(self.tracked) - live:
             del self.tracked[gone]
+        self._unrouted &= live
         return counts
 
     def _judge(self, server: Server, report: dict | None, now: float) -> tuple[Verdict, UsageSample | None]:

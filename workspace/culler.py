@@ -36,7 +36,7 @@ measures it). Its role holds only the scopes it needs
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import copy
 import datetime as dt
 import functools
 import json
@@ -51,8 +51,9 @@ from urllib.parse import quote, urlencode
 from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
+from traitlets.config import Config, PyFileConfigLoader
 
-from . import config, i18n, lifecycle, origins, tasks, webhooks
+from . import config, i18n, idle, lifecycle, origins, tasks, webhooks
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .i18n import N_
@@ -447,9 +448,13 @@ class Culler(config.HubService):
             cpu_percent=cpu,
             gpu_percent=max((g["utilization_percent"] for g in gpus), default=None),
         )
-        limits = self.policy.limits(server.user, server.groups, server.resource_type)
-        if server.max_runtime and not (0 < limits.max_runtime < server.max_runtime):
-            limits = dataclasses.replace(limits, max_runtime=server.max_runtime)
+        limits = self.policy.limits(
+            server.user,
+            server.groups,
+            server.resource_type,
+            kind="task" if server.task else "workspace",
+            type_max_runtime=server.max_runtime,
+        )
         if tracked.watch is None:
             tracked.watch = Watch.start(obs)
             self.tracked[server.execution_id] = tracked
@@ -663,6 +668,29 @@ class Culler(config.HubService):
             except asyncio.TimeoutError:
                 pass
         log.info("culler stopping")
+
+
+def site_policy(hub_config) -> IdlePolicy:
+    """The idle policy as the culler applies it: the hub's configuration (`hub_config`), then the
+    culler's own file (`Culler.config_file`), if there is one. Blocking: it runs that file."""
+    merged = Config({"IdlePolicy": copy.deepcopy(hub_config.IdlePolicy)})
+    path = Path(hub_config.Culler.get("config_file") or "")
+    if path.name and path.is_file():
+        merged.merge(PyFileConfigLoader(path.name, str(path.parent)).load_config())
+    return IdlePolicy(config=merged)
+
+
+def runtime_notice(hub_config, user: str, groups, resource_type, task: bool, locale: str) -> str | None:
+    """What a start tells its user of its maximum run time, as the culler will enforce it (None: none).
+    Blocking (see `site_policy`)."""
+    limits = site_policy(hub_config).limits(
+        user,
+        groups,
+        resource_type.name if resource_type else None,
+        kind="task" if task else "workspace",
+        type_max_runtime=resource_type.max_runtime if resource_type else None,
+    )
+    return idle.runtime_notice(limits.max_runtime, task, locale)
 
 
 def main(argv=None) -> None:

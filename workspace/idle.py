@@ -62,8 +62,8 @@ class IdlePolicy(Configurable):
         config=True,
         help="""Seconds after which a workspace or a task is stopped whatever it
         does (its home saved, stop reason `max_runtime`); the start says it.
-        A resource type's own `max_runtime` replaces it for that type, and
-        `overrides` (e.g. `kind:task`) win over both. 0: no limit, so that one
+        A resource type's own `max_runtime` replaces it for that type (and
+        `overrides` may set it per kind, type, group or user). 0: no limit, so that one
         start may hold its CPU, memory and GPUs forever.""",
     )
     warn_before = Float(
@@ -75,12 +75,13 @@ class IdlePolicy(Configurable):
     overrides = Dict(
         {},
         config=True,
-        help="""Policy values for some workspaces, keyed `resource_type:NAME`,
-        `kind:task` or `kind:workspace`, `group:NAME` or `user:NAME`, e.g.
-        `{"resource_type:debug": {"max_runtime": 10800}, "kind:task": {"max_runtime": 259200},
+        help="""Policy values for some workspaces, keyed `kind:task` or
+        `kind:workspace`, `resource_type:NAME`, `group:NAME` or `user:NAME`, e.g.
+        `{"kind:task": {"max_runtime": 259200}, "resource_type:debug": {"max_runtime": 10800},
         "group:thesis": {"browser_timeout": 7200}}`. They apply in that order
-        (resource type, kind, then groups in name order, then the user), each
-        over the previous, and over the resource type's own `max_runtime`.""",
+        (kind, resource type, then groups in name order, then the user), each
+        over the previous; a resource type's own `max_runtime` comes after the
+        kind's and before the type's overrides.""",
     )
 
     def limits(
@@ -91,26 +92,29 @@ class IdlePolicy(Configurable):
         kind: str = "workspace",
         type_max_runtime: float | None = None,
     ) -> "Limits":
-        """The limits of one execution: these options, then its resource type's own maximum run time
-        (`type_max_runtime`, recorded on the execution), then the overrides that match it."""
+        """The limits of one execution, the more specific winning: these options, the overrides of its
+        kind, its resource type's own maximum run time (`type_max_runtime`, recorded on the execution),
+        then the overrides of its type, its groups (in name order) and its user."""
         values = {name: getattr(self, name) for name in POLICY_FIELDS}
+        self._override(values, f"kind:{kind}")
         if type_max_runtime:
             values["max_runtime"] = float(type_max_runtime)
         keys = (
             ([f"resource_type:{resource_type}"] if resource_type else [])
-            + [f"kind:{kind}"]
             + [f"group:{g}" for g in sorted(groups)]
             + [f"user:{user}"]
         )
         for key in keys:
-            for name, value in (self.overrides.get(key) or {}).items():
-                if name not in POLICY_FIELDS:
-                    raise ValueError(
-                        f"IdlePolicy.overrides[{key!r}]: unknown setting {name!r}; "
-                        f"use one of {', '.join(POLICY_FIELDS)}"
-                    )
-                values[name] = float(value)
+            self._override(values, key)
         return Limits(**values)
+
+    def _override(self, values: dict, key: str) -> None:
+        for name, value in (self.overrides.get(key) or {}).items():
+            if name not in POLICY_FIELDS:
+                raise ValueError(
+                    f"IdlePolicy.overrides[{key!r}]: unknown setting {name!r}; use one of {', '.join(POLICY_FIELDS)}"
+                )
+            values[name] = float(value)
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,7 @@ def test_overrides_apply_resource_type_then_groups_then_user():
 
 def test_nothing_runs_forever_by_default_a_type_sets_its_own_and_overrides_win():
     """#28: a day by default, for workspaces and tasks; a type's own maximum replaces it (longer or shorter);
-    `kind:task` and the other overrides win over both."""
+    the overrides of a kind (`kind:task`) come before it, those of its type, groups and user after."""
     p = IdlePolicy()
     assert p.limits("bob").max_runtime == 24 * 3600 == p.limits("bob", kind="task").max_runtime
     assert p.limits("bob", resource_type="train", type_max_runtime=72 * 3600).max_runtime == 72 * 3600
@@ -151,8 +151,9 @@ def test_nothing_runs_forever_by_default_a_type_sets_its_own_and_overrides_win()
     )
     assert p.limits("bob", kind="task").max_runtime == 48 * 3600  # tasks of no type
     assert p.limits("bob").max_runtime == 24 * 3600  # workspaces keep the default
-    # the kind comes after the type: a task of a type with a maximum of its own gets the task's
-    assert p.limits("bob", resource_type="train", kind="task").max_runtime == 48 * 3600
+    # the more specific wins: a type's own maximum, then its overrides, over the kind's
+    assert p.limits("bob", resource_type="debug", kind="task", type_max_runtime=3600).max_runtime == 3600
+    assert p.limits("bob", resource_type="train", kind="task", type_max_runtime=3600).max_runtime == 96 * 3600
     assert p.limits("bob", resource_type="train").max_runtime == 96 * 3600
     assert IdlePolicy(max_runtime=0).limits("bob").max_runtime == 0  # a site may say none, explicitly
 

@@ -81,6 +81,7 @@ def _epoch(t: dt.datetime | str | None) -> float | None:
     return t.timestamp()
 
 
+STOP_TIMEOUT = 60  # seconds to wait for the hub's answer to a stop
 MAX_REPORT = 256 << 10  # bytes of a workspace's report read at most
 REPORT_SCHEME = "workspace-report"
 
@@ -237,7 +238,7 @@ class Culler(config.HubService):
 
     # -- the hub -------------------------------------------------------------------
 
-    async def hub(self, method: str, path: str, body=None, paginated: bool = False):
+    async def hub(self, method: str, path: str, body=None, paginated: bool = False, timeout: float | None = None):
         headers = {"Authorization": f"token {self.api_token}"}
         if paginated:
             headers["Accept"] = "application/jupyterhub-pagination+json"
@@ -246,7 +247,7 @@ class Culler(config.HubService):
             method=method,
             headers=headers,
             body=None if body is None else json.dumps(body),
-            request_timeout=self.request_timeout,
+            request_timeout=timeout or self.request_timeout,
             allow_nonstandard_methods=True,
         )
         resp = await self.http.fetch(req)
@@ -629,7 +630,9 @@ class Culler(config.HubService):
             f"s/{quote(server.name, safe='')}" if server.name else ""
         )
         try:
-            await self.hub("DELETE", path)
+            # the hub answers a stop once it is done or after its slow_stop_timeout (10 s), while the home
+            # is saved: waiting only request_timeout took a slow stop for a refused one and dropped its reason
+            await self.hub("DELETE", path, timeout=max(self.request_timeout, STOP_TIMEOUT))
         except (HTTPClientError, OSError) as e:
             log.error("%s: the hub did not stop it: %s", server.label, e)
             # the execution goes on, without a stop reason

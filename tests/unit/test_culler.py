@@ -74,8 +74,11 @@ def test_a_refused_stop_leaves_no_stop_reason(setup, monkeypatch):
     for u in hub.users[1:]:
         hub.reports[u]["kernel_connections"] = 1
 
-    async def refuse(method, path, body=None, paginated=False, _real=culler.hub):
+    stop_timeouts = []
+
+    async def refuse(method, path, body=None, paginated=False, timeout=None, _real=culler.hub):
         if method == "DELETE":
+            stop_timeouts.append(timeout)
             raise OSError("hub unreachable")
         return await _real(method, path, body, paginated)
 
@@ -83,6 +86,8 @@ def test_a_refused_stop_leaves_no_stop_reason(setup, monkeypatch):
     run_cycles(hub, culler, clock, 32)
     with hub.db.session() as s:
         assert {ex.stop_reason for ex in s.scalars(select(Execution))} == {None}
+    # a stop is waited for past the hub's slow_stop_timeout (10 s): a slow one is no refusal (#28)
+    assert stop_timeouts and min(stop_timeouts) > 10, stop_timeouts
 
 
 def test_environment_settings_and_bad_values():

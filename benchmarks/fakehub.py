@@ -65,7 +65,7 @@ class FakeHub:
         return f"http://{user}.localhost:8000/user/{user}/ws/" if self.subdomains else f"/user/{user}/ws/"
 
     def routespec(self, user: str) -> str:
-        return f"/{user}.localhost/user/{user}/ws/" if self.subdomains else f"/user/{user}/ws/"
+        return f"{user}.localhost/user/{user}/ws/" if self.subdomains else f"/user/{user}/ws/"
 
     def start(self) -> str:
         hub = self

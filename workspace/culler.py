@@ -36,7 +36,7 @@ measures it). Its role holds only the scopes it needs
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import copy
 import datetime as dt
 import functools
 import json
@@ -51,8 +51,9 @@ from urllib.parse import quote, urlencode
 from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
+from traitlets.config import Config, PyFileConfigLoader
 
-from . import config, i18n, lifecycle, origins, tasks, webhooks
+from . import config, i18n, idle, lifecycle, origins, tasks, webhooks
 from .db import database, utcnow
 from .executions import Execution, UsageSample, Workspace
 from .i18n import N_
@@ -80,6 +81,7 @@ def _epoch(t: dt.datetime | str | None) -> float | None:
     return t.timestamp()
 
 
+STOP_TIMEOUT = 60  # seconds to wait for the hub's answer to a stop
 MAX_REPORT = 256 << 10  # bytes of a workspace's report read at most
 REPORT_SCHEME = "workspace-report"
 
@@ -222,6 +224,7 @@ class Culler(config.HubService):
         self._webhook_calls: set = set()
         self.policy = IdlePolicy(parent=self)
         self.tracked: dict[int, Tracked] = {}
+        self._unrouted: set[int] = set()  # executions whose server the proxy's table did not show
         self._http = None
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self.clock = time.time
@@ -236,7 +239,7 @@ class Culler(config.HubService):
 
     # -- the hub -------------------------------------------------------------------
 
-    async def hub(self, method: str, path: str, body=None, paginated: bool = False):
+    async def hub(self, method: str, path: str, body=None, paginated: bool = False, timeout: float | None = None):
         headers = {"Authorization": f"token {self.api_token}"}
         if paginated:
             headers["Accept"] = "application/jupyterhub-pagination+json"
@@ -245,7 +248,7 @@ class Culler(config.HubService):
             method=method,
             headers=headers,
             body=None if body is None else json.dumps(body),
-            request_timeout=self.request_timeout,
+            request_timeout=timeout or self.request_timeout,
             allow_nonstandard_methods=True,
         )
         resp = await self.http.fetch(req)
@@ -351,6 +354,11 @@ class Culler(config.HubService):
     async def activity(self, server: Server) -> dict | None:
         """The extension's report, or None when the workspace cannot tell (old image, not answering)."""
         if server.url is None:
+            # said once per execution: a server the proxy's table does not show is judged by the hub's last
+            # activity, which lags by minutes (#28: a route key of the wrong form hid every open tab)
+            if server.execution_id not in self._unrouted:
+                self._unrouted.add(server.execution_id)
+                log.warning("%s: not in the proxy's table; judged by the hub's last activity", server.label)
             return None
         async with self._semaphore:
             try:
@@ -414,6 +422,7 @@ class Culler(config.HubService):
         live = {s.execution_id for s in servers}
         for gone in set(self.tracked) - live:
             del self.tracked[gone]
+        self._unrouted &= live
         return counts
 
     def _judge(self, server: Server, report: dict | None, now: float) -> tuple[Verdict, UsageSample | None]:
@@ -441,9 +450,13 @@ class Culler(config.HubService):
             cpu_percent=cpu,
             gpu_percent=max((g["utilization_percent"] for g in gpus), default=None),
         )
-        limits = self.policy.limits(server.user, server.groups, server.resource_type)
-        if server.max_runtime and not (0 < limits.max_runtime < server.max_runtime):
-            limits = dataclasses.replace(limits, max_runtime=server.max_runtime)
+        limits = self.policy.limits(
+            server.user,
+            server.groups,
+            server.resource_type,
+            kind="task" if server.task else "workspace",
+            type_max_runtime=server.max_runtime,
+        )
         if tracked.watch is None:
             tracked.watch = Watch.start(obs)
             self.tracked[server.execution_id] = tracked
@@ -618,7 +631,9 @@ class Culler(config.HubService):
             f"s/{quote(server.name, safe='')}" if server.name else ""
         )
         try:
-            await self.hub("DELETE", path)
+            # the hub answers a stop once it is done or after its slow_stop_timeout (10 s), while the home
+            # is saved: waiting only request_timeout took a slow stop for a refused one and dropped its reason
+            await self.hub("DELETE", path, timeout=max(self.request_timeout, STOP_TIMEOUT))
         except (HTTPClientError, OSError) as e:
             log.error("%s: the hub did not stop it: %s", server.label, e)
             # the execution goes on, without a stop reason
@@ -657,6 +672,29 @@ class Culler(config.HubService):
             except asyncio.TimeoutError:
                 pass
         log.info("culler stopping")
+
+
+def site_policy(hub_config) -> IdlePolicy:
+    """The idle policy as the culler applies it: the hub's configuration (`hub_config`), then the
+    culler's own file (`Culler.config_file`), if there is one. Blocking: it runs that file."""
+    merged = Config({"IdlePolicy": copy.deepcopy(hub_config.IdlePolicy)})
+    path = Path(hub_config.Culler.get("config_file") or "")
+    if path.name and path.is_file():
+        merged.merge(PyFileConfigLoader(path.name, str(path.parent)).load_config())
+    return IdlePolicy(config=merged)
+
+
+def runtime_notice(hub_config, user: str, groups, resource_type, task: bool, locale: str) -> str | None:
+    """What a start tells its user of its maximum run time, as the culler will enforce it (None: none).
+    Blocking (see `site_policy`)."""
+    limits = site_policy(hub_config).limits(
+        user,
+        groups,
+        resource_type.name if resource_type else None,
+        kind="task" if task else "workspace",
+        type_max_runtime=resource_type.max_runtime if resource_type else None,
+    )
+    return idle.runtime_notice(limits.max_runtime, task, locale)
 
 
 def main(argv=None) -> None:

@@ -9,7 +9,9 @@ AND its CPU has stayed under `cpu_threshold` for `cpu_window` (and, with
 GPUs, their utilisation under `gpu_threshold` for the same window). Before a
 cull the user is warned `warn_before` ahead; any activity in the meantime (a
 browser, CPU, GPU) withdraws the warning. `max_runtime` stops a workspace
-regardless of activity, also after a warning.
+or a task regardless of activity, also after a warning: by default after a
+day, so that nothing (`sleep infinity` in a task, a forgotten busy loop)
+holds its CPU, memory and GPUs forever.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from traitlets.config import Configurable
 
 from . import i18n
 
+DEFAULT_MAX_RUNTIME = 24 * 3600  # seconds: a day, for workspaces and tasks alike
 POLICY_FIELDS = ("browser_timeout", "cpu_threshold", "cpu_window", "gpu_threshold", "max_runtime", "warn_before")
 
 
@@ -55,11 +58,13 @@ class IdlePolicy(Configurable):
         GPUs is busy (training keeps it alive with the tab closed).""",
     )
     max_runtime = Float(
-        0,
+        DEFAULT_MAX_RUNTIME,
         config=True,
-        help="""Seconds after which a workspace is stopped whatever it does
-        (0: no limit). Usually set per resource type, e.g. 3 h for debug
-        sessions.""",
+        help="""Seconds after which a workspace or a task is stopped whatever it
+        does (its home saved, stop reason `max_runtime`); the start says it.
+        A resource type's own `max_runtime` replaces it for that type (and
+        `overrides` may set it per kind, type, group or user). 0: no limit, so that one
+        start may hold its CPU, memory and GPUs forever.""",
     )
     warn_before = Float(
         300,
@@ -70,29 +75,46 @@ class IdlePolicy(Configurable):
     overrides = Dict(
         {},
         config=True,
-        help="""Policy values for some workspaces, keyed `resource_type:NAME`,
-        `group:NAME` or `user:NAME`, e.g.
-        `{"resource_type:debug": {"max_runtime": 10800}, "group:thesis": {"browser_timeout": 7200}}`.
-        They apply in that order (resource type, then groups in name order,
-        then the user), each over the previous.""",
+        help="""Policy values for some workspaces, keyed `kind:task` or
+        `kind:workspace`, `resource_type:NAME`, `group:NAME` or `user:NAME`, e.g.
+        `{"kind:task": {"max_runtime": 259200}, "resource_type:debug": {"max_runtime": 10800},
+        "group:thesis": {"browser_timeout": 7200}}`. They apply in that order
+        (kind, resource type, then groups in name order, then the user), each
+        over the previous; a resource type's own `max_runtime` comes after the
+        kind's and before the type's overrides.""",
     )
 
-    def limits(self, user: str = "", groups=(), resource_type: str | None = None) -> "Limits":
+    def limits(
+        self,
+        user: str = "",
+        groups=(),
+        resource_type: str | None = None,
+        kind: str = "workspace",
+        type_max_runtime: float | None = None,
+    ) -> "Limits":
+        """The limits of one execution, the more specific winning: these options, the overrides of its
+        kind, its resource type's own maximum run time (`type_max_runtime`, recorded on the execution),
+        then the overrides of its type, its groups (in name order) and its user."""
         values = {name: getattr(self, name) for name in POLICY_FIELDS}
+        self._override(values, f"kind:{kind}")
+        if type_max_runtime:
+            values["max_runtime"] = float(type_max_runtime)
         keys = (
             ([f"resource_type:{resource_type}"] if resource_type else [])
             + [f"group:{g}" for g in sorted(groups)]
             + [f"user:{user}"]
         )
         for key in keys:
-            for name, value in (self.overrides.get(key) or {}).items():
-                if name not in POLICY_FIELDS:
-                    raise ValueError(
-                        f"IdlePolicy.overrides[{key!r}]: unknown setting {name!r}; "
-                        f"use one of {', '.join(POLICY_FIELDS)}"
-                    )
-                values[name] = float(value)
+            self._override(values, key)
         return Limits(**values)
+
+    def _override(self, values: dict, key: str) -> None:
+        for name, value in (self.overrides.get(key) or {}).items():
+            if name not in POLICY_FIELDS:
+                raise ValueError(
+                    f"IdlePolicy.overrides[{key!r}]: unknown setting {name!r}; use one of {', '.join(POLICY_FIELDS)}"
+                )
+            values[name] = float(value)
 
 
 @dataclass(frozen=True)
@@ -153,6 +175,20 @@ def duration(seconds: float, locale: str = i18n.DEFAULT) -> str:
     if minutes:
         return i18n.translate(locale, "{hours} h {minutes} min", hours=hours, minutes=minutes)
     return i18n.translate(locale, "{hours} h", hours=hours)
+
+
+def runtime_notice(max_runtime: float, task: bool, locale: str = i18n.DEFAULT) -> str | None:
+    """What a start tells its user of its maximum run time (None: it has none)."""
+    if max_runtime <= 0:
+        return None
+    if task:
+        text = i18n.N_("This task is stopped after {maximum} at the latest (its maximum run time); its home is saved.")
+    else:
+        text = i18n.N_(
+            "This workspace is stopped after {maximum} at the latest (its maximum run time); "
+            "its home is saved, and you can start it again."
+        )
+    return i18n.translate(locale, text, maximum=duration(max_runtime, locale))
 
 
 def clock_time(t: float) -> str:

@@ -43,17 +43,22 @@ def server_url(subdomain_host: str | None, user: str, server: str = "") -> str:
 
 
 def routespec(url: str) -> str:
-    """The proxy's route key of a server URL (host-based when the URL has a host)."""
+    """The hub's route key of a server URL: `ada.localhost/user/ada/thesis/` when the URL has a host
+    (JupyterHub's host routing: no leading slash, the host without its port), else the path."""
     parsed = urlparse(url)
-    return f"/{parsed.hostname}{parsed.path}" if parsed.netloc else url
+    return f"{parsed.hostname}{parsed.path}" if parsed.netloc else url
 
 
 def server_address(public_url: str, routes: dict) -> str | None:
     """Where the proxy sends a server's requests (`http://10.213.0.2:8888/user/ada/thesis/`), from the
     hub's proxy table (`GET /hub/api/proxy`), or None when it has no route: the culler asks the
-    workspace there, past the proxy; the SSH gateway connects to the container's sshd on that host."""
-    spec = routespec(public_url)
-    route = routes.get(spec) or routes.get(spec.rstrip("/"))
+    workspace there, past the proxy.
+
+    With per-user origins the hub lists host routes without a leading slash (the proxy itself keys
+    them `/ada.localhost/...`): a key of the wrong form finds no server, and then no workspace's
+    browser is seen at all (every one is culled as if its tab were closed, #28)."""
+    spec = routespec(public_url).strip("/")
+    route = next((routes[k] for k in (spec, f"{spec}/", f"/{spec}", f"/{spec}/") if k in routes), None)
     if not route or not route.get("target"):
         return None
     return route["target"].rstrip("/") + urlparse(public_url).path

@@ -6,7 +6,7 @@ import time
 
 import requests
 
-from tests.browser.conftest import login
+from tests.browser.conftest import login, watch_errors
 from tests.integration.hub import USER_PASSWORD
 
 
@@ -88,3 +88,80 @@ def test_a_notice_shows_in_jupyterlab_and_the_open_tab_counts_as_a_browser(start
     finally:
         page.close()
     hub.stop_workspace(user, ws, token)
+
+
+# A background tab, as JupyterLab and the workspace plugin see it: JupyterLab's own polls stand by
+# and the plugin reads no usage; only its notices, every 30 s, say the tab is open.
+BACKGROUND_TAB = """
+Object.defineProperty(document, "hidden", {get: () => true});
+Object.defineProperty(document, "visibilityState", {get: () => "hidden"});
+"""
+
+
+def test_an_open_idle_tab_keeps_its_workspace_and_a_closed_one_is_culled(start_hub, chromium):
+    """#28: the tab open in the background, on the launcher, no kernel, CPU idle: kept past the browser
+    timeout. The same workspace with its tab closed: culled. With per-user origins, as `make up` runs
+    (the culler found no server there, judged every workspace by the hub's stale last activity and
+    culled open tabs as closed ones)."""
+    timeout = 45  # over the plugin's 30 s between two notices reads
+    hub = start_hub(
+        WORKSPACE_SUBDOMAIN_HOST="localhost",
+        WORKSPACE_CULL_INTERVAL="2",
+        WORKSPACE_CULL_BROWSER_TIMEOUT=str(timeout),
+        WORKSPACE_CULL_CPU_WINDOW="5",
+        WORKSPACE_CULL_WARN_BEFORE="0",
+    )
+    user = "tab"
+    token = hub.user_token(user)
+    hub.start_workspace(user, "open", token)
+    hub.start_workspace(user, "closed", token)
+    servers = hub.api("GET", f"/users/{user}").json()["servers"]
+    assert servers["open"]["url"].startswith("http://tab.localhost:"), servers  # its own origin
+
+    background = chromium.new_context()
+    background.add_init_script(BACKGROUND_TAB)
+    tab = background.new_page()
+    errors = watch_errors(tab)
+    closing = chromium.new_context()
+    try:
+        login(tab, hub, user, USER_PASSWORD)
+        tab.goto(f"{servers['open']['url']}lab")
+        tab.wait_for_selector(".jp-LabShell", timeout=90_000)
+        opened = time.monotonic()
+        assert tab.evaluate("document.hidden") is True
+
+        other = closing.new_page()
+        login(other, hub, user, USER_PASSWORD)
+        other.goto(f"{servers['closed']['url']}lab")
+        other.wait_for_selector(".jp-LabShell", timeout=90_000)
+        closing.close()  # the tab is closed
+        closed = time.monotonic()
+
+        while running(hub, user, "closed") and time.monotonic() < closed + timeout + 60:
+            tab.wait_for_timeout(1000)  # Playwright's wait: the open tab's page keeps running
+        (ex,) = hub.executions(user, "closed")
+        assert ex["stop_reason"] == "idle" and "no browser for" in ex["stop_detail"], ex
+        assert time.monotonic() - closed >= timeout - 5, "culled before its timeout"
+
+        # the open tab's workspace outlives the timeout by a margin (the culler looks every 2 s)
+        while time.monotonic() < opened + timeout + 20:
+            tab.wait_for_timeout(1000)
+        assert running(hub, user, "open"), hub.executions(user, "open")
+        host = {"Host": servers["open"]["url"].split("/")[2]}  # its origin, through the proxy
+        report = requests.get(
+            f"{hub.url}/user/{user}/open/api/workspace/activity",
+            headers=hub.report_auth(user, "open") | host,
+            timeout=10,
+        )
+        assert report.status_code == 200, report.text
+        assert report.json()["kernel_connections"] == 0, report.json()  # no kernel: the tab alone kept it
+        assert errors == [], errors
+    finally:
+        background.close()
+    hub.stop_workspace(user, "open", token)
+    (ex,) = hub.executions(user, "open")
+    assert ex["stop_reason"] == "user", ex
+
+
+def running(hub, user: str, server: str) -> bool:
+    return bool(hub.api("GET", f"/users/{user}").json().get("servers", {}).get(server))

@@ -193,7 +193,12 @@ def test_max_runtime_stops_a_busy_workspace_after_warning_its_terminals(start_hu
     hub = start_hub(**(CULL_ENV | {"WORKSPACE_CULL_MAX_RUNTIME": "16", "WORKSPACE_CULL_BROWSER_TIMEOUT": "600"}))
     user, ws = "max", "long"
     token = hub.user_token(user)
-    hub.start_workspace(user, ws, token)
+    events = hub.start_workspace(user, ws, token)
+    said = [e["message"] for e in events if "maximum run time" in e.get("message", "")]
+    assert said == [
+        "This workspace is stopped after 16 s at the latest (its maximum run time); "
+        "its home is saved, and you can start it again."
+    ], events
     # a browser tab with a terminal running a busy loop: busy and attached
     tab = Holder([open_terminal(hub, user, ws, token)], token, send=[["stdin", "while :; do :; done\r"]])
     tab.start()
@@ -207,3 +212,32 @@ def test_max_runtime_stops_a_busy_workspace_after_warning_its_terminals(start_hu
     (ex,) = hub.executions(user, ws)
     assert ex["state"] == "stopped" and ex["stop_reason"] == "max_runtime" and ex["has_output"], ex
     assert "the maximum run time is 16 s" in ex["stop_detail"], ex
+
+
+def test_a_task_that_runs_forever_is_stopped_at_the_maximum_run_time_and_its_home_saved(start_hub):
+    """#28: `sleep infinity` held its CPU and memory forever (tasks are never idle, and there was no
+    maximum by default); the same maximum as a workspace's ends it, with no resource type at all."""
+    hub = start_hub(**(CULL_ENV | {"WORKSPACE_CULL_MAX_RUNTIME": "12"}))
+    user, ws = "tess", "forever"
+    token = hub.user_token(user)
+    r = hub.service_call(
+        "POST", f"/workspaces/{ws}/tasks", token, json={"command": "echo before-the-end > mark; sleep infinity"}
+    )
+    assert r.status_code == 202, r.text
+    number = r.json()["execution"]["number"]
+    deadline = time.monotonic() + 120
+    while (ex := next(e for e in hub.executions(user, ws) if e["number"] == number))["state"] not in (
+        "stopped",
+        "failed",
+    ):
+        assert time.monotonic() < deadline, ex
+        time.sleep(0.5)
+    hub.wait_stopped(user, ws)
+    assert ex["state"] == "stopped" and ex["stop_reason"] == "max_runtime" and ex["has_output"], ex
+    assert "the maximum run time is 12 s" in ex["stop_detail"], ex
+    saving = next(t for t in ex["transitions"] if t["state"] == "saving")
+    assert (parse(saving["at"]) - parse(ex["started"])).total_seconds() >= 12, ex["transitions"]
+    # its home was saved: the next start continues from it
+    hub.start_workspace(user, ws, token)
+    assert hub.sh(user, ws, "cat mark") == "before-the-end\n"
+    hub.stop_workspace(user, ws, token)

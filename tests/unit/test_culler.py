@@ -74,8 +74,11 @@ def test_a_refused_stop_leaves_no_stop_reason(setup, monkeypatch):
     for u in hub.users[1:]:
         hub.reports[u]["kernel_connections"] = 1
 
-    async def refuse(method, path, body=None, paginated=False, _real=culler.hub):
+    stop_timeouts = []
+
+    async def refuse(method, path, body=None, paginated=False, timeout=None, _real=culler.hub):
         if method == "DELETE":
+            stop_timeouts.append(timeout)
             raise OSError("hub unreachable")
         return await _real(method, path, body, paginated)
 
@@ -83,6 +86,8 @@ def test_a_refused_stop_leaves_no_stop_reason(setup, monkeypatch):
     run_cycles(hub, culler, clock, 32)
     with hub.db.session() as s:
         assert {ex.stop_reason for ex in s.scalars(select(Execution))} == {None}
+    # a stop is waited for past the hub's slow_stop_timeout (10 s): a slow one is no refusal (#28)
+    assert stop_timeouts and min(stop_timeouts) > 10, stop_timeouts
 
 
 def test_environment_settings_and_bad_values():
@@ -143,3 +148,22 @@ def test_clean_report_bounds_every_field():
     assert ssh["browser_connections"] == 2
     junk = clean_report({"kernel_connections": 0, "terminal_connections": 0, "ssh_connections": "many"}, now)
     assert junk["browser_connections"] == 0
+
+
+def test_a_start_is_told_the_maximum_run_time_the_culler_will_enforce(tmp_path):
+    """The hub's configuration, then the culler's own file (#28): the start's sentence and the culler agree."""
+    from traitlets.config import Config
+
+    from workspace.culler import runtime_notice, site_policy
+    from workspace.resource_types import ResourceType
+
+    own = tmp_path / "culler_config.py"
+    own.write_text('c.IdlePolicy.overrides = {"kind:task": {"max_runtime": 7200}}\n')
+    config = Config({"IdlePolicy": {"max_runtime": 3600.0}, "Culler": {"config_file": str(own)}})
+    assert site_policy(config).limits("bob").max_runtime == 3600
+    assert site_policy(config).limits("bob", kind="task").max_runtime == 7200
+    assert "after 2 h at the latest" in runtime_notice(config, "bob", set(), None, True, "en")
+    debug = ResourceType.from_config({"name": "debug", "max_runtime": 600})
+    assert "after 10 min at the latest" in runtime_notice(config, "bob", set(), debug, False, "en")
+    assert runtime_notice(Config({"IdlePolicy": {"max_runtime": 0.0}}), "bob", set(), None, False, "en") is None
+    assert config.IdlePolicy.get("overrides") is None  # the hub's own configuration is left as it was

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from workspace.idle import IdlePolicy, Limits, Observation, Watch, duration
+from workspace.idle import IdlePolicy, Limits, Observation, Watch, duration, runtime_notice
 
 T0 = 1_800_000_000.0
 LIMITS = Limits(
@@ -137,6 +137,43 @@ def test_overrides_apply_resource_type_then_groups_then_user():
     assert ada.browser_timeout == 7200 and ada.max_runtime == 10800 and ada.cpu_threshold == 20
     with pytest.raises(ValueError, match="unknown setting 'timeout'"):
         IdlePolicy(overrides={"user:x": {"timeout": 1}}).limits("x")
+
+
+def test_nothing_runs_forever_by_default_a_type_sets_its_own_and_overrides_win():
+    """#28: a day by default, for workspaces and tasks; a type's own maximum replaces it (longer or shorter);
+    the overrides of a kind (`kind:task`) come before it, those of its type, groups and user after."""
+    p = IdlePolicy()
+    assert p.limits("bob").max_runtime == 24 * 3600 == p.limits("bob", kind="task").max_runtime
+    assert p.limits("bob", resource_type="train", type_max_runtime=72 * 3600).max_runtime == 72 * 3600
+    assert p.limits("bob", resource_type="debug", kind="task", type_max_runtime=3600).max_runtime == 3600
+    p = IdlePolicy(
+        overrides={"kind:task": {"max_runtime": 48 * 3600}, "resource_type:train": {"max_runtime": 96 * 3600}}
+    )
+    assert p.limits("bob", kind="task").max_runtime == 48 * 3600  # tasks of no type
+    assert p.limits("bob").max_runtime == 24 * 3600  # workspaces keep the default
+    # the more specific wins: a type's own maximum, then its overrides, over the kind's
+    assert p.limits("bob", resource_type="debug", kind="task", type_max_runtime=3600).max_runtime == 3600
+    assert p.limits("bob", resource_type="train", kind="task", type_max_runtime=3600).max_runtime == 96 * 3600
+    assert p.limits("bob", resource_type="train").max_runtime == 96 * 3600
+    assert IdlePolicy(max_runtime=0).limits("bob").max_runtime == 0  # a site may say none, explicitly
+
+
+def test_a_task_running_forever_is_stopped_at_the_default_maximum():
+    limits = IdlePolicy().limits("bob", kind="task")
+    c = Clock(limits=Limits(**{**limits.__dict__, "warn_before": 0}), step=600)
+    # the culler sees a task as always attached (browser_connections=1); `sleep infinity` uses no CPU
+    ((t, v),) = c.run(30 * 3600, cpu_percent=0, browser_connections=1)
+    assert v.action == "cull" and v.reason == "max_runtime" and t == 24 * 3600
+    assert v.evidence == "ran for 24 h; the maximum run time is 24 h"
+
+
+def test_the_start_says_the_maximum_run_time():
+    assert runtime_notice(24 * 3600, task=False) == (
+        "This workspace is stopped after 24 h at the latest (its maximum run time); "
+        "its home is saved, and you can start it again."
+    )
+    assert "24 小时" in runtime_notice(24 * 3600, task=True, locale="zh_CN")
+    assert runtime_notice(0, task=True) is None
 
 
 def test_durations_read_well():

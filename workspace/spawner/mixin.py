@@ -22,6 +22,7 @@ from traitlets.config import LoggingConfigurable
 
 from .. import (
     courses,
+    culler,
     datasets,
     i18n,
     image_catalog,
@@ -776,6 +777,10 @@ class WorkspaceMixin(LoggingConfigurable):
                     "Resource type “{name}”: {summary}", name=rtype.name, summary=rtype.summary(self.locale)
                 ),
             )
+        groups, task = {g.name for g in self.user.groups}, request.task is not None
+        args = (self.config, self.user.name, groups, rtype, task, self.locale)
+        if runtime := await self.run_blocking(culler.runtime_notice, *args):
+            self.emit_progress(5, runtime)  # the culler stops it then (#28)
         self.node = await self._choose_node(plan, rtype, request.queued)
         try:
             await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")

@@ -38,9 +38,26 @@ def execution_choices(db: Database, owner: str, name: str) -> list[dict]:
                 # the dataset references bound, without version: the next start takes the latest
                 "datasets": [d["ref"].rsplit(":", 1)[0] for d in e.datasets or []],
                 "resource_type": e.resource_type,
+                "image": e.image,  # the engine's image it ran (spawnform.image_of names the choice)
             }
             for e in sorted(ws.executions, key=lambda e: e.number, reverse=True)
         ]
+
+
+def image_of(execution: dict | None, refs: dict[str, str], fallback: str) -> str:
+    """The choice (a name of `refs`, {name: engine image}: what the user may start now) that runs the image
+    `execution` ran, for the form to preselect; `fallback` when it ran none of them. The same repository
+    counts (a site image rebuilt since has a new tag); a user's image is in `refs` only while the user may
+    start it (approved, #28). A preselection is all it is: the image starts only if the form is posted."""
+    ran = (execution or {}).get("image")
+    if not ran:
+        return fallback
+    for name, ref in refs.items():
+        if ran in (name, ref):
+            return name
+    repository = ran.rsplit(":", 1)[0]
+    same = [name for name, ref in refs.items() if ref.rsplit(":", 1)[0] == repository]
+    return same[0] if len(same) == 1 else fallback
 
 
 def readable_datasets(db: Database, user: str, groups: set[str], admin: bool) -> list[str]:
@@ -80,12 +97,14 @@ def page_form(
     image: str,
     default_type: str | None,
     image_labels: dict[str, str] | None = None,
+    image_refs: dict[str, str] | None = None,
     locale: str = "en",
 ) -> str:
     """The start form's fields, on the service's pages and the hub's spawn page alike (blocking): for
     workspace `name` (None or one never started: a new one, without "Continue from"), prefilled from its
-    execution `selected` (else its newest): that execution's datasets and resource type (the default for
-    one in cleanup mode, or one with none); its sentences in `locale`."""
+    execution `selected` (else its newest): that execution's datasets, resource type (the default for
+    one in cleanup mode, or one with none) and image (`image_of`, among `image_refs`; else `image`); its
+    sentences in `locale`."""
     executions = execution_choices(db, owner, name) if name else []
     chosen = next((e for e in executions if str(e["number"]) == str(selected)), None) or (
         executions[0] if executions else None
@@ -93,6 +112,8 @@ def page_form(
     current_type = (chosen or {}).get("resource_type")
     if current_type in (None, "cleanup"):
         current_type = default_type
+    if image_refs:
+        image = image_of(chosen, {n: r for n, r in image_refs.items() if n in images}, image)
     return render(
         executions,
         images,

@@ -9,7 +9,9 @@ start is kept for the next, and the gateway's `+start` says what it wants. SECUR
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import sqlite3
 from urllib.parse import urlencode
 
@@ -101,16 +103,29 @@ def test_a_link_with_options_starts_nothing_and_keeps_nothing(hub: Hub):
     hub.stop_workspace("vic", "fresh-one", token)
 
 
+def preselected_image(session: requests.Session, hub: Hub, user: str, name: str) -> str | None:
+    """The image the hub's start form of `name` has selected (what a press of Start would post)."""
+    form = session.get(f"{hub.url}/hub/spawn/{user}/{name}", timeout=60).text
+    select = re.search(r'<select[^>]*name="image"[^>]*>(.*?)</select>', form, re.S)
+    chosen = re.search(r'<option value="([^"]*)"[^>]* selected', select.group(1)) if select else None
+    return html.unescape(chosen.group(1)) if chosen else None
+
+
 def test_what_one_start_chose_is_not_the_next_starts(hub: Hub):
     """An image and "fresh" chosen by one start (here the owner's own, by the API; before the fix also the
-    link's) are not what a later start that names nothing gets."""
+    link's) are not what a later start that names nothing gets. The start form shows the image the
+    workspace ran last, preselected: the owner's choice stays a press of Start away, and only that POST
+    starts it."""
     token = hub.user_token("ada")
     saved_once(hub, "ada", "thesis", token)
+    browser = hub.browser_login("ada")
+    assert preselected_image(browser, hub, "ada", "thesis") == SITE_IMAGE
     hub.start_workspace("ada", "thesis", token, image=OTHER_IMAGE, continue_from="fresh")
     chosen = latest(hub, "ada", "thesis")
     assert chosen["image"] == OTHER_IMAGE and chosen["restored_from"] is None, chosen
     hub.sh("ada", "thesis", "echo second > ~/marker.txt")
     hub.stop_workspace("ada", "thesis", token)
+    assert preselected_image(browser, hub, "ada", "thesis") == OTHER_IMAGE
     # a start with no options at all (JupyterHub would hand it the kept ones), and one with empty options
     for body in (None, {"user_options": {}, "display_name": "thesis"}):
         r = requests.post(

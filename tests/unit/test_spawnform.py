@@ -1,3 +1,4 @@
+from workspace import spawnform
 from workspace.spawnform import options_from_form, render
 
 
@@ -40,3 +41,17 @@ def test_cleanup_mode_is_a_checkbox():
     assert "cleanup" not in options_from_form({"continue_from": ["2"]})
     html = render([], ["a:1"], "a:1", continue_choice=False)
     assert 'name="cleanup"' in html and 'name="continue_from"' not in html
+
+
+def test_the_form_preselects_the_image_the_execution_ran_while_it_may_be_started():
+    refs = {"workspace-base:latest": "workspace-base:aaa", "workspace-scientific:latest": "workspace-scientific:bbb"}
+    ran = {"image": "workspace-scientific:bbb"}
+    assert spawnform.image_of(ran, refs, "workspace-base:latest") == "workspace-scientific:latest"
+    # rebuilt since (a new tag of the same repository): still that choice
+    assert spawnform.image_of({"image": "workspace-scientific:old"}, refs, "x") == "workspace-scientific:latest"
+    # recorded by its name (a list of images, no engine names)
+    assert spawnform.image_of({"image": "b"}, {"a": "a", "b": "b"}, "a") == "b"
+    # an image no longer offered to this user (a user's image not approved for them, a removed one): the default
+    assert spawnform.image_of({"image": "wstest-user-3:2"}, refs, "workspace-base:latest") == "workspace-base:latest"
+    assert spawnform.image_of(None, refs, "workspace-base:latest") == "workspace-base:latest"
+    assert spawnform.image_of({"image": None}, refs, "workspace-base:latest") == "workspace-base:latest"

@@ -176,6 +176,7 @@ class PageHandler(APIHandler):
             image=self.settings["image"],
             default_type=self.settings["default_resource_type"],
             image_labels=await self.image_labels(refs),
+            image_refs=refs,
             locale=self.lang,
         )
         return Markup(html)

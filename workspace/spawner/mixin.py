@@ -290,6 +290,7 @@ class WorkspaceMixin(LoggingConfigurable):
             image=self.site_image,
             default_type=self.default_resource_type,
             image_labels=await self.run_blocking(self.image_labels, images) if len(images) > 1 else None,
+            image_refs=self.image_refs() or {i: i for i in images},
             locale=self.locale,
         )
 

@@ -54,6 +54,12 @@ class ImageBuilder(LoggingConfigurable):
     pids = Int(2048, config=True, help="Process limit of a build.")
     timeout = Float(3600, config=True, help="Seconds a build may run before it is stopped and fails.")
     max_images = Int(10, config=True, help="Images one user may have (built or not).")
+    max_queued = Int(
+        2,
+        config=True,
+        help="""Builds one user may have queued or under way at once (one more is refused with a 429); the
+        builder takes the users' builds in turn (user_images.build_order). 0: no limit.""",
+    )
     log_limit = Int(4 << 20, config=True, help="Bytes of a build's log kept after it ended (its tail).")
     network = Unicode("workspace-build", config=True, help="The Docker network builds run on (made if missing).")
     bridge = Unicode(

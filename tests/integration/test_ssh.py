@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 
@@ -352,3 +353,64 @@ def test_a_hostile_workspace_gets_nothing_from_the_gateway(hub: Hub, two):
     # its own sshd back: reached again
     hub.sh("sshada", "thesis", "pkill -u jovyan -x sshd; sleep 0.5; /usr/sbin/sshd -f /etc/workspace/sshd_config")
     assert ada.ssh("thesis", "echo reached").stdout.strip() == "reached"
+
+
+def gateway_process(hub: Hub) -> psutil.Process:
+    """The hub's SSH gateway: the process listening on its port."""
+    port = int(hub.env["WORKSPACE_SSH_PORT"])
+    for p in psutil.process_iter(["cmdline"]):
+        if "workspace.gateway" not in " ".join(p.info["cmdline"] or ()):
+            continue
+        try:
+            if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in p.net_connections("tcp")):
+                return p
+        except psutil.Error:
+            continue
+    raise AssertionError(f"no gateway listens on {port}")
+
+
+def test_channels_waiting_for_a_start_are_capped_and_hold_little(hub: Hub, two):
+    # a +start login makes every channel of the connection wait for the workspace: what the client sends
+    # meanwhile is the gateway's to hold, so each channel may send only a small window of it
+    import asyncio
+
+    import asyncssh
+
+    ada, _ = two
+    gateway = gateway_process(hub)
+
+    async def attack() -> tuple[int, str]:
+        async with asyncssh.connect(
+            "127.0.0.1",
+            int(ada.port),
+            username="sshada+lazy+start",
+            client_keys=[str(ada.key)],
+            known_hosts=str(ada.home / "known_hosts"),
+            config=None,
+            agent_path=None,
+        ) as conn:
+            before = gateway.memory_info().rss
+            channels = []
+            for _ in range(12):
+                chan, _ = await conn.create_session(asyncssh.SSHClientSession, "cat > /dev/null", encoding=None)
+                chan.write(b"x" * (8 << 20))  # the client holds what the gateway does not take
+                channels.append(chan)
+            await asyncio.sleep(5)
+            lazy = hub.api("GET", "/users/sshada").json()["servers"].get("lazy") or {}
+            assert lazy.get("pending") and not lazy.get("ready"), f"not measured while it started: {lazy}"
+            grown = gateway.memory_info().rss - before
+            # 12 channels of 8 MiB windows took 96 MiB before; now 32 KiB each (and the interpreter's noise)
+            assert grown < 16 << 20, f"the gateway grew by {grown >> 20} MiB"
+            for _ in range(4):  # 16: the most one connection may have
+                chan, _ = await conn.create_session(asyncssh.SSHClientSession, "true", encoding=None)
+            with pytest.raises(asyncssh.ChannelOpenError) as refused:
+                await conn.create_session(asyncssh.SSHClientSession, "true", encoding=None)
+            return refused.value.code, refused.value.reason
+
+    code, reason = asyncio.run(attack())
+    assert code == 4 and "too many channels" in reason, (code, reason)  # OPEN_RESOURCE_SHORTAGE
+    deadline = time.monotonic() + 300
+    while (hub.api("GET", "/users/sshada").json()["servers"].get("lazy") or {}).get("pending"):
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    hub.stop_workspace("sshada", "lazy", ada.token)

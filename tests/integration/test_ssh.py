@@ -16,7 +16,9 @@ import psutil
 import pytest
 import requests
 
+from workspace import ssh_identities
 from workspace.gateway.keys import GatewayKeys
+from workspace.setup import engine
 
 from .hub import Hub
 from .test_cli import WORKSPACE
@@ -414,3 +416,44 @@ def test_channels_waiting_for_a_start_are_capped_and_hold_little(hub: Hub, two):
         assert time.monotonic() < deadline
         time.sleep(1)
     hub.stop_workspace("sshada", "lazy", ada.token)
+
+
+def test_the_gateways_key_is_accepted_only_from_the_gateways_address(hub: Hub, two, tmp_path):
+    # Docker 20.10+ records no gateway for a network made with only a subnet: the key went without from=,
+    # so anything on the owner's network holding the gateway's key (or a copy of it) logged in
+    import docker
+
+    ada, _ = two
+    client = engine.client()
+    (container,) = hub.containers(user="sshada", server="thesis")
+    written = hub.sh("sshada", "thesis", "cat /run/workspace/ssh/authorized_keys")
+    (line,) = [x for x in written.splitlines() if x.endswith("workspace-gateway")]
+    ((network, endpoint),) = container.attrs["NetworkSettings"]["Networks"].items()
+    assert endpoint["Gateway"], endpoint  # the host's address on the network, as the engine gives it
+    assert line.startswith(f'from="{endpoint["Gateway"]}",'), line
+    key = GatewayKeys(hub.data_dir / "gateway").client_key.read_text()
+    ssh = [
+        *("ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"),
+        *("-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10"),
+        *("-p", str(ssh_identities.WORKSPACE_PORT), f"{ssh_identities.WORKSPACE_USER}@{endpoint['IPAddress']}"),
+    ]
+    # from the host's address on the network (where the gateway connects from): accepted
+    own = tmp_path / "gateway_key"
+    own.write_text(key)
+    own.chmod(0o600)
+    r = subprocess.run([*ssh, "-i", str(own), "echo in"], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "in", r.stderr
+    # from another container on the owner's network, with the same key: refused
+    script = 'umask 077; printf "%s" "$KEY" > /tmp/k; exec "$@"'
+    with pytest.raises(docker.errors.ContainerError) as refused:
+        client.containers.run(
+            container.image.id,
+            ["sh", "-c", script, "sh", *ssh, "-i", "/tmp/k", "echo in"],
+            environment={"KEY": key},
+            network=network,
+            user="0",
+            entrypoint=[],
+            remove=True,
+            labels={"workspace.deployment": hub.deployment, "workspace.test": "gateway-from"},
+        )
+    assert b"Permission denied" in refused.value.stderr, refused.value.stderr

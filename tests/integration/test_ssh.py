@@ -360,14 +360,17 @@ def test_a_hostile_workspace_gets_nothing_from_the_gateway(hub: Hub, two):
 def gateway_process(hub: Hub) -> psutil.Process:
     """The hub's SSH gateway: the process listening on its port."""
     port = int(hub.env["WORKSPACE_SSH_PORT"])
-    for p in psutil.process_iter(["cmdline"]):
-        if "workspace.gateway" not in " ".join(p.info["cmdline"] or ()):
-            continue
-        try:
-            if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in p.net_connections("tcp")):
-                return p
-        except psutil.Error:
-            continue
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for p in psutil.process_iter(["cmdline"]):
+            if "workspace.gateway" not in " ".join(p.info["cmdline"] or ()):
+                continue
+            try:
+                if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in p.net_connections("tcp")):
+                    return p
+            except psutil.Error:
+                continue
+        time.sleep(0.5)
     raise AssertionError(f"no gateway listens on {port}")
 
 

@@ -383,6 +383,10 @@ def test_channels_waiting_for_a_start_are_capped_and_hold_little(hub: Hub, two):
 
     ada, _ = two
     gateway = gateway_process(hub)
+    # a start that takes a while for sure: its home's start script sleeps before the server starts
+    hub.start_workspace("sshada", "lazy", ada.token)
+    hub.sh("sshada", "lazy", "mkdir -p ~/.workspace && echo 'sleep 45' > ~/.workspace/start.sh")
+    hub.stop_workspace("sshada", "lazy", ada.token)
 
     async def attack() -> tuple[int, str]:
         async with asyncssh.connect(
@@ -400,7 +404,7 @@ def test_channels_waiting_for_a_start_are_capped_and_hold_little(hub: Hub, two):
                 chan, _ = await conn.create_session(asyncssh.SSHClientSession, "cat > /dev/null", encoding=None)
                 chan.write(b"x" * (8 << 20))  # the client holds what the gateway does not take
                 channels.append(chan)
-            await asyncio.sleep(5)
+            await asyncio.sleep(3)
             lazy = hub.api("GET", "/users/sshada").json()["servers"].get("lazy") or {}
             assert lazy.get("pending") and not lazy.get("ready"), f"not measured while it started: {lazy}"
             grown = gateway.memory_info().rss - before

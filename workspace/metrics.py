@@ -8,6 +8,7 @@ read from them (or from the store's filesystem) when Prometheus asks:
 
     workspace_executions{state}                 gauge: executions in each state (every state, 0 included)
     workspace_queue_length{resource_type}       gauge: starts waiting in each type's queue
+    workspace_log_followers                     gauge: logs followed now (the service's; each ends with its client)
     workspace_{restore,save}_duration_seconds   histogram: seconds per restore / save
     workspace_{restore,save}_size_bytes         histogram: bytes per restore / save
     workspace_{restore,save}_files              histogram: files per restore / save

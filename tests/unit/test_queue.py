@@ -292,3 +292,34 @@ def test_two_starts_at_once_never_both_pass_the_per_user_gpu_limit(db, monkeypat
     with db.session() as s:
         recorded = s.scalars(select(Execution).where(Execution.resource_type == "gpu")).all()
         assert [e.state for e in recorded] == ["queued"]  # the refused start left no record
+
+
+@pytest.mark.postgres
+def test_two_hub_processes_on_postgresql_never_both_pass_the_per_user_limit(postgres_url, monkeypatch):
+    # as above, from two "hubs": their own engines and no shared thread lock; the advisory lock alone
+    gpu = ResourceType.from_config({"name": "gpu", "gpus": 1})
+    hubs = [Database(postgres_url), Database(postgres_url)]
+    monkeypatch.setattr(queue, "_admit_lock", contextlib.nullcontext())
+    count = queue.check_per_user
+
+    def slow_count(*args):
+        count(*args)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(queue, "check_per_user", slow_count)
+    outcomes: dict[str, object] = {}
+
+    def start(db, name: str):
+        try:
+            outcomes[name] = lifecycle.begin(db, "ada", name, "latest", None, resource_type=gpu).execution_id
+        except UserError as e:
+            outcomes[name] = e
+
+    threads = [threading.Thread(target=start, args=(db, name)) for db, name in zip(hubs, ("one", "two"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(isinstance(o, UserError) for o in outcomes.values()) == 1, outcomes
+    for db in hubs:
+        db.engine.dispose()

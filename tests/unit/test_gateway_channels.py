@@ -47,3 +47,25 @@ async def test_channels_are_capped_per_connection_and_per_user_and_freed_when_th
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     assert not gateway.channels_of
+
+
+async def test_a_client_that_goes_while_its_workspace_starts_leaves_nothing_waiting():
+    gateway = types.SimpleNamespace(
+        max_channels_per_connection=2, max_channels_per_user=3, channels_of=collections.Counter()
+    )
+    conn = GatewayConnection(gateway)
+    conn.login, conn.peer = parse("ada+thesis+start"), "127.0.0.1"
+    waited = asyncio.Event()
+
+    async def start_then_connect(chan):  # what _connect does for a +start: wait for the hub, minutes
+        waited.set()
+        await asyncio.sleep(600)
+
+    conn._connect = start_then_connect
+    waiting = asyncio.ensure_future(conn.open_upstream(None))
+    await waited.wait()
+    conn.connection_lost(None)
+    await asyncio.sleep(0)
+    assert conn.upstream.cancelled()
+    waiting.cancel()
+    conn.connection_lost(None)  # twice (asyncssh's callbacks may): no error on the cancelled one

@@ -281,7 +281,13 @@ class GatewayConnection(asyncssh.SSHServer):
 
     def connection_lost(self, exc):
         self._release(self.channels)
-        if self.upstream is not None and self.upstream.done() and not self.upstream.exception():
+        if self.upstream is None:
+            return
+        if not self.upstream.done():
+            # the client went while its workspace's side was being made (a `+start` waits up to
+            # start_timeout): stop waiting for it and following its progress (the hub's start goes on)
+            self.upstream.cancel()
+        elif not self.upstream.cancelled() and not self.upstream.exception():
             self.upstream.result().close()
 
     def begin_auth(self, username):

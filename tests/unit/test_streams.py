@@ -60,3 +60,14 @@ def test_one_user_has_at_most_limit_followers_and_each_frees_its_place():
         assert refused.value.status_code == 429 and "following 2 logs at once" in refused.value.message
         assert followers.active == 3
     assert followers.active == 0 and not followers.of
+
+
+def test_a_read_that_fails_mid_way_ends_the_log_there():
+    def engine():
+        yield b"first\n"
+        raise OSError("the engine went away")
+
+    async def read():
+        return [x async for x in streams.chunks_of(engine(), blocking)]
+
+    assert asyncio.run(read()) == [b"first\n"]

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 from .. import tasks
 from ..errors import UserError
 
 DEFAULT_LIMIT = 4
+log = logging.getLogger("workspace.service")
 
 
 class Followers:
@@ -53,11 +55,19 @@ class Followers:
 
 async def chunks_of(chunks: Iterable[bytes], blocking: Callable[..., Awaitable]) -> AsyncIterator[bytes]:
     """The chunks of a blocking iterator, each read in the shared pool (one read at a time, none held
-    between them); the iterator is closed when the consumer stops early."""
+    between them); the iterator is closed when the consumer stops early. A read that fails (the engine
+    went away mid-read) ends them there."""
     it = await blocking(iter, chunks)
     end = object()
     try:
-        while (chunk := await blocking(next, it, end)) is not end:
+        while True:
+            try:
+                chunk = await blocking(next, it, end)
+            except Exception as e:
+                log.info("a log read ended early: %s", e)
+                return
+            if chunk is end:
+                return
             yield chunk
     finally:
         close = getattr(it, "close", None)

@@ -67,6 +67,12 @@ class ImageBuilder(LoggingConfigurable):
     )
     disk_interval = Float(2.0, config=True, help="Seconds between two measurements of a build's disk.")
     max_images = Int(10, config=True, help="Images one user may have (built or not).")
+    max_queued = Int(
+        2,
+        config=True,
+        help="""Builds one user may have queued or under way at once (one more is refused with a 429); the
+        builder takes the users' builds in turn (user_images.build_order). 0: no limit.""",
+    )
     log_limit = Int(4 << 20, config=True, help="Bytes of a build's log kept after it ended (its tail).")
     network = Unicode("workspace-build", config=True, help="The Docker network builds run on (made if missing).")
     bridge = Unicode(

@@ -22,7 +22,7 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from . import courses, i18n, replication
+from . import courses, i18n, queue, replication
 from .copier import Transfer
 from .db import Database, utcnow
 from .executions import (
@@ -123,9 +123,10 @@ def begin(
     """Record a new execution and decide what it restores.
 
     It is `preparing` at once, or `queued` when its resource type may have to
-    wait (capacity, GPUs); `admit()` lets it in.
+    wait (capacity, GPUs); `admit()` lets it in. A type's per-user limit is counted in the same
+    transaction (queue.entering).
     """
-    with db.session() as s:
+    with db.session() as s, queue.entering(s, owner, name, resource_type):
         ws = get_or_create_workspace(s, owner, name)
         parent, source = plan_continuation(s, ws, choice)
         starter = courses.starter_for(s, ws) if source is None and choice != "fresh" else None

@@ -8,6 +8,7 @@ read from them (or from the store's filesystem) when Prometheus asks:
 
     workspace_executions{state}                 gauge: executions in each state (every state, 0 included)
     workspace_queue_length{resource_type}       gauge: starts waiting in each type's queue
+    workspace_log_followers                     gauge: logs followed now (the service's; each ends with its client)
     workspace_{restore,save}_duration_seconds   histogram: seconds per restore / save
     workspace_{restore,save}_size_bytes         histogram: bytes per restore / save
     workspace_{restore,save}_files              histogram: files per restore / save
@@ -175,6 +176,7 @@ class WorkspaceCollector(Collector):
         replication: bool = False,
         engine_nodes: Callable[[], list] | None = None,
         node_stores=None,
+        followers=None,
     ):
         self.db = db
         self.replication = replication  # a store of record is configured: outputs not yet in it are counted
@@ -184,6 +186,7 @@ class WorkspaceCollector(Collector):
         self.refresh_every = refresh_every
         self.engine_nodes = engine_nodes  # the nodes starts are placed on (workspace/nodes.py), asked per scrape
         self.node_stores = node_stores  # nodes.NodeStores: a node's store measured by its agent where it has one
+        self.followers = followers  # service/streams.Followers: the logs followed now (None: not this process)
         self._lock = threading.Lock()  # scrapes run in threads; the totals are updated under it
         self._ended: Tally | None = None  # the executions with id <= _high that are not in _open
         self._high = 0
@@ -224,6 +227,12 @@ class WorkspaceCollector(Collector):
         yield waiting
 
         yield from tally.families()
+        if self.followers is not None:
+            yield GaugeMetricFamily(
+                "workspace_log_followers",
+                "Logs followed now (`?follow=1` of a task's or an image build's log): each ends with its client.",
+                value=self.followers.active,
+            )
         yield from self._store(nodes)
         yield from self._node_families(nodes, placed, used)
         if sends is not None:

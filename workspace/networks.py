@@ -82,7 +82,10 @@ def ensure(client, deployment: str, owner: str, pool: str, prefix: int, driver: 
     last_error = None
     for i in range(min(len(subnets), 256)):  # the owner's own slot, or the next free ones
         subnet = subnets[(start + i) % len(subnets)]
-        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet))])
+        # the gateway said explicitly: Docker 20.10+ records none for a network made with only a subnet, and
+        # the host's address on it limits where the SSH gateway's key is accepted from (gateway_address)
+        pool_config = docker.types.IPAMPool(subnet=str(subnet), gateway=str(next(subnet.hosts())))
+        ipam = docker.types.IPAMConfig(pool_configs=[pool_config])
         try:
             api.create_network(
                 name,
@@ -109,14 +112,21 @@ def ensure(client, deployment: str, owner: str, pool: str, prefix: int, driver: 
 
 def gateway_address(client, name: str) -> str | None:
     """The address the host has on network `name` (its gateway), where the host's connections
-    into the network come from; None when Docker does not say (blocking)."""
+    into the network come from; None when the network has none (blocking). Where Docker records no
+    gateway (20.10+, for the default bridge and a network made with only a subnet) it is the subnet's
+    first address, which the bridge driver gives the host."""
     try:
         info = _client(client).inspect_network(name)
     except docker.errors.NotFound:
         return None
-    for pool in (info.get("IPAM") or {}).get("Config") or []:
+    pools = (info.get("IPAM") or {}).get("Config") or []
+    for pool in pools:
         if pool.get("Gateway"):
             return pool["Gateway"].split("/")[0]
+    for pool in pools:
+        subnet = ipaddress.ip_network(pool.get("Subnet") or "::/128", strict=False)
+        if subnet.version == 4 and subnet.num_addresses > 2:
+            return str(next(subnet.hosts()))
     return None
 
 

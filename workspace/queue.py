@@ -18,6 +18,7 @@ Pure logic here; the spawner (workspace/spawner/mixin.py) waits and reports.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import statistics
 import threading
@@ -29,7 +30,7 @@ from sqlalchemy import func, select, text
 from . import i18n
 from .db import Database, utcnow
 from .errors import UserError
-from .executions import UNFINISHED, Execution, latest_sample
+from .executions import UNFINISHED, Execution, Workspace, latest_sample
 from .resource_types import ResourceType
 
 # Executions holding a place (and their GPUs) of their type: admitted and not ended.
@@ -101,6 +102,50 @@ def lock_admission(session) -> None:
     transaction ends (re-entrant; taken before the thread lock, so the two never deadlock)."""
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADMISSION_LOCK_KEY})
+
+
+def check_per_user(session, owner: str, name: str, rtype: ResourceType) -> None:
+    """A user holds (or waits for) at most `rtype.per_user` starts of a type at once: one student cannot
+    take every GPU of a type. The user's 403 beyond it."""
+    if not rtype.per_user:
+        return
+    held = [
+        ex.workspace.name
+        for ex in session.scalars(
+            select(Execution)
+            .join(Workspace, Execution.workspace_id == Workspace.id)
+            .where(
+                Workspace.owner == owner,
+                Workspace.name != name,
+                Execution.resource_type == rtype.name,
+                Execution.state.in_(("queued", *HOLDING)),
+            )
+        )
+    ]
+    if len(held) >= rtype.per_user:
+        raise UserError(
+            403,
+            "You already run {count} “{resource_type}” workspace(s) ({workspaces}), "
+            "the most one person may at once; stop one first, or choose another type.",
+            count=len(held),
+            resource_type=rtype.name,
+            workspaces=", ".join(sorted(held)),
+        )
+
+
+@contextlib.contextmanager
+def entering(session, owner: str, name: str, rtype: ResourceType | None):
+    """Around the record of a new execution of a type with a per-user limit (lifecycle.begin): the
+    user's count and the record in one transaction, serialized as admission is (`lock_admission`, then
+    the thread lock, held until the commit), so that two starts at once never both pass the limit."""
+    if rtype is None or not rtype.per_user:
+        yield
+        return
+    lock_admission(session)
+    with _admit_lock:
+        check_per_user(session, owner, name, rtype)
+        yield
+        session.commit()  # before the lock is let go: the next start counts this one
 
 
 def admit(

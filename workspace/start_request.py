@@ -28,7 +28,6 @@ from .db import Database
 from .errors import UserError
 from .executions import (
     Execution,
-    Workspace,
     execution_by_number,
     find_workspace,
     get_or_create_workspace,
@@ -162,30 +161,10 @@ def one_queued_per_user(db: Database, owner: str, name: str, rtype: ResourceType
 
 
 def within_per_user_limit(db: Database, owner: str, name: str, rtype: ResourceType) -> None:
-    """A user holds (or waits for) at most `rtype.per_user` starts of a type at once: one student cannot
-    take every GPU of a type. The user's 403 beyond it."""
+    """The type's per-user limit (queue.check_per_user), asked early for a prompt answer; the start's
+    record checks it again in the same transaction (queue.entering), where two starts at once are
+    told apart."""
     if not rtype.per_user:
         return
     with db.session() as s:
-        held = [
-            ex.workspace.name
-            for ex in s.scalars(
-                select(Execution)
-                .join(Workspace, Execution.workspace_id == Workspace.id)
-                .where(
-                    Workspace.owner == owner,
-                    Workspace.name != name,
-                    Execution.resource_type == rtype.name,
-                    Execution.state.in_(("queued", *queue.HOLDING)),
-                )
-            )
-        ]
-    if len(held) >= rtype.per_user:
-        raise UserError(
-            403,
-            "You already run {count} “{resource_type}” workspace(s) ({workspaces}), "
-            "the most one person may at once; stop one first, or choose another type.",
-            count=len(held),
-            resource_type=rtype.name,
-            workspaces=", ".join(sorted(held)),
-        )
+        queue.check_per_user(s, owner, name, rtype)

@@ -133,32 +133,58 @@ def stamp_ns(line: bytes) -> int | None:
     return seconds * 10**9 + int((m.group(2) or b"0").ljust(9, b"0"))
 
 
+class NewLines:
+    """What a follower passes on of the engine's log: whole lines, each once (by the engine's time).
+    `seen["last"]` is the time of the last one passed on (for `read_after`, once the log is kept)."""
+
+    def __init__(self, seen: dict | None = None):
+        self.seen = {} if seen is None else seen
+        self.last = None  # ns of the last line passed on
+        self.buf = b""
+
+    @property
+    def since(self) -> float | None:
+        """What to ask the engine for next (seconds; None: all of it)."""
+        return self.last / 1e9 - 0.001 if self.last else None
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The new whole lines of one more chunk of a read."""
+        self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        new = []
+        for line in lines:
+            ns = stamp_ns(line)
+            if self.last is not None and ns is not None and ns <= self.last:
+                continue
+            self.last = self.seen["last"] = ns if ns is not None else self.last
+            new.append(line + b"\n")
+        return new
+
+    def end(self) -> list[bytes]:
+        """The end of a read: its unfinished last line, if it is new."""
+        buf, self.buf = self.buf, b""
+        if buf and (self.last is None or (stamp_ns(buf) or self.last + 1) > self.last):
+            self.last = self.seen["last"] = stamp_ns(buf) or self.last
+            return [buf + b"\n"]
+        return []
+
+
 def follow(read, running, stopped=lambda: False, pause: float = 1.0, seen: dict | None = None) -> Iterator[bytes]:
     """Follow an engine's log while `running()`: ask `read(since)` for what came since the last line
     passed on, every `pause` seconds, then once more after it stopped; `stopped()` (the reader left)
     ends it at once. Lines are passed on whole, each once (by the engine's time); `seen["last"]` is the
-    time of the last one (for `read_after`, once the log is kept)."""
+    time of the last one (for `read_after`, once the log is kept). Blocking, a thread's own: the
+    service's followers use workspace/service/streams.py (no thread held between reads)."""
     import time as _time
 
-    seen = {} if seen is None else seen
-    last = None  # ns of the last line passed on
+    lines = NewLines(seen)
     while not stopped():
         still = running()
-        buf = b""
-        for chunk in read(last / 1e9 - 0.001 if last else None):
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                ns = stamp_ns(line)
-                if last is not None and ns is not None and ns <= last:
-                    continue
-                last = seen["last"] = ns if ns is not None else last
-                yield line + b"\n"
+        for chunk in read(lines.since):
+            yield from lines.feed(chunk)
             if stopped():
                 return
-        if buf and (last is None or (stamp_ns(buf) or last + 1) > last):
-            last = seen["last"] = stamp_ns(buf) or last
-            yield buf + b"\n"
+        yield from lines.end()
         if not still:
             return
         _time.sleep(pause)

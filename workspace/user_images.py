@@ -283,11 +283,23 @@ def visible_clause(owner: str, groups: set[str]):
 # -- the records (blocking) ----------------------------------------------------------------
 
 
-def request_build(db, owner: str, definition: dict, limit: int) -> dict:
+def request_build(db, owner: str, definition: dict, limit: int, queued_limit: int | None = None) -> dict:
     """Record a build of `definition` (a new image, or a rebuild of the caller's own): queued. The user's 409
-    while one of it is queued or building, 403 beyond `limit` images."""
+    while one of it is queued or building, 403 beyond `limit` images, 429 beyond `queued_limit` builds
+    queued or under way (the builder is shared: one user's builds never fill its queue)."""
     with db.session() as s:
         image = s.scalar(select(UserImage).where(UserImage.owner == owner, UserImage.name == definition["name"]))
+        if queued_limit and (image is None or image.state not in BUSY):
+            busy = s.scalar(
+                select(func.count()).select_from(UserImage).where(UserImage.owner == owner, UserImage.state.in_(BUSY))
+            )
+            if busy >= queued_limit:
+                raise UserError(
+                    429,
+                    "You have {count} image builds queued or under way, the most one user may; wait until "
+                    "one has ended, then ask again.",
+                    count=busy,
+                )
         if image is None:
             count = s.scalar(select(func.count()).select_from(UserImage).where(UserImage.owner == owner))
             if count >= limit:
@@ -493,12 +505,36 @@ def set_progress(db, image_id: int, build: int, step: str) -> None:
             image.progress = step[:300]
 
 
+def build_order(images: list[UserImage]) -> list[UserImage]:
+    """The queued builds among `images` (the images of every owner with a queued build) in the order the
+    builder takes them: round-robin between users. A build goes before another when
+    fewer builds of its owner are ahead of it (building, or queued before it), then when its owner was
+    served less recently (their last build's start), then when it was asked for earlier."""
+    ahead: dict[str, int] = {}
+    served: dict[str, dt.datetime] = {}
+    for image in images:
+        if image.state != "queued" and image.started is not None:
+            served[image.owner] = max(served.get(image.owner, image.started), image.started)
+    ranked = []
+    for image in sorted(images, key=lambda i: (i.state != "building", i.updated, i.id)):
+        if image.state == "queued":
+            ranked.append(
+                (ahead.get(image.owner, 0), served.get(image.owner, dt.datetime.min), image.updated, image.id, image)
+            )
+        if image.state in BUSY:
+            ahead[image.owner] = ahead.get(image.owner, 0) + 1
+    return [r[-1] for r in sorted(ranked, key=lambda r: r[:-1])]
+
+
 def next_queued(db) -> dict | None:
-    """The oldest queued build, now marked building: {id, build, owner, name, base_ref, apt, pip, script}."""
+    """The next queued build (build_order), now marked building: {id, build, owner, name, base_ref, apt, pip,
+    script}."""
     with db.session() as s:
-        image = s.scalar(select(UserImage).where(UserImage.state == "queued").order_by(UserImage.updated))
-        if image is None:
+        queued_owners = select(UserImage.owner).where(UserImage.state == "queued").distinct()
+        order = build_order(list(s.scalars(select(UserImage).where(UserImage.owner.in_(queued_owners)))))
+        if not order:
             return None
+        image = order[0]
         image.state, image.started, image.updated = "building", utcnow(), utcnow()
         return {
             "id": image.id,

@@ -12,10 +12,13 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 
+from workspace import ssh_identities
 from workspace.gateway.keys import GatewayKeys
+from workspace.setup import engine
 
 from .hub import Hub
 from .test_cli import WORKSPACE
@@ -352,3 +355,112 @@ def test_a_hostile_workspace_gets_nothing_from_the_gateway(hub: Hub, two):
     # its own sshd back: reached again
     hub.sh("sshada", "thesis", "pkill -u jovyan -x sshd; sleep 0.5; /usr/sbin/sshd -f /etc/workspace/sshd_config")
     assert ada.ssh("thesis", "echo reached").stdout.strip() == "reached"
+
+
+def gateway_process(hub: Hub) -> psutil.Process:
+    """The hub's SSH gateway: the process listening on its port."""
+    port = int(hub.env["WORKSPACE_SSH_PORT"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for p in psutil.process_iter(["cmdline"]):
+            if "workspace.gateway" not in " ".join(p.info["cmdline"] or ()):
+                continue
+            try:
+                if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in p.net_connections("tcp")):
+                    return p
+            except psutil.Error:
+                continue
+        time.sleep(0.5)
+    raise AssertionError(f"no gateway listens on {port}")
+
+
+def test_channels_waiting_for_a_start_are_capped_and_hold_little(hub: Hub, two):
+    # a +start login makes every channel of the connection wait for the workspace: what the client sends
+    # meanwhile is the gateway's to hold, so each channel may send only a small window of it
+    import asyncio
+
+    import asyncssh
+
+    ada, _ = two
+    gateway = gateway_process(hub)
+    # a start that takes a while for sure: its home's start script sleeps before the server starts
+    hub.start_workspace("sshada", "lazy", ada.token)
+    hub.sh("sshada", "lazy", "mkdir -p ~/.workspace && echo 'sleep 45' > ~/.workspace/start.sh")
+    hub.stop_workspace("sshada", "lazy", ada.token)
+
+    async def attack() -> tuple[int, str]:
+        async with asyncssh.connect(
+            "127.0.0.1",
+            int(ada.port),
+            username="sshada+lazy+start",
+            client_keys=[str(ada.key)],
+            known_hosts=str(ada.home / "known_hosts"),
+            config=None,
+            agent_path=None,
+        ) as conn:
+            before = gateway.memory_info().rss
+            channels = []
+            for _ in range(12):
+                chan, _ = await conn.create_session(asyncssh.SSHClientSession, "cat > /dev/null", encoding=None)
+                chan.write(b"x" * (8 << 20))  # the client holds what the gateway does not take
+                channels.append(chan)
+            await asyncio.sleep(3)
+            lazy = hub.api("GET", "/users/sshada").json()["servers"].get("lazy") or {}
+            assert lazy.get("pending") and not lazy.get("ready"), f"not measured while it started: {lazy}"
+            grown = gateway.memory_info().rss - before
+            # 12 channels of 8 MiB windows took 96 MiB before; now 32 KiB each (and the interpreter's noise)
+            assert grown < 16 << 20, f"the gateway grew by {grown >> 20} MiB"
+            for _ in range(4):  # 16: the most one connection may have
+                chan, _ = await conn.create_session(asyncssh.SSHClientSession, "true", encoding=None)
+            with pytest.raises(asyncssh.ChannelOpenError) as refused:
+                await conn.create_session(asyncssh.SSHClientSession, "true", encoding=None)
+            return refused.value.code, refused.value.reason
+
+    code, reason = asyncio.run(attack())
+    assert code == 4 and "too many channels" in reason, (code, reason)  # OPEN_RESOURCE_SHORTAGE
+    deadline = time.monotonic() + 300
+    while (hub.api("GET", "/users/sshada").json()["servers"].get("lazy") or {}).get("pending"):
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    hub.stop_workspace("sshada", "lazy", ada.token)
+
+
+def test_the_gateways_key_is_accepted_only_from_the_gateways_address(hub: Hub, two, tmp_path):
+    # Docker 20.10+ records no gateway for a network made with only a subnet: the key went without from=,
+    # so anything on the owner's network holding the gateway's key (or a copy of it) logged in
+    import docker
+
+    ada, _ = two
+    client = engine.client()
+    (container,) = hub.containers(user="sshada", server="thesis")
+    written = hub.sh("sshada", "thesis", "cat /run/workspace/ssh/authorized_keys")
+    (line,) = [x for x in written.splitlines() if x.endswith("workspace-gateway")]
+    ((network, endpoint),) = container.attrs["NetworkSettings"]["Networks"].items()
+    assert endpoint["Gateway"], endpoint  # the host's address on the network, as the engine gives it
+    assert line.startswith(f'from="{endpoint["Gateway"]}",'), line
+    key = GatewayKeys(hub.data_dir / "gateway").client_key.read_text()
+    ssh = [
+        *("ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"),
+        *("-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10"),
+        *("-p", str(ssh_identities.WORKSPACE_PORT), f"{ssh_identities.WORKSPACE_USER}@{endpoint['IPAddress']}"),
+    ]
+    # from the host's address on the network (where the gateway connects from): accepted
+    own = tmp_path / "gateway_key"
+    own.write_text(key)
+    own.chmod(0o600)
+    r = subprocess.run([*ssh, "-i", str(own), "echo in"], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "in", r.stderr
+    # from another container on the owner's network, with the same key: refused
+    script = 'umask 077; printf "%s" "$KEY" > /tmp/k; exec "$@"'
+    with pytest.raises(docker.errors.ContainerError) as refused:
+        client.containers.run(
+            container.image.id,
+            ["sh", "-c", script, "sh", *ssh, "-i", "/tmp/k", "echo in"],
+            environment={"KEY": key},
+            network=network,
+            user="0",
+            entrypoint=[],
+            remove=True,
+            labels={"workspace.deployment": hub.deployment, "workspace.test": "gateway-from"},
+        )
+    assert b"Permission denied" in refused.value.stderr, refused.value.stderr

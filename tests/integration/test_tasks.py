@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
-from .hub import Hub
+from .hub import ADMIN_PASSWORD, Hub
 
 TYPES = [
     {"name": "standard", "description": "any number at once"},
@@ -397,3 +398,48 @@ def test_a_webhook_never_reaches_the_hubs_own_networks(start_hub, receiver):
         time.sleep(0.3)
     assert "private networks" in hub.service_call("GET", "/webhook", token).json()["last_result"]
     assert Receiver.calls == []
+
+
+def followers(hub: Hub) -> float:
+    """The service's count of log followers open now (its admin-only metric)."""
+    admin = hub.user_token(hub.settings.admin_user, ADMIN_PASSWORD)
+    r = requests.get(f"{hub.url}/services/workspace/metrics", headers={"Authorization": f"token {admin}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    found = {f.name: f.samples[0].value for f in text_string_to_metric_families(r.text) if f.samples}
+    return found["workspace_log_followers"]
+
+
+def test_log_followers_end_with_their_client_and_one_user_has_few(task_hub: Hub):
+    # a task that says one line, then nothing for ten minutes: a follower gets no line that would show it
+    # that its client has gone, so only the client's going can end it
+    token = task_hub.user_token("quinn")
+    ex = run(task_hub, token, "quiet", "echo started; sleep 600")
+    url = f"{task_hub.url}/services/workspace/api/workspaces/quiet/executions/{ex['number']}/logs"
+    headers = {"Authorization": f"token {token}"}
+    assert followers(task_hub) == 0
+    opened = []
+    for _ in range(4):
+        r = requests.get(url, params={"follow": 1}, headers=headers, stream=True, timeout=120)
+        assert r.status_code == 200, r.text
+        lines_of = r.iter_lines(decode_unicode=True)  # kept: a generator let go of may close its connection
+        assert "started" in next(lines_of)
+        opened.append((r, lines_of))
+    assert followers(task_hub) == 4
+    # a fifth of the same user's: refused with a sentence, and nothing left open
+    r = requests.get(url, params={"follow": 1}, headers=headers, timeout=30)
+    assert r.status_code == 429, r.text
+    assert "following 4 logs at once already" in r.json()["message"]
+    # the log without follow is no follower: still answered
+    assert "started" in log_of(task_hub, token, "quiet", ex["number"])
+    for r, _ in opened:
+        r.close()
+    deadline = time.monotonic() + 15
+    while followers(task_hub) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert followers(task_hub) == 0, "followers outlived their clients"
+    # their places are free again
+    with requests.get(url, params={"follow": 1}, headers=headers, stream=True, timeout=120) as r:
+        assert r.status_code == 200, r.text
+    r = task_hub.service_call("POST", f"/workspaces/quiet/executions/{ex['number']}/cancel", token)
+    assert r.status_code == 202, r.text
+    wait_ended(task_hub, "quinn", "quiet", ex["number"])

@@ -403,3 +403,14 @@ def test_each_node_its_executions_its_free_gpus_and_its_store(database, tmp_path
     samples = scrape(WorkspaceCollector(database, engine_nodes=down))
     assert not any(name.startswith("workspace_node_") for name, _ in samples)
     assert value(samples, "workspace_executions", state="running") == 1
+
+
+def test_the_service_counts_the_logs_followed_now(database):
+    from workspace.service.streams import Followers
+
+    followers = Followers(limit=4)
+    collector = WorkspaceCollector(database, followers=followers)
+    with followers.held("ada"), followers.held("bob"):
+        assert value(scrape(collector), "workspace_log_followers") == 2
+    assert value(scrape(collector), "workspace_log_followers") == 0
+    assert ("workspace_log_followers", ()) not in scrape(WorkspaceCollector(database))  # not the hub's

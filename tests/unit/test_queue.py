@@ -8,7 +8,7 @@ import time
 import pytest
 from sqlalchemy import select
 
-from workspace import queue
+from workspace import lifecycle, queue, start_request
 from workspace.db import Database, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, get_or_create_workspace, new_execution
@@ -254,3 +254,72 @@ def test_the_admin_overview_of_nodes_counts_free_gpus_per_node_and_model(db):
         {"model": "A100", "total": 6, "free": 4, "most": 4},
         {"model": "V100", "total": 1, "free": 0, "most": 0},
     ]
+
+
+# -- the per-user limit of a type, counted where the start is recorded ------------------------
+
+
+def test_two_starts_at_once_never_both_pass_the_per_user_gpu_limit(db, monkeypatch):
+    # one student asks for two GPU workspaces at the same moment (two tabs, two `+start`s): each start
+    # is checked, then recorded, as the spawner does; both read before either writes unless the count
+    # and the record are one serialized transaction
+    gpu = ResourceType.from_config({"name": "gpu", "gpus": 1})  # per_user 1, the default of a GPU type
+    assert gpu.per_user == 1
+    count = queue.check_per_user
+
+    def slow_count(*args):
+        count(*args)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(queue, "check_per_user", slow_count)
+    outcomes: dict[str, object] = {}
+
+    def start(name: str):
+        try:
+            start_request.within_per_user_limit(db, "ada", name, gpu)
+            outcomes[name] = lifecycle.begin(db, "ada", name, "latest", None, resource_type=gpu).execution_id
+        except UserError as e:
+            outcomes[name] = e
+
+    threads = [threading.Thread(target=start, args=(name,)) for name in ("one", "two")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    refused = [o for o in outcomes.values() if isinstance(o, UserError)]
+    assert len(refused) == 1, outcomes
+    assert refused[0].status_code == 403 and "the most one person may" in refused[0].message
+    with db.session() as s:
+        recorded = s.scalars(select(Execution).where(Execution.resource_type == "gpu")).all()
+        assert [e.state for e in recorded] == ["queued"]  # the refused start left no record
+
+
+@pytest.mark.postgres
+def test_two_hub_processes_on_postgresql_never_both_pass_the_per_user_limit(postgres_url, monkeypatch):
+    # as above, from two "hubs": their own engines and no shared thread lock; the advisory lock alone
+    gpu = ResourceType.from_config({"name": "gpu", "gpus": 1})
+    hubs = [Database(postgres_url), Database(postgres_url)]
+    monkeypatch.setattr(queue, "_admit_lock", contextlib.nullcontext())
+    count = queue.check_per_user
+
+    def slow_count(*args):
+        count(*args)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(queue, "check_per_user", slow_count)
+    outcomes: dict[str, object] = {}
+
+    def start(db, name: str):
+        try:
+            outcomes[name] = lifecycle.begin(db, "ada", name, "latest", None, resource_type=gpu).execution_id
+        except UserError as e:
+            outcomes[name] = e
+
+    threads = [threading.Thread(target=start, args=(db, name)) for db, name in zip(hubs, ("one", "two"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(isinstance(o, UserError) for o in outcomes.values()) == 1, outcomes
+    for db in hubs:
+        db.engine.dispose()

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from workspace import ssh_identities
+from workspace import networks, ssh_identities
 from workspace.executions import get_or_create_workspace
 
 
@@ -66,3 +66,23 @@ def test_an_execution_gets_its_host_key_the_gateway_from_its_address_and_the_own
         env = ssh_identities.execution_env(s, get_or_create_workspace(s, "ada", "thesis"), gateway, None, False)
     assert env["WORKSPACE_SSH_CONFIG"] == "" and env["WORKSPACE_SSH_KNOWN_HOSTS"] == ""
     assert env["WORKSPACE_SSH_AUTHORIZED_KEYS"].startswith("no-agent-forwarding,no-X11-forwarding " + gateway)
+
+
+class _Engine:
+    """What networks.gateway_address asks of the engine: one network's inspection."""
+
+    def __init__(self, ipam_config: list[dict]):
+        self.ipam_config = ipam_config
+
+    def inspect_network(self, name):
+        return {"Name": name, "IPAM": {"Driver": "default", "Config": self.ipam_config}}
+
+
+def test_the_gateway_address_is_the_subnets_first_when_docker_records_none():
+    # Docker 20.10+ records no gateway for the default bridge and for a network made with only a subnet:
+    # the gateway's key was then written without from=
+    assert networks.gateway_address(_Engine([{"Subnet": "172.17.0.0/16"}]), "bridge") == "172.17.0.1"
+    assert networks.gateway_address(_Engine([{"Subnet": "10.213.4.32/27"}]), "n") == "10.213.4.33"
+    assert networks.gateway_address(_Engine([{"Subnet": "10.1.0.0/24", "Gateway": "10.1.0.254"}]), "n") == "10.1.0.254"
+    assert networks.gateway_address(_Engine([{"Subnet": "fd00::/64"}, {"Subnet": "10.2.0.0/24"}]), "n") == "10.2.0.1"
+    assert networks.gateway_address(_Engine([]), "host") is None

@@ -1,9 +1,12 @@
 """Images users define (workspace/user_images.py): what a definition may be, who sees and changes an image,
 a build's record from its request to its end; on real databases. The build: tests/integration/test_user_images.py."""
 
+import datetime as dt
+
 import pytest
 
 from workspace import egress, image_approvals, image_builds, user_images
+from workspace.db import move_clock
 from workspace.errors import UserError
 
 BASES = {"workspace-base:latest": "workspace-base:latest", "bob/nlp": "wstest-user-3:2"}
@@ -109,6 +112,46 @@ def test_build_records_and_who_sees_what(database):
     assert "the most one user may have" in refused(
         user_images.request_build, db, "alice", definition(name="cv3"), 2, status=403
     )
+
+
+def tick():
+    move_clock(dt.timedelta(seconds=1))
+
+
+def test_one_user_queues_at_most_max_queued_builds_and_the_builder_takes_users_in_turn(database):
+    db, ok = database, {"ok": True, "ref": "x", "bytes": 1}
+    # each request a second after the one before (utcnow orders them)
+    for name in ("a1", "a2"):  # alice asks first, twice
+        user_images.request_build(db, "alice", definition(name=name), limit=10, queued_limit=2)
+        tick()
+    # a third while two wait: refused, and nothing recorded (the builder is everyone's)
+    message = refused(user_images.request_build, db, "alice", definition(name="a3"), 10, queued_limit=2, status=429)
+    assert "2 image builds queued or under way" in message
+    assert [i["name"] for i in user_images.listing(db, "alice", set())] == ["alice/a1", "alice/a2"]
+    for owner in ("bob", "carol"):
+        user_images.request_build(db, owner, definition(name="b"), limit=10, queued_limit=2)
+        tick()
+    taken = []
+    while (job := user_images.next_queued(db)) is not None:
+        taken.append(job["name"])
+        tick()
+        user_images.finish(db, job["id"], job["build"], ok)
+        if job["name"] == "alice/a1":  # alice's first ended: she may queue one more, which waits its turn
+            user_images.request_build(db, "alice", definition(name="a3"), limit=10, queued_limit=2)
+            tick()
+    # round-robin: bob and carol, who asked later, are not behind alice's second and third
+    assert taken == ["alice/a1", "bob/b", "carol/b", "alice/a2", "alice/a3"]
+
+
+def test_build_order_counts_a_users_build_under_way_as_ahead_of_their_queued_ones():
+    t = [dt.datetime(2026, 1, 1, 0, m) for m in range(5)]
+    images = [
+        user_images.UserImage(id=1, owner="alice", state="building", updated=t[0], started=t[1]),
+        user_images.UserImage(id=2, owner="alice", state="queued", updated=t[1]),
+        user_images.UserImage(id=3, owner="bob", state="queued", updated=t[2]),
+        user_images.UserImage(id=4, owner="bob", state="ready", updated=t[3], started=t[0]),
+    ]
+    assert [i.id for i in user_images.build_order(images)] == [3, 2]
 
 
 def test_interrupted_builds_fail_with_a_sentence(database):

@@ -29,6 +29,17 @@ from .. import i18n
 log = logging.getLogger("workspace.gateway")
 
 CHUNK = 65536
+# A channel's window until the workspace's side is open: what a client may send that the gateway has to
+# hold meanwhile (a `+start` waits minutes). Once open, the channel gets the full window (`widen`).
+PENDING_WINDOW = 32 << 10
+
+
+def widen(chan, window: int) -> None:
+    """Give a channel opened with PENDING_WINDOW its full receive window. asyncssh tops a channel's window
+    up to its initial size once less than half of it is left: raising that size (asyncssh has no public
+    call for it) makes the next top-up the full window."""
+    if chan is not None and window > chan.get_recv_window():
+        chan._init_recv_window = window
 
 
 def locale_of(chan) -> str:
@@ -76,8 +87,9 @@ class SessionRelay(asyncssh.SSHServerSession):
     """The user's side of a session channel; `open` (a coroutine: the workspace's connection, or
     raise with a line for the user) is awaited when the client starts the session."""
 
-    def __init__(self, open_upstream):
+    def __init__(self, open_upstream, window: int = PENDING_WINDOW):
         self.open_upstream = open_upstream
+        self.window = window  # the channel's once the workspace's side is open
         self.chan = None
         self.up_chan = None
         self.term = None  # (type, size, modes) of a requested terminal
@@ -94,8 +106,7 @@ class SessionRelay(asyncssh.SSHServerSession):
         return True
 
     def shell_requested(self):
-        self.chan.pause_reading()  # the user waits until the workspace's side is open (and .early holds
-        return True  # what came before the pause took effect)
+        return True  # the session starts; what the user sends waits for the workspace's side (data_received)
 
     def exec_requested(self, command):
         self.request["command"] = command
@@ -154,6 +165,7 @@ class SessionRelay(asyncssh.SSHServerSession):
         self.early = []
         if self.pending_eof:
             self.up_chan.write_eof()
+        widen(self.chan, self.window)
         self.chan.resume_reading()
 
     def _fail(self, line: str) -> None:
@@ -165,7 +177,11 @@ class SessionRelay(asyncssh.SSHServerSession):
         if self.up_chan is not None:
             self.up_chan.write(data)
         else:
+            # the workspace's side is not open yet: keep this, and take no more until it is (paused here:
+            # asyncssh resumes a channel once its session has started). What the client sends meanwhile
+            # waits in the channel's buffer, within its small window (PENDING_WINDOW)
             self.early.append(data)
+            self.chan.pause_reading()
 
     def eof_received(self):
         if self.up_chan is not None:
@@ -224,8 +240,9 @@ class GatewayRefusal(Exception):
         return i18n.translate(locale, self.template, **self.params)
 
 
-def tunnel(open_upstream, host: str, port: int):
-    """A `direct-tcpip` handler (asyncssh's stream session): opened through the workspace's sshd."""
+def tunnel(open_upstream, host: str, port: int, window: int = PENDING_WINDOW):
+    """A `direct-tcpip` handler (asyncssh's stream session): opened through the workspace's sshd; its
+    channel gets `window` once that side is open."""
 
     async def handle(reader, writer):
         try:
@@ -235,6 +252,7 @@ def tunnel(open_upstream, host: str, port: int):
             log.info("forwarding to %s:%s refused: %s", host, port, e)
             writer.close()
             return
+        widen(writer.channel, window)
         await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
 
     return handle

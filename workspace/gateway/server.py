@@ -28,6 +28,7 @@ it, and reads nothing of it but the SSH protocol itself.
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime as dt
 import json
 import logging
@@ -49,7 +50,7 @@ from ..i18n import N_
 from ..ssh_keys import SshKey
 from . import keys as gateway_keys
 from .login import Login, parse
-from .relay import GatewayRefusal, SessionRelay, locale_of, tunnel
+from .relay import PENDING_WINDOW, GatewayRefusal, SessionRelay, locale_of, tunnel
 
 log = logging.getLogger("workspace.gateway")
 
@@ -80,9 +81,20 @@ class SshGateway(config.HubService):
     connect_timeout = Float(15, config=True, help="Seconds to reach a workspace's sshd.")
     start_timeout = Float(600, config=True, help="Seconds a `+start` login waits for its workspace.")
     login_timeout = Float(60, config=True, help="Seconds a client has to authenticate.")
+    max_channels_per_connection = Int(
+        16,
+        config=True,
+        help="""Channels (sessions, `-L` forwardings) one client connection may have open at once; one
+        more is refused. Until its workspace's side is open a channel holds at most
+        relay.PENDING_WINDOW bytes of what the client sends.""",
+    )
+    max_channels_per_user = Int(
+        32, config=True, help="Channels one user may have open at once over all their connections."
+    )
     aliases = {"hub-config": "SshGateway.hub_config"}
 
     def initialize(self, argv=None):
+        self.channels_of: collections.Counter = collections.Counter()  # open channels per user
         config.load(self, argv)
         spawner = config.SpawnerOptions(self.config)
         self.db_url = self.db_url or spawner.db_url
@@ -271,13 +283,21 @@ class GatewayConnection(asyncssh.SSHServer):
         self.conn = None
         self.upstream: asyncio.Future | None = None
         self.lock = asyncio.Lock()
+        self.channels = 0  # open now (counted in the gateway's per-user count too)
 
     def connection_made(self, conn):
         self.conn = conn
         self.peer = (conn.get_extra_info("peername") or ("?",))[0]
 
     def connection_lost(self, exc):
-        if self.upstream is not None and self.upstream.done() and not self.upstream.exception():
+        self._release(self.channels)
+        if self.upstream is None:
+            return
+        if not self.upstream.done():
+            # the client went while its workspace's side was being made (a `+start` waits up to
+            # start_timeout): stop waiting for it and following its progress (the hub's start goes on)
+            self.upstream.cancel()
+        elif not self.upstream.cancelled() and not self.upstream.exception():
             self.upstream.result().close()
 
     def begin_auth(self, username):
@@ -312,10 +332,44 @@ class GatewayConnection(asyncssh.SSHServer):
         return ok
 
     def session_requested(self):
-        return SessionRelay(self.open_upstream)
+        chan = self._count(self.conn.create_server_channel(encoding=None, window=PENDING_WINDOW))
+        return chan, SessionRelay(self.open_upstream, WINDOW)
 
     def connection_requested(self, dest_host, dest_port, orig_host, orig_port):
-        return tunnel(self.open_upstream, dest_host, dest_port)
+        chan = self._count(self.conn.create_tcp_channel(window=PENDING_WINDOW))
+        return chan, tunnel(self.open_upstream, dest_host, dest_port, WINDOW)
+
+    def _count(self, chan):
+        """Count a new channel until it closes, or refuse it beyond the connection's or the user's limit.
+        It opens with a small window (relay.PENDING_WINDOW), widened once its workspace's side is open, so
+        that a channel waiting for a start holds little of what the client sends."""
+        gateway, owner = self.gateway, self.login.owner
+        if self.channels >= gateway.max_channels_per_connection or gateway.channels_of[owner] >= (
+            gateway.max_channels_per_user
+        ):
+            log.info("channel of %s from %s refused: %d open", self.login.label, self.peer, gateway.channels_of[owner])
+            raise asyncssh.ChannelOpenError(
+                asyncssh.OPEN_RESOURCE_SHORTAGE,
+                i18n.translate(
+                    i18n.DEFAULT,
+                    "too many channels open at once ({connection} on this connection, {user} of yours); close one",
+                    connection=self.channels,
+                    user=gateway.channels_of[owner],
+                ),
+            )
+        self.channels += 1
+        gateway.channels_of[owner] += 1
+        asyncio.ensure_future(chan.wait_closed()).add_done_callback(lambda _: self._release(1))
+        return chan
+
+    def _release(self, count: int) -> None:
+        count = min(count, self.channels)
+        if count and self.login is not None:
+            self.channels -= count
+            owner = self.login.owner
+            self.gateway.channels_of[owner] -= count
+            if self.gateway.channels_of[owner] <= 0:
+                del self.gateway.channels_of[owner]
 
     def server_requested(self, listen_host, listen_port):
         return False  # remote forwarding would open a port on the hub host

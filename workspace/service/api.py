@@ -17,9 +17,9 @@ Errors are JSON: {"status": ..., "message": "<a sentence>"}.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-import threading
 from functools import partial
 from pathlib import Path
 from urllib.parse import quote
@@ -34,11 +34,14 @@ from tornado.iostream import StreamClosedError
 from .. import courses, errors, executions, i18n
 from ..errors import UserError
 from ..executions import number_of
+from . import streams
 
 # JupyterHub RBAC: read (never change) other users' workspaces, executions, usage, storage and
 # accounting. Defined in jupyterhub_config.py; instructors hold it filtered to their course's group
 # (`custom:workspaces:read!group=cs101`).
 READ_SCOPE = "custom:workspaces:read"
+# a log's reader that takes nothing for this long is cut off (a stalled stream holds nothing for long)
+STALL_SECONDS = 300
 
 
 class APIHandler(HubOAuthenticated, web.RequestHandler):
@@ -195,40 +198,31 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     def on_connection_close(self):
         self.closed = True
 
+    def gone(self) -> bool:
+        """Whether the client has gone (a stream it asked for ends)."""
+        return self.closed
+
     async def relay(self, chunks) -> None:
-        """Pass the chunks of a blocking iterator (`chunks(stop)`: `stop` is set when the reader left) on as
-        they come: a thread of its own reads (a follower may wait for hours, so not the shared pool), at
-        most 16 chunks wait in memory."""
-        loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue = asyncio.Queue()
-        room = threading.Semaphore(16)
-        stop = threading.Event()
-        done = object()
-
-        def produce():
-            try:
-                for chunk in chunks(stop):
-                    while not room.acquire(timeout=1.0):
-                        if stop.is_set():
-                            return
-                    if stop.is_set():
-                        return
-                    loop.call_soon_threadsafe(inbox.put_nowait, chunk)
-            except Exception:  # the engine went away mid-read: the log ends there
-                pass
-            finally:
-                loop.call_soon_threadsafe(inbox.put_nowait, done)
-
-        threading.Thread(target=produce, name="workspace-log", daemon=True).start()
+        """Pass the chunks of a blocking iterable (each read in the shared pool, none held between two
+        reads) or of an async iterator (streams.follow) on as they come, until its end or until the
+        client has gone (it left, or took nothing for STALL_SECONDS: then it is cut off)."""
+        source = chunks if hasattr(chunks, "__aiter__") else streams.chunks_of(chunks, self.blocking)
         try:
-            while (item := await inbox.get()) is not done:
-                room.release()
-                self.write(item)
-                await self.flush()
+            async with contextlib.aclosing(source):
+                async for chunk in source:
+                    if self.closed:
+                        return
+                    self.write(chunk)
+                    flushed = self.flush()
+                    try:
+                        await asyncio.wait_for(asyncio.shield(flushed), STALL_SECONDS)
+                    except asyncio.TimeoutError:
+                        flushed.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+                        self.closed = True
+                        self.request.connection.close()
+                        return
         except StreamClosedError:
-            pass
-        finally:
-            stop.set()
+            self.closed = True
 
     @property
     def lang(self) -> str:

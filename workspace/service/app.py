@@ -28,7 +28,7 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpserver import HTTPServer
-from traitlets import Bool, Dict, Float, Unicode
+from traitlets import Bool, Dict, Float, Integer, Unicode
 from traitlets.config import Application
 
 from .. import config, lifecycle, queue, uploads, user_images, webhooks
@@ -57,6 +57,7 @@ from . import (
     ssh_keys_api,
     ssh_page,
     storage_api,
+    streams,
     tasks_api,
     uploads_api,
     webhook_api,
@@ -101,6 +102,15 @@ class WorkspaceService(Application):
         JupyterHub's `read:metrics` scope, as the hub's own /hub/metrics does
         (`JupyterHub.authenticate_prometheus`). False: anyone who reaches it may
         read it (the figures name no user).""",
+    )
+
+    max_followers_per_user = Integer(
+        streams.DEFAULT_LIMIT,
+        min=1,
+        config=True,
+        help="""How many logs (a task's, an image build's) one user may follow
+        (`?follow=1`) at once; one more is refused with a 429. A follower ends
+        when its client goes.""",
     )
 
     def initialize(self, argv=None):
@@ -188,6 +198,7 @@ class WorkspaceService(Application):
             # a running task's log, from the engine (blocking), and where the hub keeps finished ones
             engine_log=functools.partial(spawner.spawner_class.engine_log, spawner),
             execution_log_root=spawner.execution_log_root,
+            followers=streams.Followers(self.max_followers_per_user),  # the logs followed now, per user
             webhook_networks=webhooks.networks(spawner.webhook_networks),
             node_stores=node_stores(spawner, store_for(spawner.store_root, clean=False)),
             record_store_root=spawner.record_store_root,
@@ -248,7 +259,7 @@ async def retry_saves(service: WorkspaceService) -> None:
 
 
 async def build_images(builder: ImageBuilder, db, wake: asyncio.Event) -> None:
-    """Forever: build the queued images users defined, one at a time, oldest first (workspace/image_builds.py)."""
+    """Forever: build the queued images users defined, one at a time, the users in turn (user_images.build_order)."""
     loop = asyncio.get_running_loop()
     pool = ThreadPoolExecutor(1, thread_name_prefix="workspace-image-build")  # hours long: not the shared pool
     try:

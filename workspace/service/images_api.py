@@ -24,12 +24,14 @@ The rules are in workspace/user_images.py, the builds in workspace/image_builds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from urllib.parse import quote
 
 from jupyterhub.scopes import Scope, parse_scopes
 
 from .. import i18n, image_approvals, quotas, tasks, user_images
 from ..errors import UserError
+from . import streams
 from .api import APIHandler
 from .courses_api import MANAGE_SCOPE
 
@@ -94,7 +96,9 @@ class ImageActions:
                 figures=status.figures(self.lang),
             )
         builder = self.settings["image_builder"]
-        image = await self.blocking(user_images.request_build, self.db, who, definition, builder.max_images)
+        image = await self.blocking(
+            user_images.request_build, self.db, who, definition, builder.max_images, builder.max_queued
+        )
         self.settings["image_build_wake"].set()
         return image
 
@@ -170,6 +174,11 @@ class ImageLogHandler(APIHandler):
         full = f"{owner}/{name}"
         image_id, state, build = await self.blocking(user_images.log_of, self.db, full, who, groups, admin)
         follow = self.get_argument("follow", "") in ("1", "true")
+        # a follower is one of the caller's few (streams.py), until its client goes
+        with self.settings["followers"].held(who) if follow else contextlib.nullcontext():
+            await self.send_log(full, image_id, state, build, follow)
+
+    async def send_log(self, full: str, image_id: int, state: str, build, follow: bool):
         builder, db = self.settings["image_builder"], self.db
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
@@ -188,7 +197,7 @@ class ImageLogHandler(APIHandler):
         if state == "building":
             container = builder.container_name(image_id, build)
             if not follow:
-                await self.relay(lambda stop: builder.engine_log(container))
+                await self.relay(builder.engine_log(container))
                 return self.finish()
 
             def running() -> bool:
@@ -196,8 +205,8 @@ class ImageLogHandler(APIHandler):
 
             seen: dict = {}
             await self.relay(
-                lambda stop: tasks.follow(
-                    lambda since: builder.engine_log(container, since), running, stop.is_set, seen=seen
+                streams.follow(
+                    lambda since: builder.engine_log(container, since), running, self.gone, self.blocking, seen=seen
                 )
             )
             # the build ended; the service keeps its log before it records the end: what came after the last
@@ -209,10 +218,10 @@ class ImageLogHandler(APIHandler):
                     return self.finish()
                 await asyncio.sleep(0.5)
             path = builder.log_path(image_id)
-            await self.relay(lambda stop: tasks.read_after(path, seen.get("last")))
+            await self.relay(tasks.read_after(path, seen.get("last")))
             return self.finish()
         path = builder.log_path(image_id)
-        await self.relay(lambda stop: tasks.read(path))
+        await self.relay(tasks.read(path))
         self.finish()
 
 

@@ -61,6 +61,7 @@ class MetricsHandler(APIHandler):
                 replication=bool(self.settings.get("record_store_root")) or self.settings.get("own_node_stores", False),
                 engine_nodes=self.settings.get("engine_nodes"),
                 node_stores=self.settings.get("node_stores"),
+                followers=self.settings.get("followers"),
             )
             registry = self.settings.setdefault("workspace_metrics", metrics.registry(collector))
         return registry

@@ -13,6 +13,7 @@ the options: queue, type, datasets, quota); the rules are in workspace/tasks.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from urllib.parse import quote
 
@@ -22,6 +23,7 @@ from .. import tasks
 from ..db import utcnow
 from ..errors import UserError
 from ..executions import ACTIVE, FINAL, check_workspace_name, number_of
+from . import streams
 from .api import APIHandler
 
 OPTIONS = ("continue_from", "datasets", "resource_type", "image")
@@ -98,10 +100,14 @@ class LogsHandler(APIHandler):
         owner = await self.owner()
         follow = self.get_argument("follow", "0") in ("1", "true", "yes")
         source = await self.blocking(tasks.log_source, self.db, owner, name, number_of(number))
+        # a follower is one of the caller's few (streams.py), until its client goes
+        with self.settings["followers"].held(self.caller()["name"]) if follow else contextlib.nullcontext():
+            await self.send_log(owner, name, number, source, follow)
+
+    async def send_log(self, owner: str, name: str, number: str, source: tasks.LogSource, follow: bool):
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
-        self.closed = False
         while follow and not source.kept and source.state not in FINAL and not source.record_id:
             # queued or preparing: wait for its container (or its end)
             await asyncio.sleep(1.0)
@@ -111,7 +117,7 @@ class LogsHandler(APIHandler):
         if source.record_id and not source.kept:
             engine_log, db, record = self.settings["engine_log"], self.db, source.record_id
             if not follow:
-                await self.relay(lambda stop: engine_log(record))
+                await self.relay(engine_log(record))
                 return self.finish()
 
             def running() -> bool:
@@ -119,7 +125,7 @@ class LogsHandler(APIHandler):
 
             seen: dict = {}
             await self.relay(
-                lambda stop: tasks.follow(lambda since: engine_log(record, since), running, stop.is_set, seen=seen)
+                streams.follow(lambda since: engine_log(record, since), running, self.gone, self.blocking, seen=seen)
             )
             # its container is gone (what it wrote last may have gone with it): once the hub has kept the
             # log, what came after the last line passed on
@@ -132,10 +138,10 @@ class LogsHandler(APIHandler):
                 state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id)
             if kept:
                 path = tasks.log_path(self.settings["execution_log_root"], source.execution_id)
-                await self.relay(lambda stop: tasks.read_after(path, seen.get("last")))
+                await self.relay(tasks.read_after(path, seen.get("last")))
             return self.finish()
         path = tasks.log_path(self.settings["execution_log_root"], source.execution_id)
-        await self.relay(lambda stop: tasks.read(path))
+        await self.relay(tasks.read(path))
         self.finish()
 
 

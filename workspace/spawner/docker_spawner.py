@@ -372,6 +372,11 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         await self.guard_egress()
         # the gateway reaches the container from the host: on the container's network, from its gateway address
         gateway_from = await self.run_blocking(networks.gateway_address, self.client_for_networks(), self.network_name)
+        if gateway_from is None:  # never a gateway key accepted from anywhere: the start fails instead
+            raise RuntimeError(
+                f"network {self.network_name} has no IPv4 address for the host: the SSH gateway's key could not "
+                "be limited to it (networks.gateway_address)"
+            )
         self.current.ssh_env = await self.run_blocking(self.ssh_environment, gateway_from, self.owner_networks)
         return await super().create_object()
 

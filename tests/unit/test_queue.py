@@ -295,10 +295,10 @@ def test_two_starts_at_once_never_both_pass_the_per_user_gpu_limit(db, monkeypat
 
 
 @pytest.mark.postgres
-def test_two_hub_processes_on_postgresql_never_both_pass_the_per_user_limit(postgres_url, monkeypatch):
+def test_two_hub_processes_on_postgresql_never_both_pass_the_per_user_limit(postgres_url, monkeypatch, tmp_path):
     # as above, from two "hubs": their own engines and no shared thread lock; the advisory lock alone
     gpu = ResourceType.from_config({"name": "gpu", "gpus": 1})
-    hubs = [Database(postgres_url), Database(postgres_url)]
+    hubs = [Database(postgres_url, key_file=tmp_path / "key"), Database(postgres_url, key_file=tmp_path / "key")]
     monkeypatch.setattr(queue, "_admit_lock", contextlib.nullcontext())
     count = queue.check_per_user
 

@@ -87,7 +87,7 @@ def test_a_build_that_writes_forever_is_stopped_with_a_sentence(image, tmp_path)
     builder = ImageBuilder(
         disk="200M", disk_interval=0.5, timeout=90, log_root=str(tmp_path), deployment=f"disk{uuid.uuid4().hex[:6]}"
     )
-    db = database(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    db = database(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "secrets" / "workspace.key")
     job = {
         "id": 1,
         "build": 1,

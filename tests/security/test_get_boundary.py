@@ -64,6 +64,7 @@ def arguments(ws: str) -> list[tuple[str, str]]:
         (r"/files/$", "notes.txt"),
         (r"/datasets/[^/]+/$", "data"),
         (r"/images/[^/]+/$", "img"),
+        (r"/images/[^/]+/[^/]+/$", "approve"),  # approve|revoke: a POST only (a GET must change nothing)
         (r"/versions/$", "1"),
         (r"/uploads/$", "0123abcd"),
         (r"/courses/$", COURSE),

@@ -171,6 +171,8 @@ class Tracked:
     home_notice: str | None = None  # the home-limit notice the workspace shows now
     files_notice: str | None = None  # the file-count notice it shows now
     files_counted: float = 0.0  # when its home's files were last counted
+    bytes_walked: float = 0.0  # when its home was last walked for its bytes (a store that keeps no count)
+    home_bytes: int | None = None  # what that walk found
 
 
 # what a task's webhook call says (tasks.ended_since's fields)
@@ -198,7 +200,9 @@ class Culler(config.HubService):
         config=True,
         help="""Seconds between two counts of a running home's files against its
         limit (a count stops at the limit, so it costs at most that many
-        entries; WORKSPACE_HOME_FILES_INTERVAL).""",
+        entries; WORKSPACE_HOME_FILES_INTERVAL), and between two walks of a
+        home for its bytes on a store that keeps no count of them (the copy
+        store; btrfs counts them, and is read at every usage sample).""",
     )
     cgroup_root = Unicode("/sys/fs/cgroup", config=True, help="Where the host's cgroup filesystem is mounted.")
     config_file = Unicode(
@@ -547,15 +551,22 @@ class Culler(config.HubService):
 
     async def _measure_bytes(self, server: Server, sample: UsageSample) -> None:
         loop = asyncio.get_running_loop()
+        tracked = self.tracked.get(server.execution_id)
+        store = self.store_of(server)
+        enforced = store.kind == "btrfs"  # its qgroup counts the bytes: reading them costs nothing
+        if not enforced and tracked is not None and self.clock() - tracked.bytes_walked < self.files_interval:
+            # a store that keeps no count is walked: every home has a limit (the quota's rest, #28), and a
+            # walk of each one at every sample would read every file of every running home each minute
+            sample.home_bytes = tracked.home_bytes
+            return
         try:
-            store = self.store_of(server)
             used = await loop.run_in_executor(None, store.home_usage, server.live_key)
         except Exception as e:  # its live home went (a stop under way)
             log.info("%s: the home could not be measured: %s", server.label, e)
             return
         sample.home_bytes = used
-        tracked = self.tracked.get(server.execution_id)
-        enforced = store.kind == "btrfs"
+        if tracked is not None and not enforced:
+            tracked.bytes_walked, tracked.home_bytes = self.clock(), used
         message = home_notice(used, server.home_limit, enforced, self.home_warn_fraction, server.locale)
         if tracked is None or message == tracked.home_notice:
             return

@@ -167,3 +167,37 @@ def test_a_start_is_told_the_maximum_run_time_the_culler_will_enforce(tmp_path):
     assert "after 10 min at the latest" in runtime_notice(config, "bob", set(), debug, False, "en")
     assert runtime_notice(Config({"IdlePolicy": {"max_runtime": 0.0}}), "bob", set(), None, False, "en") is None
     assert config.IdlePolicy.get("overrides") is None  # the hub's own configuration is left as it was
+
+
+def test_a_home_on_a_store_that_keeps_no_count_is_walked_once_per_files_interval(setup):
+    """Every home has a limit now (the quota's rest, #28): on the copy store, whose measure is a walk of every
+    file, a walk at every usage sample would read every running home each minute; btrfs counts the bytes."""
+    from types import SimpleNamespace
+
+    from workspace.culler import Tracked
+
+    hub, culler, clock = setup
+    culler.files_interval = 600
+
+    class Store:
+        def __init__(self, kind):
+            self.kind, self.walks = kind, 0
+
+        def home_usage(self, live_key):
+            self.walks += 1
+            return 1000 * self.walks
+
+    for kind, expected in (("copy", [1000, 1000, 1000, 2000]), ("btrfs", [1000, 2000, 3000, 4000])):
+        store = Store(kind)
+        culler.store_of = lambda server, store=store: store
+        server = SimpleNamespace(
+            execution_id=99, live_key="k", home_limit=10**9, locale="en", label="x", number=1, url=None
+        )
+        culler.tracked[99] = Tracked(watch=None, meter=None)
+        seen = []
+        for step in (0, 60, 500, 100):  # the last is past 600 s since the first walk
+            clock[0] += step
+            sample = UsageSample()
+            asyncio.get_event_loop().run_until_complete(culler._measure_bytes(server, sample))
+            seen.append(sample.home_bytes)
+        assert seen == expected, (kind, seen)

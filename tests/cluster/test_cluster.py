@@ -37,6 +37,7 @@ def test_a_service_placed_on_a_node_answers_from_that_node_with_that_nodes_store
         cluster.recorded()["image"],
         command=["python3", "-m", "http.server", "8888", "--directory", "/store"],
         name=f"probe-{token}",
+        user="0",  # the store's top is root's alone (0700, #28): the probe reads it as root
         constraints=["node.labels.node==node2"],
         endpoint_spec=EndpointSpec(mode="dnsrr", ports={18888: (8888, "tcp", "host")}),
         mounts=[Mount(target="/store", source=str(node2.store), type="bind", read_only=True)],

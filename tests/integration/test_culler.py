@@ -21,6 +21,7 @@ import websockets
 from .hub import Hub
 
 BROWSER_TIMEOUT = 20
+IDLE_THRESHOLD = 5.0  # IdlePolicy.cpu_threshold, the default this hub keeps (percent of a core)
 CULL_ENV = {
     "WORKSPACE_CULL_INTERVAL": "1",
     "WORKSPACE_CULL_BROWSER_TIMEOUT": str(BROWSER_TIMEOUT),
@@ -175,10 +176,12 @@ def test_idle_is_culled_busy_and_attached_are_kept(cull_hub: Hub):
         # one usage sample every 2 s, CPU from the cgroup: the busy loop shows
         usage = hub.service_api("/workspaces/busy/executions/1/usage", token).json()["samples"]
         assert len(usage) >= 3, usage
-        assert max(s["cpu_percent"] or 0 for s in usage) > 50, usage
+        # (a loop takes a whole core alone; beside the suite's other workers on two cores it was read at
+        # 29 to 43 %: what counts is that it is far above the idle threshold, which the quiet one is under)
+        assert max(s["cpu_percent"] or 0 for s in usage) > 4 * IDLE_THRESHOLD, usage
         assert all(s["memory_bytes"] for s in usage), usage
         quiet = hub.service_api("/workspaces/attached/executions/1/usage", token).json()["samples"]
-        assert quiet and quiet[-1]["cpu_percent"] < 5 and quiet[-1]["browser"] is True, quiet
+        assert quiet and quiet[-1]["cpu_percent"] < IDLE_THRESHOLD and quiet[-1]["browser"] is True, quiet
     finally:
         browser.close()
 

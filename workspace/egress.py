@@ -210,7 +210,8 @@ class Policy:
     allowed: list[Destination] = field(default_factory=list)
     host_nets: list[str] = field(default_factory=list)
     hub: tuple[str, int] | None = None  # the host's address and port a workspace calls (the hub's API)
-    hub_routed: bool = False  # the hub is another machine's (a swarm node's view): forwarded, not INPUT
+    # a swarm node's: the hub is another machine (forwarded), or this one where a manager runs it (INPUT)
+    hub_routed: bool = False
 
     @property
     def input_chain(self) -> str:
@@ -252,7 +253,7 @@ def forward_rules(policy: Policy, version: int = 4) -> list[list[str]]:
 def input_rules(policy: Policy, version: int = 4) -> list[list[str]]:
     """`<chain>-IN`'s rules in order: what a workspace's traffic to the host itself meets."""
     out = _common(policy, version)
-    if policy.hub and not policy.hub_routed and ipaddress.ip_address(policy.hub[0]).version == version:
+    if policy.hub and ipaddress.ip_address(policy.hub[0]).version == version:
         out.append(_hub_rule(policy.hub))
     if version == 6:  # neighbour discovery: without it no IPv6 reaches the bridge at all
         out.append(["-p", "ipv6-icmp", "-j", "RETURN"])

@@ -432,14 +432,15 @@ def test_a_task_runs_on_a_worker_node_and_its_log_and_exit_code_come_back(cluste
 
 
 @pytest.fixture
-def site():
-    """Listeners at the cloud's metadata address, a campus 192.168.x and a public stand-in (11.x: routed
-    here only, see tests/security/test_egress.py) in a namespace of their own, routed from the host and
-    forwarded between it and the nodes' bridge (the host's FORWARD drops bridge to bridge otherwise)."""
+def site(cluster: Cluster):
+    """Listeners at the cloud's metadata address, a campus 192.168.x and a public stand-in (11.x: a routed
+    range, so the rules treat it as the internet; routed here only, see tests/security/test_egress.py) in a
+    namespace of their own on the cluster's bridge, which the nodes route these addresses to: the host's
+    routes and FORWARD stay as they are (bridge to bridge is the cluster's FORWARD_RULE)."""
     tag, r = os.urandom(3).hex(), random.randrange(1, 250)
     ns, host_end, ns_end = f"wsswsite{tag}", f"vsw{tag}h", f"vsw{tag}n"
+    own = f"{NET}.{random.randrange(200, 250)}"
     addresses = {"metadata": "169.254.169.254", "campus": f"192.168.{r}.10", "public": f"11.249.{r}.10"}
-    forward = [["-i", BRIDGE, "-o", host_end, "-j", "ACCEPT"], ["-i", host_end, "-o", BRIDGE, "-j", "ACCEPT"]]
     inside = ["ip", "netns", "exec", ns]
 
     def run(*cmd):
@@ -448,19 +449,16 @@ def site():
     server = None
     try:
         run("ip", "netns", "add", ns)
-        run("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end)
-        run("ip", "link", "set", ns_end, "netns", ns)
-        run("ip", "addr", "add", f"10.249.{r}.1/30", "dev", host_end)
-        run("ip", "link", "set", host_end, "up")
-        run(*inside, "ip", "addr", "add", f"10.249.{r}.2/30", "dev", ns_end)
+        run("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end, "netns", ns)
+        run("ip", "link", "set", host_end, "master", BRIDGE, "up")
+        run(*inside, "ip", "addr", "add", f"{own}/24", "dev", ns_end)
         for address in addresses.values():
             run(*inside, "ip", "addr", "add", f"{address}/32", "dev", ns_end)
-            run("ip", "route", "add", f"{address}/32", "via", f"10.249.{r}.2", "dev", host_end)
         run(*inside, "ip", "link", "set", ns_end, "up")
         run(*inside, "ip", "link", "set", "lo", "up")
-        run(*inside, "ip", "route", "add", "default", "via", f"10.249.{r}.1")
-        for rule in forward:
-            run("iptables", "-I", "FORWARD", "1", *rule)
+        for node in cluster.nodes:
+            for address in addresses.values():
+                run("ip", "-n", node.name, "route", "replace", f"{address}/32", "via", own)
         server = subprocess.Popen(
             [*inside, "python3", "-m", "http.server", "8765", "--bind", "0.0.0.0"],
             stdout=subprocess.DEVNULL,
@@ -471,9 +469,10 @@ def site():
         if server is not None:
             server.terminate()
             server.wait(10)
-        for rule in forward:
-            subprocess.run(["iptables", "-D", "FORWARD", *rule], capture_output=True)
-        subprocess.run(["ip", "link", "del", host_end], capture_output=True)  # its routes go with it
+        for node in cluster.nodes:
+            for address in addresses.values():
+                subprocess.run(["ip", "-n", node.name, "route", "del", f"{address}/32"], capture_output=True)
+        subprocess.run(["ip", "link", "del", host_end], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 

@@ -432,7 +432,7 @@ def test_a_task_runs_on_a_worker_node_and_its_log_and_exit_code_come_back(cluste
 
 
 @pytest.fixture
-def site(cluster: Cluster):
+def site(cluster: Cluster, tmp_path):
     """Listeners at the cloud's metadata address, a campus 192.168.x and a public stand-in (11.x: a routed
     range, so the rules treat it as the internet; routed here only, see tests/security/test_egress.py) in a
     namespace of their own on the cluster's bridge, which the nodes route these addresses to: the host's
@@ -442,6 +442,8 @@ def site(cluster: Cluster):
     own = f"{NET}.{random.randrange(200, 250)}"
     addresses = {"metadata": "169.254.169.254", "campus": f"192.168.{r}.10", "public": f"11.249.{r}.10"}
     inside = ["ip", "netns", "exec", ns]
+    canary = os.urandom(8).hex()
+    (tmp_path / "canary").write_text(canary)
 
     def run(*cmd):
         subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -461,10 +463,11 @@ def site(cluster: Cluster):
                 run("ip", "-n", node.name, "route", "replace", f"{address}/32", "via", own)
         server = subprocess.Popen(
             [*inside, "python3", "-m", "http.server", "8765", "--bind", "0.0.0.0"],
+            cwd=tmp_path,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        yield addresses
+        yield addresses, canary
     finally:
         if server is not None:
             server.terminate()
@@ -481,12 +484,13 @@ def test_a_workspace_on_a_worker_reaches_the_internet_and_the_hub_not_the_site(c
     node2, the metadata address, a campus host and node2's own store agent are refused, a public address
     and the hub's API are not."""
     hub, user = swarm_hub, "egressw"
+    addresses, canary = site
     token = hub.user_token(user)
     only_on("node2")
     hub.start_workspace(user, "w", token, resource_type="cpu")
     node, container = container_of(cluster, hub, user, "w")
     assert node.name == "node2"
-    urls = {name: f"http://{address}:8765/" for name, address in site.items()}
+    urls = {name: f"http://{address}:8765/canary" for name, address in addresses.items()}
     env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
     urls["hub api"] = env["JUPYTERHUB_API_URL"]
     sockets = {"node's store agent": [node.address, 8765]}
@@ -496,6 +500,6 @@ def test_a_workspace_on_a_worker_reaches_the_internet_and_the_hub_not_the_site(c
     print(json.dumps(seen, indent=1))
     for name in ("metadata", "campus", "node's store agent"):
         assert seen[name].startswith("closed"), f"{name} was reached: {seen}"
-    assert seen["public"].startswith("open"), f"the test's internet is not reached (its routes): {seen}"
+    assert seen["public"] == f"open {canary}", f"the test's internet is not reached (its routes): {seen}"
     assert seen["hub api"].startswith("open"), seen
     hub.stop_workspace(user, "w")

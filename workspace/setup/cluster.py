@@ -527,6 +527,8 @@ def main(argv=None) -> None:
             Cluster(root).down(purge=args.purge)
         else:
             print(json.dumps(Cluster(root).status(), indent=1))
+    except ValueError as e:  # --hub or --allowed mistyped
+        fail(SetupError(str(e)))
     except SetupError as e:
         fail(e)
 

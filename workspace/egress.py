@@ -27,10 +27,22 @@ deployment is `ws<5 hex>…`, the build network `ws-build0`), so one wildcard
 rule guards the networks made later too; the rules are made idempotently at
 the hub's start, before each start of a workspace and before each build.
 A rule that cannot be made stops the start or the build (fail closed).
+
+On a Docker Swarm the hub cannot make them: a workspace's traffic leaves its
+node through that node's `docker_gwbridge` (an overlay carries only the
+traffic between containers), so the same two chains are made on every node,
+keyed on `-i docker_gwbridge`, with the hub's address:port let through as a
+forwarded destination (it is not the node's own): `python -m workspace.egress
+node --hub ADDR:PORT [--allowed DEST ...]` on each node (docs/swarm.md), and
+the test cluster (workspace/setup/cluster.py) in each node's network
+namespace. Every function that runs iptables takes `prefix`, a command put
+before it (`ip netns exec node2`), so a namespace gets the same rules by the
+same code.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import ipaddress
 import json
@@ -38,6 +50,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -163,11 +176,11 @@ def nameservers(paths=RESOLV_CONFS) -> list[str]:
     return found
 
 
-def host_networks() -> list[str]:
+def host_networks(prefix: tuple[str, ...] = ()) -> list[str]:
     """Every network the host has an address in (`ip -json addr`): its LAN even when that is a public
-    range, the docker bridges, a VPN (blocking)."""
+    range, the docker bridges, a VPN (blocking). `prefix`: see the module's docstring."""
     try:
-        result = subprocess.run(["ip", "-json", "addr"], capture_output=True, text=True, timeout=30)
+        result = subprocess.run([*prefix, "ip", "-json", "addr"], capture_output=True, text=True, timeout=30)
         links = json.loads(result.stdout or "[]")
     except (OSError, ValueError, subprocess.SubprocessError):
         return []
@@ -197,6 +210,8 @@ class Policy:
     allowed: list[Destination] = field(default_factory=list)
     host_nets: list[str] = field(default_factory=list)
     hub: tuple[str, int] | None = None  # the host's address and port a workspace calls (the hub's API)
+    # a swarm node's: the hub is another machine (forwarded), or this one where a manager runs it (INPUT)
+    hub_routed: bool = False
 
     @property
     def input_chain(self) -> str:
@@ -225,6 +240,8 @@ def forward_rules(policy: Policy, version: int = 4) -> list[list[str]]:
     """`<chain>`'s rules in order (each the arguments after `-A <chain>`): what a workspace's traffic to
     another host meets."""
     out = _common(policy, version)
+    if policy.hub_routed and policy.hub and ipaddress.ip_address(policy.hub[0]).version == version:
+        out.append(_hub_rule(policy.hub))
     # to the guarded bridges themselves: Docker's isolation decides (an owner's own workspaces only)
     out += [["-o", bridge, "-j", "RETURN"] for bridge in policy.interfaces]
     refused = list(BLOCKED[version])
@@ -237,19 +254,24 @@ def input_rules(policy: Policy, version: int = 4) -> list[list[str]]:
     """`<chain>-IN`'s rules in order: what a workspace's traffic to the host itself meets."""
     out = _common(policy, version)
     if policy.hub and ipaddress.ip_address(policy.hub[0]).version == version:
-        out.append(["-d", policy.hub[0], "-p", "tcp", "--dport", str(policy.hub[1]), "-j", "RETURN"])
+        out.append(_hub_rule(policy.hub))
     if version == 6:  # neighbour discovery: without it no IPv6 reaches the bridge at all
         out.append(["-p", "ipv6-icmp", "-j", "RETURN"])
     out.append(["-j", "REJECT"])
     return out
 
 
+def _hub_rule(hub: tuple[str, int]) -> list[str]:
+    return ["-d", hub[0], "-p", "tcp", "--dport", str(hub[1]), "-j", "RETURN"]
+
+
 # -- applying (blocking) ------------------------------------------------------------------------
+# `prefix` everywhere: a command the tool runs under (`ip netns exec node2`: a test cluster's node), () here.
 
 
-def _run(tool: str, *args: str, check: bool = True) -> bool:
+def _run(tool: str, *args: str, check: bool = True, prefix: tuple[str, ...] = ()) -> bool:
     try:
-        result = subprocess.run([tool, "-w", "5", *args], capture_output=True, text=True, timeout=30)
+        result = subprocess.run([*prefix, tool, "-w", "5", *args], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as e:
         if check:
             raise EgressError(f"{tool} {' '.join(args)}: {e}") from e
@@ -264,32 +286,32 @@ def delete_rule(parent: str, *rule: str) -> None:
     _run("iptables", "-D", parent, *rule, check=False)
 
 
-def _fill(tool: str, chain: str, wanted: list[list[str]]) -> None:
-    if not _run(tool, "-n", "-L", chain, check=False):
-        _run(tool, "-N", chain)
-    listed = subprocess.run([tool, "-w", "5", "-S", chain], capture_output=True, text=True, timeout=30)
+def _fill(tool: str, chain: str, wanted: list[list[str]], prefix: tuple[str, ...]) -> None:
+    if not _run(tool, "-n", "-L", chain, check=False, prefix=prefix):
+        _run(tool, "-N", chain, prefix=prefix)
+    listed = subprocess.run([*prefix, tool, "-w", "5", "-S", chain], capture_output=True, text=True, timeout=30)
     old = max(0, len(listed.stdout.splitlines()) - 1)  # its `-N chain` line, then one line a rule
-    if old == len(wanted) and all(_run(tool, "-C", chain, *rule, check=False) for rule in wanted):
+    if old == len(wanted) and all(_run(tool, "-C", chain, *rule, check=False, prefix=prefix) for rule in wanted):
         return
     # the new rules after the old ones, then the old ones taken away: never a moment without rules
     for rule in wanted:
-        _run(tool, "-A", chain, *rule)
+        _run(tool, "-A", chain, *rule, prefix=prefix)
     for _ in range(old):
-        _run(tool, "-D", chain, "1")
+        _run(tool, "-D", chain, "1", prefix=prefix)
 
 
-def _jump(tool: str, parent: str, interface: str, chain: str) -> None:
-    if not _run(tool, "-C", parent, "-i", interface, "-j", chain, check=False):
-        _run(tool, "-I", parent, "1", "-i", interface, "-j", chain)
+def _jump(tool: str, parent: str, interface: str, chain: str, prefix: tuple[str, ...]) -> None:
+    if not _run(tool, "-C", parent, "-i", interface, "-j", chain, check=False, prefix=prefix):
+        _run(tool, "-I", parent, "1", "-i", interface, "-j", chain, prefix=prefix)
 
 
-def _guard(tool: str, policy: Policy, parent: str, chain: str, wanted: list[list[str]]) -> None:
-    _fill(tool, chain, wanted)
+def _guard(tool: str, policy: Policy, parent: str, chain: str, wanted: list[list[str]], prefix) -> None:
+    _fill(tool, chain, wanted, prefix)
     for interface in policy.interfaces:
-        _jump(tool, parent, interface, chain)
+        _jump(tool, parent, interface, chain, prefix)
 
 
-def apply(policy: Policy) -> None:
+def apply(policy: Policy, prefix: tuple[str, ...] = ()) -> None:
     """Make `policy`'s chains and jumps, for IPv4 and (where the host has ip6tables) IPv6; idempotent.
     EgressError when a rule cannot be made."""
     if shutil.which("iptables") is None:
@@ -297,36 +319,44 @@ def apply(policy: Policy) -> None:
     families = [("iptables", 4)] + ([("ip6tables", 6)] if shutil.which("ip6tables") else [])
     for tool, version in families:
         # Docker makes DOCKER-USER (and keeps what is in it); ip6tables has it only with Docker's ip6tables on
-        forward = "DOCKER-USER" if _run(tool, "-n", "-L", "DOCKER-USER", check=False) else "FORWARD"
-        if version == 6 and forward == "FORWARD" and not _ipv6_forwarding():
+        has_user = _run(tool, "-n", "-L", "DOCKER-USER", check=False, prefix=prefix)
+        forward = "DOCKER-USER" if has_user else "FORWARD"
+        if version == 6 and forward == "FORWARD" and not _ipv6_forwarding(prefix):
             forward = None  # no IPv6 is routed: nothing to guard, and FORWARD is not Docker's to keep
         if forward:
-            _guard(tool, policy, forward, policy.chain, forward_rules(policy, version))
-        _guard(tool, policy, "INPUT", policy.input_chain, input_rules(policy, version))
+            _guard(tool, policy, forward, policy.chain, forward_rules(policy, version), prefix)
+        _guard(tool, policy, "INPUT", policy.input_chain, input_rules(policy, version), prefix)
 
 
-def _ipv6_forwarding() -> bool:
+def _ipv6_forwarding(prefix: tuple[str, ...] = ()) -> bool:
+    path = "/proc/sys/net/ipv6/conf/all/forwarding"  # per network namespace: read in the one guarded
     try:
-        return Path("/proc/sys/net/ipv6/conf/all/forwarding").read_text().strip() == "1"
-    except OSError:
+        if prefix:
+            return (
+                subprocess.run([*prefix, "cat", path], capture_output=True, text=True, timeout=30).stdout.strip() == "1"
+            )
+        return Path(path).read_text().strip() == "1"
+    except (OSError, subprocess.SubprocessError):
         return True
 
 
-def remove(chain: str) -> None:
+def remove(chain: str, prefix: tuple[str, ...] = ()) -> None:
     """Take a policy's chains and every jump to them away (a deployment's `down`, a test's clean-up);
     never raises."""
     for tool in ("iptables", "ip6tables"):
         if shutil.which(tool) is None:
             continue
         for parent in ("DOCKER-USER", "FORWARD", "INPUT"):
-            listed = subprocess.run([tool, "-w", "5", "-S", parent], capture_output=True, text=True, timeout=30)
+            listed = subprocess.run(
+                [*prefix, tool, "-w", "5", "-S", parent], capture_output=True, text=True, timeout=30
+            )
             for line in listed.stdout.splitlines():
                 words = line.split()
                 if words[:2] == ["-A", parent] and words[-2:] in (["-j", chain], ["-j", f"{chain}-IN"]):
-                    _run(tool, "-D", parent, *words[2:], check=False)
+                    _run(tool, "-D", parent, *words[2:], check=False, prefix=prefix)
         for target in (chain, f"{chain}-IN"):
-            _run(tool, "-F", target, check=False)
-            _run(tool, "-X", target, check=False)
+            _run(tool, "-F", target, check=False, prefix=prefix)
+            _run(tool, "-X", target, check=False, prefix=prefix)
 
 
 PACKAGE_HOSTS = ("deb.debian.org", "pypi.org", "files.pythonhosted.org")
@@ -366,3 +396,62 @@ def hub_address(api_url: str) -> tuple[str, int]:
 def remove_deployment(deployment: str) -> None:
     """The rules of a deployment's workspaces taken away (its `down`); never raises."""
     remove(chain_name(deployment))
+
+
+# -- on a swarm's node --------------------------------------------------------------------------
+
+NODE_CHAIN = chain_name("swarm-node")  # one policy a node: every deployment's workspaces leave by the gwbridge
+GWBRIDGE = "docker_gwbridge"
+
+
+def node_policy(hub: tuple[str, int], allowed=(), dns: list[str] | None = None, prefix: tuple[str, ...] = ()) -> Policy:
+    """The rules of a swarm node's workspaces: what leaves by its `docker_gwbridge` reaches the internet,
+    the hub's API (on another machine: forwarded) and the site's allowed destinations (blocking: reads
+    the node's networks and resolvers)."""
+    return Policy(
+        chain=NODE_CHAIN,
+        interfaces=[GWBRIDGE],
+        dns=nameservers() if dns is None else list(dns),
+        allowed=parse_allowed(allowed),
+        host_nets=host_networks(prefix),
+        hub=hub,
+        hub_routed=True,
+    )
+
+
+def parse_hub(text: str) -> tuple[str, int]:
+    """`ADDR:PORT` (`[v6]:PORT`) -> (address, port); ValueError on anything else."""
+    m = re.fullmatch(r"\[([0-9a-fA-F:]+)\]:(\d+)|([0-9.]+):(\d+)", text.strip())
+    if m is None:
+        raise ValueError(f"--hub: {text!r} is not ADDR:PORT (the hub's API as workspaces call it)")
+    address, port = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    ipaddress.ip_address(address)
+    return address, int(port)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m workspace.egress",
+        description="Make (or remove) the egress rules of a swarm node's workspaces, on that node, as root.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    node = sub.add_parser("node", help="guard this node's docker_gwbridge (idempotent: run it at every boot)")
+    node.add_argument("--hub", required=True, help="ADDR:PORT of the hub's API as workspaces call it")
+    node.add_argument("--allowed", action="append", default=[], help="a destination to let through (repeatable)")
+    node.add_argument("--dns", action="append", help="a resolver on port 53 (default: this node's)")
+    sub.add_parser("remove-node", help="take this node's rules away")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "remove-node":
+            remove(NODE_CHAIN)
+            return 0
+        allowed = [a for entry in args.allowed for a in entry.split(",") if a.strip()]
+        apply(node_policy(parse_hub(args.hub), allowed, args.dns))
+    except (EgressError, ValueError) as e:
+        print(f"egress: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

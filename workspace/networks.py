@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+import socket
 
 import docker
 
@@ -128,6 +129,18 @@ def gateway_address(client, name: str) -> str | None:
         if subnet.version == 4 and subnet.num_addresses > 2:
             return str(next(subnet.hosts()))
     return None
+
+
+def source_towards(address: str) -> str | None:
+    """The address this machine sends from towards `address` (its route's source; no packet is sent),
+    where a connection it opens there comes from unless something translates it; None without a route."""
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(address).version == 6 else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect((address, 9))
+            return s.getsockname()[0]
+    except (OSError, ValueError):
+        return None
 
 
 def guard(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -19,8 +20,11 @@ import pytest
 import requests
 
 from tests.integration.hub import ADMIN_PASSWORD, Hub, free_port
-from workspace import homes, networks
-from workspace.setup.cluster import NET, Cluster
+from tests.security.test_egress import PROBE
+from workspace import homes, networks, ssh_identities
+from workspace.gateway.keys import GatewayKeys
+from workspace.setup import engine
+from workspace.setup.cluster import AGENT_PORT, BRIDGE, NET, Cluster
 
 TYPES = [
     {"name": "cpu", "description": "CPU only"},
@@ -72,6 +76,9 @@ def swarm_hub(cluster: Cluster, tmp_path_factory):
         WORKSPACE_CULL_BROWSER_TIMEOUT="86400",
         WORKSPACE_SAVE_RETRY_INTERVAL="2",
     )
+    # the nodes' egress rules let the hub's API through (it is the host's, not a node's: forwarded)
+    allowed = [a for a in hub.env["WORKSPACE_EGRESS_ALLOWED"].split(",") if a]
+    cluster.guard_egress((engine.bridge_gateway(), int(hub.env["WORKSPACE_HUB_PORT"])), allowed)
     try:
         hub.start()
         yield hub
@@ -374,6 +381,26 @@ def test_ssh_through_the_gateway_and_between_an_owners_workspaces_on_two_nodes(c
     )
     owner, size, refused = out.strip().splitlines()
     assert owner == "1000 700" and 0 < int(size) <= 1 << 30 and "Read-only file system" in refused, out
+    # #28: the gateway's key is accepted from the hub's machine as the node sees it (the host on the
+    # cluster's bridge: nothing translates the published port's source) and from nowhere else
+    written = sh(cluster, hub, "sshswarm", "one", "cat /run/workspace/ssh/authorized_keys")
+    (line,) = [x for x in written.splitlines() if x.endswith("workspace-gateway")]
+    assert line.startswith(f'from="{NET_GATEWAY}",'), line
+    node1, container = container_of(cluster, hub, "sshswarm", "one")
+    port = container.attrs["NetworkSettings"]["Ports"][f"{ssh_identities.WORKSPACE_PORT}/tcp"][0]["HostPort"]
+    key = tmp_path / "gateway_key"
+    key.write_text(GatewayKeys(hub.data_dir / "gateway").client_key.read_text())
+    key.chmod(0o600)
+    login = [
+        *("ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-i", str(key)),
+        *("-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10", "-o", "IdentitiesOnly=yes"),
+        *("-p", str(port), f"{ssh_identities.WORKSPACE_USER}@{node1.address}", "echo in"),
+    ]
+    r = subprocess.run(login, capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "in", r.stderr  # from the host: where the gateway connects from
+    # the same key from another node (node2's address): refused
+    r = subprocess.run(["ip", "netns", "exec", "node2", *login], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "Permission denied" in r.stderr, (r.stdout, r.stderr)
     for server in ("one", "two"):
         hub.stop_workspace("sshswarm", server)
 
@@ -402,3 +429,78 @@ def test_a_task_runs_on_a_worker_node_and_its_log_and_exit_code_come_back(cluste
     assert (ex["node"], ex["output_node"], ex["exit_code"], ex["stop_reason"]) == ("node2", "node2", 6, "completed"), ex
     kept = hub.service_call("GET", f"/workspaces/job/executions/{number}/logs", token).text
     assert "step 1" in kept and "exit=6" in kept.splitlines()[-1], kept
+
+
+@pytest.fixture
+def site(cluster: Cluster, tmp_path):
+    """Listeners at the cloud's metadata address, a campus 192.168.x and a public stand-in (11.x: a routed
+    range, so the rules treat it as the internet; routed here only, see tests/security/test_egress.py) in a
+    namespace of their own on the cluster's bridge, which the nodes route these addresses to: the host's
+    routes and FORWARD stay as they are (bridge to bridge is the cluster's FORWARD_RULE)."""
+    tag, r = os.urandom(3).hex(), random.randrange(1, 250)
+    ns, host_end, ns_end = f"wsswsite{tag}", f"vsw{tag}h", f"vsw{tag}n"
+    own = f"{NET}.{random.randrange(200, 250)}"
+    addresses = {"metadata": "169.254.169.254", "campus": f"192.168.{r}.10", "public": f"11.249.{r}.10"}
+    inside = ["ip", "netns", "exec", ns]
+    canary = os.urandom(8).hex()
+    (tmp_path / "canary").write_text(canary)
+
+    def run(*cmd):
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+    server = None
+    try:
+        run("ip", "netns", "add", ns)
+        run("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end, "netns", ns)
+        run("ip", "link", "set", host_end, "master", BRIDGE, "up")
+        run(*inside, "ip", "addr", "add", f"{own}/24", "dev", ns_end)
+        for address in addresses.values():
+            run(*inside, "ip", "addr", "add", f"{address}/32", "dev", ns_end)
+        run(*inside, "ip", "link", "set", ns_end, "up")
+        run(*inside, "ip", "link", "set", "lo", "up")
+        for node in cluster.nodes:
+            for address in addresses.values():
+                run("ip", "-n", node.name, "route", "replace", f"{address}/32", "via", own)
+        server = subprocess.Popen(
+            [*inside, "python3", "-m", "http.server", "8765", "--bind", "0.0.0.0"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        yield addresses, canary
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(10)
+        for node in cluster.nodes:
+            for address in addresses.values():
+                subprocess.run(["ip", "-n", node.name, "route", "del", f"{address}/32"], capture_output=True)
+        subprocess.run(["ip", "link", "del", host_end], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_a_workspace_on_a_worker_reaches_the_internet_and_the_hub_not_the_site(cluster, swarm_hub, only_on, site):
+    """#28: on a swarm the rules are the nodes' (egress.node_policy on docker_gwbridge): from a workspace on
+    node2, the metadata address, a campus host and node2's own store agent are refused, a public address
+    and the hub's API are not."""
+    hub, user = swarm_hub, "egressw"
+    addresses, canary = site
+    token = hub.user_token(user)
+    only_on("node2")
+    hub.start_workspace(user, "w", token, resource_type="cpu")
+    node, container = container_of(cluster, hub, user, "w")
+    assert node.name == "node2"
+    urls = {name: f"http://{address}:8765/canary" for name, address in addresses.items()}
+    env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
+    urls["hub api"] = env["JUPYTERHUB_API_URL"]
+    # an HTTP answer of any status is a connection made (a socket probe waits for a banner the agent never sends)
+    urls["node's store agent"] = f"http://{node.address}:{AGENT_PORT}/"
+    code, out = container.exec_run(["python3", "-c", PROBE, json.dumps(urls), "{}"], user="1000")
+    assert code == 0, out
+    seen = json.loads(out.decode().strip().splitlines()[-1])
+    print(json.dumps(seen, indent=1))
+    for name in ("metadata", "campus", "node's store agent"):
+        assert seen[name].startswith("closed"), f"{name} was reached: {seen}"
+    assert seen["public"] == f"open {canary}", f"the test's internet is not reached (its routes): {seen}"
+    assert seen["hub api"].startswith("open"), seen
+    hub.stop_workspace(user, "w")

@@ -117,3 +117,40 @@ def test_names_fit_the_kernels_limits():
 def test_the_hub_address_is_read_from_its_api_url():
     assert egress.hub_address("http://172.17.0.1:8081/hub/api") == ("172.17.0.1", 8081)
     assert egress.hub_address("https://10.0.0.2/hub/api") == ("10.0.0.2", 443)
+
+
+def test_a_swarm_nodes_rules_let_the_hub_through_as_a_forwarded_destination():
+    # on a swarm the hub is another machine: its address:port passes in the forward chain, before the
+    # private ranges it is in are refused, and the node itself answers nothing else (INPUT)
+    node = egress.Policy(
+        chain="WS-EGRESS-X",
+        interfaces=["docker_gwbridge"],
+        host_nets=["10.250.0.0/24"],
+        hub=("172.17.0.1", 8081),
+        hub_routed=True,
+    )
+    rules = egress.forward_rules(node)
+    hub = ["-d", "172.17.0.1", "-p", "tcp", "--dport", "8081", "-j", "RETURN"]
+    assert hub in rules and rules.index(hub) < rules.index(["-d", "172.16.0.0/12", "-j", "REJECT"])
+    assert ["-d", "10.250.0.0/24", "-j", "REJECT"] in rules
+    assert egress.input_rules(node)[-2:] == [hub, ["-j", "REJECT"]]  # a hub on a manager that is a node too
+    assert egress.parse_hub("172.17.0.1:8081") == ("172.17.0.1", 8081)
+    assert egress.parse_hub("[fd00::1]:443") == ("fd00::1", 443)
+    for bad in ("172.17.0.1", "hub:8081", "0.0.0.0.0:1"):
+        with pytest.raises(ValueError):
+            egress.parse_hub(bad)
+
+
+def test_the_node_command_applies_the_node_policy_in_the_given_prefix(monkeypatch):
+    applied = []
+    monkeypatch.setattr(egress, "apply", lambda policy, prefix=(): applied.append(policy))
+    monkeypatch.setattr(egress, "host_networks", lambda prefix=(): ["10.0.0.0/24"])
+    assert egress.main(["node", "--hub", "10.0.0.1:8081", "--allowed", "10.20.0.5:27000", "--dns", "10.0.0.53"]) == 0
+    (policy,) = applied
+    assert (policy.interfaces, policy.hub, policy.hub_routed, policy.dns) == (
+        ["docker_gwbridge"],
+        ("10.0.0.1", 8081),
+        True,
+        ["10.0.0.53"],
+    )
+    assert egress.main(["node", "--hub", "nowhere"]) == 1

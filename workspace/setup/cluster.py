@@ -1,6 +1,7 @@
 """A Docker Swarm of several nodes on this one machine: `make cluster-up`, `make cluster-down`.
 
-    python -m workspace.setup.cluster up [--nodes 3] [--gpus node2=0,1 --gpus node3=0,1,2,3]
+    python -m workspace.setup.cluster up [--nodes 3] [--gpus node2=0,1 --gpus node3=0,1,2,3] [--hub ADDR:PORT]
+    python -m workspace.setup.cluster egress --hub ADDR:PORT [--allowed DEST ...]
     python -m workspace.setup.cluster down [--purge]
     python -m workspace.setup.cluster status
 
@@ -20,6 +21,11 @@ the cgroup v1 mounts (remounted in the node); one engine ID for all nodes
 unless each has its own /etc/docker; DNS times out in the nodes; host mounts
 must propagate into the nodes (the cluster directory is made rshared first);
 no IPVS (services use endpoint mode dnsrr and host-mode ports).
+
+Each node gets the egress rules of a swarm node (workspace/egress.py, as
+`python -m workspace.egress node` makes them on a real one) in its network
+namespace, once the hub's address is known (`egress --hub`, or `up --hub`);
+it is recorded, and every later `up` (a node brought back) makes them again.
 
 Everything it makes is recorded under the cluster directory
 (`<data dir>/cluster`), and `down` removes only that.
@@ -42,7 +48,7 @@ from urllib.parse import urlparse
 
 import docker
 
-from .. import homes
+from .. import egress, homes
 from ..settings import Settings
 from .steps import SetupError, fail, say, step
 
@@ -175,13 +181,16 @@ class Cluster:
 
     # -- up ---------------------------------------------------------------------
 
-    def up(self, image: str, gpus: dict[str, list[str]], store_size: str = "20G") -> None:
+    def up(self, image: str, gpus: dict[str, list[str]], store_size: str = "20G", hub=None, allowed=None) -> None:
+        """`hub` (address, port), `allowed`: the nodes' egress rules (else those recorded, if any)."""
         if not 1 <= len(self.nodes) <= MAX_NODES:
             raise SetupError(f"A cluster here has 1 to {MAX_NODES} nodes, not {len(self.nodes)}.")
         if os.geteuid() != 0:
             raise SetupError("A cluster of namespaced engines needs root: run `make cluster-up` as root.")
         self.root.mkdir(parents=True, exist_ok=True)
         self.record(nodes=len(self.nodes), image=image, gpus=gpus)
+        if hub is not None:
+            self.record(hub=list(hub), allowed=list(allowed or []))
         with step(PREFIX, f"network: bridge {BRIDGE} and {len(self.nodes)} namespaces"):
             self._shared_root()
             self._network()
@@ -197,6 +206,8 @@ class Cluster:
             self._copy_image(image)
         with step(PREFIX, "swarm: node1 manages, the others join; node labels"):
             self._swarm(gpus)
+        if self.recorded().get("hub"):
+            self.guard_egress()
         say(PREFIX, f"manager: {self.manager.socket}; nodes {', '.join(n.address for n in self.nodes)}")
 
     def _shared_root(self) -> None:
@@ -379,6 +390,22 @@ class Cluster:
                 labels.pop("workspace.gpus", None)
             swarm_node.update(dict(spec, Labels=labels))
 
+    def guard_egress(self, hub: tuple[str, int] | None = None, allowed: list[str] | None = None) -> None:
+        """The egress rules of a swarm node in every node's namespace (idempotent): its workspaces reach
+        the hub's API `hub` and `allowed`, not the site's networks; both recorded for the next `up`."""
+        if hub is not None:
+            self.record(hub=list(hub), allowed=list(allowed or []))
+        state = self.recorded()
+        with step(PREFIX, f"egress rules on {len(self.nodes)} nodes (docker_gwbridge)"):
+            for node in self.nodes:
+                prefix = ("ip", "netns", "exec", node.name)
+                # the nodes' resolver is the bridge (NODE_INIT), not the host's
+                policy = egress.node_policy(tuple(state["hub"]), state.get("allowed", []), [f"{NET}.1"], prefix)
+                try:
+                    egress.apply(policy, prefix)
+                except egress.EgressError as e:
+                    raise SetupError(f"The egress rules of {node.name} could not be made: {e}") from e
+
     # -- down -------------------------------------------------------------------
 
     def down(self, purge: bool = False) -> None:
@@ -478,20 +505,30 @@ def parse_gpus(values: list[str]) -> dict[str, list[str]]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="workspace-cluster", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "egress"])
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--gpus", action="append", default=[], help="NODE=ID,ID: GPU device IDs of a node")
     parser.add_argument("--purge", action="store_true", help="down: also delete the nodes' data and stores")
+    parser.add_argument("--hub", help="up, egress: ADDR:PORT of the hub's API as the nodes' workspaces call it")
+    parser.add_argument("--allowed", action="append", default=[], help="egress: a destination let through")
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     root = settings.path("cluster")
     try:
         if args.command == "up":
-            Cluster(root, args.nodes, cache=settings.path("cache")).up(settings.image, parse_gpus(args.gpus))
+            hub = egress.parse_hub(args.hub) if args.hub else None
+            cluster = Cluster(root, args.nodes, cache=settings.path("cache"))
+            cluster.up(settings.image, parse_gpus(args.gpus), hub=hub, allowed=args.allowed)
+        elif args.command == "egress":
+            if not args.hub:
+                raise SetupError("egress needs --hub ADDR:PORT (the hub's API as workspaces call it).")
+            Cluster(root).guard_egress(egress.parse_hub(args.hub), args.allowed)
         elif args.command == "down":
             Cluster(root).down(purge=args.purge)
         else:
             print(json.dumps(Cluster(root).status(), indent=1))
+    except ValueError as e:  # --hub or --allowed mistyped
+        fail(SetupError(str(e)))
     except SetupError as e:
         fail(e)
 

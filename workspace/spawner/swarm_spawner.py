@@ -105,6 +105,19 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         default): none; the hub reaches each workspace on its node's address.""",
     )
 
+    gateway_sources = List(
+        Unicode(),
+        config=True,
+        help="""The addresses the SSH gateway's connections reach a workspace's
+        sshd from (its port is published on the node, so they come from the
+        hub's machine as the node sees it): the gateway's key is accepted from
+        these only (`from=` in authorized_keys). Empty (the default): the
+        address this machine sends from towards the workspace's node (its
+        route's source), right where nothing translates addresses between
+        the hub and the nodes; name them where something does (a NAT, a load
+        balancer). Addresses or patterns as sshd's `from=` takes them.""",
+    )
+
     nodes_have_own_stores = True
     store_agent_url = Unicode(
         "",
@@ -336,8 +349,9 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
         node = self.node
         self.emit_progress(70, self.localized("Creating the workspace's service on {node}", node=node))
         # sshd's port is published on the node (host mode, as the server's): the gateway's connections come
-        # from the hub's host through the node's address, so its key is not limited to one source address
-        self.current.ssh_env = await self.run_blocking(self.ssh_environment, None, self.owner_networks)
+        # from the hub's machine as the node sees it, and its key is accepted from there only
+        gateway_from = await self.run_blocking(self.gateway_from, node)
+        self.current.ssh_env = await self.run_blocking(self.ssh_environment, gateway_from, self.owner_networks)
         container = dict(
             image=self.current.image_id or self.image,
             env=self.get_env(),
@@ -410,6 +424,20 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
             )
             nets.insert(0, NetworkAttachmentConfig(own, aliases=[self.name] if self.name else None))
         return nets
+
+    def gateway_from(self, node: str) -> str:
+        """`from=` of the gateway's key for a workspace on `node` (blocking): `gateway_sources`, else the
+        address this machine sends from towards the node; never none (a key accepted from anywhere)."""
+        if self.gateway_sources:
+            return ",".join(self.gateway_sources)
+        found = self.cluster_node(node)
+        source = networks.source_towards(found.address) if found is not None and found.address else None
+        if source is None:
+            raise RuntimeError(
+                f"No address of this machine towards {node} is known: the SSH gateway's key could not be "
+                "limited to it (set SwarmWorkspaceSpawner.gateway_sources)"
+            )
+        return source
 
     async def start_object(self):
         """Wait until the service's task runs on its node (dockerspawner backs off to 11 s; a start

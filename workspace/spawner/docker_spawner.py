@@ -9,6 +9,7 @@ owner's own network, the container's exit status, the local image.
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
@@ -121,14 +122,25 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     )
 
     _pool = None
+    _made = threading.Lock()  # the shared pool and engine client are made once, whichever thread asks first
     pids_limit: int | None = None  # of the current start (apply_limits)
 
     @property
     def executor(self):
         cls = DockerWorkspaceSpawner
-        if cls._pool is None:
-            cls._pool = ThreadPoolExecutor(self.blocking_threads, thread_name_prefix="workspace-docker")
+        with cls._made:
+            if cls._pool is None:
+                cls._pool = ThreadPoolExecutor(self.blocking_threads, thread_name_prefix="workspace-docker")
         return cls._pool
+
+    @property
+    def client(self):
+        # DockerSpawner makes its one client lazily without a lock, meant for its single thread; our pool's
+        # threads asked at once as a restarted hub polled its servers, each made one, and the one replaced
+        # was closed (its pool's finalizer) under the thread still using it: the hub died of a segmentation
+        # fault in test_hub_restart_reconciles
+        with DockerWorkspaceSpawner._made:
+            return super().client
 
     @default("use_internal_ip")
     def _default_use_internal_ip(self):

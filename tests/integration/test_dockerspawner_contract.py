@@ -155,10 +155,17 @@ def test_dockerspawners_suite_passes_for_our_class_where_it_passes_for_dockerspa
     (tmp_path / "base").mkdir()
     (tmp_path / "ours").mkdir()
     # both at once (each its own prefix, database and hubs): they mostly wait on the engine and their hubs
-    with ThreadPoolExecutor(2) as pool:
-        base_run = pool.submit(run_suite, sdist, files, tmp_path / "base", image, None)
-        ours_run = pool.submit(run_suite, sdist, files, tmp_path / "ours", image, OURS)
-        (base, base_log), (ours, ours_log) = base_run.result(), ours_run.result()
+    before = {tag for i in docker_client.images.list() for tag in i.tags}
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            base_run = pool.submit(run_suite, sdist, files, tmp_path / "base", image, None)
+            ours_run = pool.submit(run_suite, sdist, files, tmp_path / "ours", image, OURS)
+            (base, base_log), (ours, ours_log) = base_run.result(), ours_run.result()
+    finally:  # the stand-in tags the suites made (ds_suite_plugin.STAND_IN_TAGS), once both are done
+        for i in docker_client.images.list():
+            for tag in set(i.tags) - before:
+                if tag.startswith(("quay.io/jupyterhub/singleuser:", "busybox:")):
+                    docker_client.images.remove(tag)  # only untags: the stand-in image stays
     summary = table(base["tests"], ours["tests"])
     if missing:
         summary += f"\nnot run (not in the sdist; set DOCKERSPAWNER_TESTS_DIR to a checkout's tests/): {missing}"

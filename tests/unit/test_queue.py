@@ -259,12 +259,8 @@ def test_the_admin_overview_of_nodes_counts_free_gpus_per_node_and_model(db):
 # -- the per-user limit of a type, counted where the start is recorded ------------------------
 
 
-def test_two_starts_at_once_never_both_pass_the_per_user_gpu_limit(db, monkeypatch):
-    # one student asks for two GPU workspaces at the same moment (two tabs, two `+start`s): each start
-    # is checked, then recorded, as the spawner does; both read before either writes unless the count
-    # and the record are one serialized transaction
-    gpu = ResourceType.from_config({"name": "gpu", "gpus": 1})  # per_user 1, the default of a GPU type
-    assert gpu.per_user == 1
+def slow_per_user_count(monkeypatch) -> None:
+    """The per-user count takes 0.3 s, so that two starts at once both count before either records."""
     count = queue.check_per_user
 
     def slow_count(*args):
@@ -272,6 +268,15 @@ def test_two_starts_at_once_never_both_pass_the_per_user_gpu_limit(db, monkeypat
         time.sleep(0.3)
 
     monkeypatch.setattr(queue, "check_per_user", slow_count)
+
+
+def test_two_starts_at_once_never_both_pass_the_per_user_gpu_limit(db, monkeypatch):
+    # one student asks for two GPU workspaces at the same moment (two tabs, two `+start`s): each start
+    # is checked, then recorded, as the spawner does; both read before either writes unless the count
+    # and the record are one serialized transaction
+    gpu = ResourceType.from_config({"name": "gpu", "gpus": 1})  # per_user 1, the default of a GPU type
+    assert gpu.per_user == 1
+    slow_per_user_count(monkeypatch)
     outcomes: dict[str, object] = {}
 
     def start(name: str):
@@ -300,13 +305,7 @@ def test_two_hub_processes_on_postgresql_never_both_pass_the_per_user_limit(post
     gpu = ResourceType.from_config({"name": "gpu", "gpus": 1})
     hubs = [Database(postgres_url, key_file=tmp_path / "key"), Database(postgres_url, key_file=tmp_path / "key")]
     monkeypatch.setattr(queue, "_admit_lock", contextlib.nullcontext())
-    count = queue.check_per_user
-
-    def slow_count(*args):
-        count(*args)
-        time.sleep(0.3)
-
-    monkeypatch.setattr(queue, "check_per_user", slow_count)
+    slow_per_user_count(monkeypatch)
     outcomes: dict[str, object] = {}
 
     def start(db, name: str):

@@ -140,7 +140,7 @@ if os.environ.get("WORKSPACE_AUTH") == "native":
 # workspace: the REST API and the pages; started and proxied by the hub
 # at /services/workspace/. workspace-admin: the operator's token, used by
 # `make down` and the tests.
-# workspace-culler: stops idle workspaces (workspace/culler.py; its policy is
+# workspace-culler: stops idle workspaces (workspace/culler/app.py; its policy is
 # IdlePolicy: WORKSPACE_CULL_*, this file's site files, or data/culler_config.py).
 # Both load this file (--hub-config), so they apply the options the hub does;
 # the environment carries only what this file itself reads.

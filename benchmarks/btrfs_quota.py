@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workspace.homes import BtrfsHomeStore, mount_loop_btrfs
+from workspace.store.homes import BtrfsHomeStore, mount_loop_btrfs
 
 
 def run(quota: bool, files: int, rounds: int) -> dict[str, float]:

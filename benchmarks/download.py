@@ -39,7 +39,7 @@ from datasets import peak_rss_mb, service_process  # noqa: E402
 from tests.integration.hub import Hub  # noqa: E402
 from workspace.db import Database  # noqa: E402
 from workspace.executions import find_workspace  # noqa: E402
-from workspace.homes import mount_loop_btrfs  # noqa: E402
+from workspace.store.homes import mount_loop_btrfs  # noqa: E402
 
 BLOCK = 1 << 20
 

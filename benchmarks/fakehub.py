@@ -152,7 +152,7 @@ class FakeHub:
     def culler(self, **traits):
         from traitlets.config import Config
 
-        from workspace.culler import Culler
+        from workspace.culler.app import Culler
 
         app = Culler(
             config=Config(

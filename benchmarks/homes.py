@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workspace.homes import BtrfsHomeStore, CopyHomeStore, HomeStore, mount_loop_btrfs  # noqa: E402
+from workspace.store.homes import BtrfsHomeStore, CopyHomeStore, HomeStore, mount_loop_btrfs  # noqa: E402
 
 SMALL_FILES = 30_000
 SYMLINKS = 300

@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from homes import change_home, flush, save_base, timed  # noqa: E402
 
-from workspace.homes import BtrfsHomeStore, mount_loop_btrfs  # noqa: E402
-from workspace.replication import replicate  # noqa: E402
+from workspace.store.homes import BtrfsHomeStore, mount_loop_btrfs  # noqa: E402
+from workspace.store.replication import replicate  # noqa: E402
 
 
 def settle(store: BtrfsHomeStore) -> None:

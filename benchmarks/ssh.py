@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.integration.hub import Hub  # noqa: E402
 from tests.integration.test_ssh import Client  # noqa: E402
-from workspace.homes import mount_loop_btrfs  # noqa: E402
+from workspace.store.homes import mount_loop_btrfs  # noqa: E402
 
 
 def scp(args: list[str], source: Path, target: str) -> float:

@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.integration.hub import Hub  # noqa: E402
-from workspace.homes import mount_loop_btrfs  # noqa: E402
 from workspace.settings import Settings  # noqa: E402
 from workspace.setup.cluster import Cluster  # noqa: E402
+from workspace.store.homes import mount_loop_btrfs  # noqa: E402
 
 
 def timed_start(hub: Hub, user: str) -> float | None:

@@ -33,7 +33,7 @@ from nativeauthenticator.orm import UserInfo
 from tornado import web
 from traitlets import List, Unicode, default
 
-from . import i18n
+from workspace import i18n
 
 
 def domain_of(email: str) -> str:

@@ -150,7 +150,7 @@ class SpawnerOptions:
     def __init__(self, config: Config):
         from traitlets.utils.importstring import import_item
 
-        from .spawner import DockerWorkspaceSpawner, WorkspaceMixin
+        from workspace.spawner import DockerWorkspaceSpawner, WorkspaceMixin
 
         cls = config.JupyterHub.get("spawner_class", DockerWorkspaceSpawner)
         if isinstance(cls, str):
@@ -173,20 +173,20 @@ class SpawnerOptions:
         return self._values[name] if name in self._values else self._traits[name].default()
 
     def parsed_resource_types(self):
-        from .resource_types import ResourceType
+        from workspace.limits.resource_types import ResourceType
 
         return [ResourceType.from_config(d) for d in self.resource_types]
 
 
 def configurables() -> list[type]:
     """Every class whose options make up this deployment's configuration, in the reference's order."""
-    from .datasets import DatasetRules
-    from .egress import Egress
-    from .image_builds import ImageBuilder
-    from .quotas import StorageQuota
-    from .service.app import WorkspaceService
-    from .spawner import DockerWorkspaceSpawner, SwarmWorkspaceSpawner, WorkspaceMixin
-    from .uploads import UploadPolicy
+    from workspace.datasets import DatasetRules
+    from workspace.egress import Egress
+    from workspace.images.builds import ImageBuilder
+    from workspace.limits.quotas import StorageQuota
+    from workspace.service.app import WorkspaceService
+    from workspace.spawner import DockerWorkspaceSpawner, SwarmWorkspaceSpawner, WorkspaceMixin
+    from workspace.uploads.staging import UploadPolicy
 
     return [
         WorkspaceMixin,
@@ -203,9 +203,9 @@ def configurables() -> list[type]:
 
 def reference() -> str:
     """docs/configuration.md: every option of ours, from its help string, with its WORKSPACE_* shorthand."""
-    from .culler import Culler
-    from .gateway.server import SshGateway
-    from .idle import IdlePolicy
+    from workspace.culler.app import Culler
+    from workspace.culler.idle import IdlePolicy
+    from workspace.gateway.server import SshGateway
 
     lines = [
         "# Configuration reference",

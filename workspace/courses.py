@@ -24,18 +24,12 @@ from dataclasses import dataclass, field
 from sqlalchemy import JSON, DateTime, ForeignKey, String, select
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from . import datasets, i18n, resource_types
-from .db import Base, Database, iso, utcnow
-from .errors import UserError
-from .executions import (
-    UNFINISHED,
-    WORKSPACE_NAME,
-    Execution,
-    Workspace,
-    execution_by_number,
-    find_workspace,
-)
-from .quotas import StorageUsage
+from workspace import datasets, i18n
+from workspace.db import Base, Database, iso, utcnow
+from workspace.errors import UserError
+from workspace.executions import UNFINISHED, WORKSPACE_NAME, Execution, Workspace, execution_by_number, find_workspace
+from workspace.limits import resource_types
+from workspace.limits.quotas import StorageUsage
 
 # JupyterHub usernames as this deployment uses them in URLs and container names (normalized lower case)
 USERNAME = re.compile(r"^[a-z0-9][a-z0-9._@+-]{0,63}$")

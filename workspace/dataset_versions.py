@@ -5,7 +5,7 @@ A version is built in the home store under a fresh key (`store.dataset_from_*`),
 dataset rules (`DatasetRules.check_tree`) while it is built, and only then recorded; a version that fails
 leaves no record. Its files count against its dataset owner's quota from then on.
 
-Here, not in workspace/datasets.py: making one measures the owner's storage (workspace/quotas.py), and
+Here, not in workspace/datasets.py: making one measures the owner's storage (workspace/limits/quotas.py), and
 quotas.py reads the datasets' tables.
 """
 
@@ -17,12 +17,12 @@ from collections.abc import Callable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from . import quotas
-from .datasets import Dataset, DatasetRules, DatasetVersion, writable
-from .db import Database, utcnow
-from .errors import UserError
-from .executions import ACTIVE, Execution, execution_by_number, find_workspace
-from .homes import HomeStoreError, PathEscapeError, StoreFullError
+from workspace.datasets import Dataset, DatasetRules, DatasetVersion, writable
+from workspace.db import Database, utcnow
+from workspace.errors import UserError
+from workspace.executions import ACTIVE, Execution, execution_by_number, find_workspace
+from workspace.limits import quotas
+from workspace.store.homes import HomeStoreError, PathEscapeError, StoreFullError
 
 # build(key, check): fill the store's dataset `key`, calling check(path) on the finished tree
 Build = Callable[[str, Callable], None]

@@ -4,7 +4,7 @@ A dataset (owner/name) has immutable, numbered versions and is readable by
 its owner, by the users and JupyterHub groups it is shared with, and by
 everyone when public. A version is made from an execution's output (sharing
 the home store's data, no copy), from a host path (admins), or by
-resumable upload (workspace/uploads.py). At spawn, `user_options["datasets"]`
+resumable upload (workspace/uploads/staging.py). At spawn, `user_options["datasets"]`
 lists up to five references, `owner/name` (latest version) or `owner/name:3`; the versions
 resolved then are mounted in list order and recorded on the execution.
 """
@@ -23,9 +23,10 @@ from traitlets import Bool
 from traitlets import Integer as IntTrait
 from traitlets.config import LoggingConfigurable
 
-from . import i18n, paths
-from .db import Base, Database, iso, utcnow
-from .errors import UserError
+from workspace import i18n
+from workspace.db import Base, Database, iso, utcnow
+from workspace.errors import UserError
+from workspace.store import paths
 
 MAX_BOUND = 5
 MOUNT_PREFIX = "/input"

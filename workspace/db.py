@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
-from . import vault
+from workspace import vault
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 

@@ -6,7 +6,7 @@ the progress stream instead of its technical text, which goes to the log.
 
 from tornado import web
 
-from . import i18n
+from workspace import i18n
 
 
 class UserError(web.HTTPError):

@@ -35,10 +35,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, Session, mapped_column, relationship
 
-from .db import Base, Database, iso, utcnow
-from .errors import UserError
-from .i18n import N_
-from .vault import Sealed
+from workspace.db import Base, Database, iso, utcnow
+from workspace.errors import UserError
+from workspace.i18n import N_
+from workspace.vault import Sealed
 
 STATES = ("queued", "preparing", "pulling", "restoring", "running", "saving", "save_failed", "stopped", "failed")
 ACTIVE = ("queued", "preparing", "pulling", "restoring", "running")

@@ -22,10 +22,9 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from . import courses, i18n, queue, replication
-from .copier import Transfer
-from .db import Database, utcnow
-from .executions import (
+from workspace import courses, i18n
+from workspace.db import Database, utcnow
+from workspace.executions import (
     Execution,
     Snapshot,
     claim,
@@ -35,7 +34,10 @@ from .executions import (
     plan_continuation,
     release_claim,
 )
-from .homes import HomeStore, HomeStoreError, StoreFullError
+from workspace.limits import queue
+from workspace.store import replication
+from workspace.store.copier import Transfer
+from workspace.store.homes import HomeStore, HomeStoreError, StoreFullError
 
 log = logging.getLogger("workspace.lifecycle")
 
@@ -216,7 +218,7 @@ def log_kept(db: Database, execution_id: int) -> bool:
 
 def task_ending(db: Database, execution_id: int) -> str:
     """The stop detail of a task whose command ended: its exit code and how long it ran."""
-    from .tasks import describe_end
+    from workspace.tasks import describe_end
 
     with db.session() as s:
         ex = s.get(Execution, execution_id)

@@ -31,10 +31,10 @@ from cryptography.hazmat.primitives.serialization import (
 from sqlalchemy import DateTime, ForeignKey, Integer, String, Text, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .db import Base, utcnow
-from .executions import Workspace
-from .ssh_keys import parse
-from .vault import Sealed
+from workspace.db import Base, utcnow
+from workspace.executions import Workspace
+from workspace.ssh_keys import parse
+from workspace.vault import Sealed
 
 
 class WorkspaceHostKey(Base):

@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat,
 from sqlalchemy import DateTime, Integer, String, Text, UniqueConstraint, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .db import Base, utcnow
-from .errors import UserError
+from workspace.db import Base, utcnow
+from workspace.errors import UserError
 
 MAX_KEYS = 20  # per user: enough for every laptop and lab machine, bounded for the gateway's lookups
 MAX_LINE = 16 * 1024  # an RSA-16384 key is about 2.8 kB of base64

@@ -23,17 +23,18 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
-from . import datasets, queue, tasks
-from .db import Database
-from .errors import UserError
-from .executions import (
+from workspace import datasets, tasks
+from workspace.db import Database
+from workspace.errors import UserError
+from workspace.executions import (
     Execution,
     execution_by_number,
     find_workspace,
     get_or_create_workspace,
     plan_continuation,
 )
-from .resource_types import ResourceType
+from workspace.limits import queue
+from workspace.limits.resource_types import ResourceType
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import i18n
-from .errors import UserError
+from workspace import i18n
+from workspace.errors import UserError
 
 COMMAND_MAX = 8192
 # what the runner prints last (stderr), after the command ended and its output was drained
@@ -285,7 +285,7 @@ class LogSource:
 
 def log_source(db, owner: str, name: str, number: int) -> LogSource:
     """An execution's log source, or the user's 404 (blocking)."""
-    from .executions import _numbered, find_workspace
+    from workspace.executions import _numbered, find_workspace
 
     with db.session() as s:
         ex = _numbered(s, find_workspace(s, owner, name), name, number)
@@ -294,7 +294,7 @@ def log_source(db, owner: str, name: str, number: int) -> LogSource:
 
 def state_of(db, execution_id: int) -> tuple[str, bool]:
     """(state, log kept) of an execution (blocking)."""
-    from .executions import Execution
+    from workspace.executions import Execution
 
     with db.session() as s:
         ex = s.get(Execution, execution_id)
@@ -305,7 +305,7 @@ def started_task(db, owner: str, name: str, after) -> dict | None:
     """The newest task of a workspace recorded at or after `after` (what a task request started), or None."""
     from sqlalchemy import select
 
-    from .executions import Execution, find_workspace
+    from workspace.executions import Execution, find_workspace
 
     with db.session() as s:
         ws = find_workspace(s, owner, name)
@@ -321,7 +321,7 @@ def started_task(db, owner: str, name: str, after) -> dict | None:
 
 def cancellable(db, owner: str, name: str, number: int) -> None:
     """Whether execution `number` is the workspace's current task; the user's 404/409 otherwise (blocking)."""
-    from .executions import ACTIVE, _numbered, find_workspace
+    from workspace.executions import ACTIVE, _numbered, find_workspace
 
     with db.session() as s:
         ex = _numbered(s, find_workspace(s, owner, name), name, number)
@@ -348,8 +348,8 @@ def ended_since(db, since, owner: str | None = None, limit: int = 50, locale: st
     running workspaces'."""
     from sqlalchemy import select
 
-    from .db import iso
-    from .executions import FINAL, Execution, Workspace
+    from workspace.db import iso
+    from workspace.executions import FINAL, Execution, Workspace
 
     query = (
         select(Execution, Workspace.owner, Workspace.name)

@@ -28,9 +28,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.netutil import DefaultExecutorResolver, Resolver
 
-from .db import Base, Database, iso, utcnow
-from .errors import UserError
-from .vault import Sealed
+from workspace.db import Base, Database, iso, utcnow
+from workspace.errors import UserError
+from workspace.vault import Sealed
 
 URL_MAX = 2048
 TIMEOUT = 10.0

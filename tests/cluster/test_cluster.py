@@ -8,8 +8,8 @@ import time
 import requests
 from docker.types import EndpointSpec, Mount, RestartPolicy
 
-from workspace import homes
 from workspace.setup.cluster import Cluster
+from workspace.store import homes
 
 from .conftest import GPUS
 

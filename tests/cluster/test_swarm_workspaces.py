@@ -21,10 +21,12 @@ import requests
 
 from tests.integration.hub import ADMIN_PASSWORD, Hub, free_port
 from tests.security.test_egress import PROBE
-from workspace import homes, networks, ssh_identities
+from workspace import ssh_identities
 from workspace.gateway.keys import GatewayKeys
 from workspace.setup import engine
 from workspace.setup.cluster import AGENT_PORT, BRIDGE, NET, Cluster
+from workspace.spawner import networks
+from workspace.store import homes
 
 TYPES = [
     {"name": "cpu", "description": "CPU only"},
@@ -45,7 +47,7 @@ def swarm_hub(cluster: Cluster, tmp_path_factory):
         [
             sys.executable,
             "-m",
-            "workspace.store_agent",
+            "workspace.store.agent",
             "--root",
             str(central / "store"),
             "--listen",

@@ -15,9 +15,9 @@ import subprocess
 import docker
 import pytest
 
-from workspace.homes import mount_loop_btrfs
 from workspace.settings import Settings
 from workspace.setup import engine
+from workspace.store.homes import mount_loop_btrfs
 
 from .hub import Hub
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from workspace.homes import BtrfsHomeStore, CopyHomeStore, HomeStoreError, StoreFullError, mount_loop_btrfs
-from workspace.paths import walk as scan
+from workspace.store.homes import BtrfsHomeStore, CopyHomeStore, HomeStoreError, StoreFullError, mount_loop_btrfs
+from workspace.store.paths import walk as scan
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting filesystems needs root")
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from workspace.homes import BtrfsHomeStore, HomeStoreError, StoreFullError, mount_loop_btrfs
-from workspace.replication import _ids, replicate, replicate_dataset
+from workspace.store.homes import BtrfsHomeStore, HomeStoreError, StoreFullError, mount_loop_btrfs
+from workspace.store.replication import _ids, replicate, replicate_dataset
 
 from .test_homes import build_home, snapshot_of
 

@@ -1,4 +1,4 @@
-"""The store agent (workspace/store_agent.py): a node's home store served over HTTP, real agents on real btrfs
+"""The store agent (workspace/store/agent.py): a node's home store served over HTTP, real agents on real btrfs
 stores. What a node does for the hub when the hub cannot reach its disk, and what it refuses."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 import requests
 
 from tests.integration.hub import free_port
-from workspace import replication
-from workspace.homes import HomeStoreError
-from workspace.store_agent import AgentStore
+from workspace.store import replication
+from workspace.store.agent import AgentStore
+from workspace.store.homes import HomeStoreError
 
 from .test_replication import node  # noqa: F401  (fixture)
 
@@ -42,7 +42,7 @@ def agents(node, tmp_path):  # noqa: F811
                 [
                     sys.executable,
                     "-m",
-                    "workspace.store_agent",
+                    "workspace.store.agent",
                     "--root",
                     store.root,
                     "--listen",

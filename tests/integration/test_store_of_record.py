@@ -11,11 +11,12 @@ import os
 import time
 from pathlib import Path
 
-from workspace import lifecycle, replication
+from workspace import lifecycle
 from workspace.db import Database, move_clock, utcnow
 from workspace.executions import Execution, Snapshot
-from workspace.homes import HomeStoreError
-from workspace.nodes import Node, NodeStores
+from workspace.store import replication
+from workspace.store.homes import HomeStoreError
+from workspace.store.nodes import Node, NodeStores
 
 from .test_replication import node  # noqa: F401  (fixture)
 

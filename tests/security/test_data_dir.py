@@ -23,7 +23,7 @@ import pytest
 from tests.integration import conftest as integration
 from tests.integration.hub import Hub
 from tests.integration.test_tasks import run, wait_ended
-from workspace.homes import mount_loop_btrfs
+from workspace.store.homes import mount_loop_btrfs
 
 NOBODY = 65534
 # the store's directories of users' trees: each tree keeps the modes its owner (uid 1000 in a container)

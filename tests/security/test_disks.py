@@ -14,7 +14,7 @@ import pytest
 from tests.integration.hub import Hub
 from workspace import i18n
 from workspace.db import database
-from workspace.image_builds import ImageBuilder
+from workspace.images.builds import ImageBuilder
 
 QUOTA = 100 << 20
 TYPES = [{"name": "small", "description": "1 CPU, 512 MB", "cpu": 1, "memory": "512M"}]

@@ -24,7 +24,8 @@ import uuid
 
 import pytest
 
-from workspace import build_network, egress
+from workspace import egress
+from workspace.images import network as build_network
 from workspace.setup import engine
 
 PROBE = """

@@ -233,8 +233,8 @@ def test_archives_are_unpacked_without_privileges_and_never_write_outside(hub: H
 
 def test_the_sandbox_holds_even_a_fooled_unpacker(hub: Hub, tmp_path):
     """Were the unpacker fooled, it could do no more than this script tries: all of it fails."""
-    from workspace.sandbox import Sandbox
     from workspace.setup.engine import bridge_gateway
+    from workspace.uploads.sandbox import Sandbox
 
     archive, target = tmp_path / "archive", tmp_path / "out"
     archive.write_bytes(b"original")
@@ -291,7 +291,7 @@ def test_uploads_stay_within_the_quota(hub: Hub):
     for upload_id in ids:
         assert api(hub, "DELETE", f"/datasets/quinn/big/uploads/{upload_id}", token).status_code == 204
     # abandoned uploads expire
-    from workspace.uploads import Upload, expire
+    from workspace.uploads.staging import Upload, expire
 
     up = Upload.create(hub.settings.store_dir / "uploads", {"user": "quinn", "size": 1})
     assert expire(hub.settings.store_dir / "uploads", 3600, now=time.time() + 7200) == 1 and not up.dir.exists()

@@ -18,10 +18,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from workspace.db import Database
-from workspace.homes import CopyHomeStore
 from workspace.settings import Settings
 from workspace.setup import deploy, postgres
 from workspace.setup.steps import SetupError
+from workspace.store.homes import CopyHomeStore
 
 
 @pytest.fixture(scope="session")

@@ -4,10 +4,10 @@ import datetime as dt
 
 import pytest
 
-from workspace import accounting
 from workspace.db import freeze_clock, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, UsageSample, get_or_create_workspace, new_execution
+from workspace.reports import accounting
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from workspace import activity
 from workspace.errors import UserError
 from workspace.executions import Execution, Transition, get_or_create_workspace
+from workspace.reports import activity
 
 NOW = dt.datetime(2026, 12, 5, 12, 0, 0)
 

@@ -3,9 +3,9 @@
 
 import datetime as dt
 
-from workspace import queue, quotas
 from workspace.executions import Execution, Snapshot, UsageSample, get_or_create_workspace, new_execution
-from workspace.quotas import StorageUsage
+from workspace.limits import queue, quotas
+from workspace.limits.quotas import StorageUsage
 
 
 def execution(s, owner, name, state, rtype=None, output_bytes=None) -> Execution:

@@ -14,12 +14,14 @@ import tarfile
 import pytest
 from sqlalchemy import select
 
-from workspace import archives, lifecycle, outputs
+from workspace import lifecycle
 from workspace.courses import Course
 from workspace.db import move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, Snapshot, find_workspace
-from workspace.homes import CopyHomeStore
+from workspace.outputs import archives
+from workspace.outputs import saved as outputs
+from workspace.store.homes import CopyHomeStore
 
 from .test_dataset_versions import saved_output
 

@@ -7,7 +7,7 @@ from jupyterhub.app import JupyterHub
 
 from workspace import config
 from workspace.auth import InstitutionAuthenticator
-from workspace.culler import Culler
+from workspace.culler.app import Culler
 from workspace.service.app import WorkspaceService
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_shorthand_names_an_option_that_exists():
     classes = {cls.__name__: cls for cls in [*config.configurables(), JupyterHub, InstitutionAuthenticator, Culler]}
-    from workspace.idle import IdlePolicy
+    from workspace.culler.idle import IdlePolicy
 
     classes["IdlePolicy"] = IdlePolicy
     for var in config.ENVIRONMENT:

@@ -7,7 +7,7 @@ from workspace.courses import Course, check_setup, parse_roster
 from workspace.datasets import Dataset, DatasetVersion
 from workspace.errors import UserError
 from workspace.executions import Snapshot, Workspace, get_or_create_workspace, new_execution
-from workspace.resource_types import ResourceType
+from workspace.limits.resource_types import ResourceType
 
 TYPES = [
     ResourceType.from_config({"name": "small", "cpu": 1}),

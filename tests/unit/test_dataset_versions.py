@@ -9,8 +9,8 @@ from workspace import dataset_versions, lifecycle
 from workspace.datasets import Dataset, DatasetRules, find_dataset
 from workspace.errors import UserError
 from workspace.executions import Execution
-from workspace.homes import StoreFullError
-from workspace.quotas import StorageUsage
+from workspace.limits.quotas import StorageUsage
+from workspace.store.homes import StoreFullError
 
 PROF = ("prof", set(), False)
 ROOT = ("root", set(), True)

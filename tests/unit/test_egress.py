@@ -7,7 +7,8 @@ import ipaddress
 
 import pytest
 
-from workspace import egress, networks
+from workspace import egress
+from workspace.spawner import networks
 
 
 def policy(**kw) -> egress.Policy:

@@ -124,9 +124,9 @@ def test_a_lease_excludes_others_until_it_expires(db):
 
 
 def test_save_progress_is_recorded_and_renews_the_lease(db):
-    from workspace.copier import Transfer
     from workspace.executions import Execution
     from workspace.lifecycle import LEASE, _SaveProgress
+    from workspace.store.copier import Transfer
 
     with db.session() as s:
         ex = new_execution(s, get_or_create_workspace(s, "ada", "a"), None, None)

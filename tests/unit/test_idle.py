@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from workspace.idle import IdlePolicy, Limits, Observation, Watch, duration, runtime_notice
+from workspace.culler.idle import IdlePolicy, Limits, Observation, Watch, duration, runtime_notice
 
 T0 = 1_800_000_000.0
 LIMITS = Limits(

@@ -1,12 +1,13 @@
-"""Approving users' images (#28, workspace/image_approvals.py and user_images.may_start): another user's image
+"""Approving users' images (#28, workspace/images/approvals.py and user_images.may_start): another user's image
 runs for someone only once an administrator (everyone) or the course's instructor (the course) approved its
 current build; a rebuild needs approval again; on real databases. Against a real hub: tests/integration/
 test_image_approvals.py."""
 
 import pytest
 
-from workspace import image_approvals, user_images
 from workspace.errors import UserError
+from workspace.images import approvals as image_approvals
+from workspace.images import user as user_images
 
 ADMIN = image_approvals.Approver("root", frozenset(), True, None)
 PROF = image_approvals.Approver("prof", frozenset(), False, frozenset({"cs101"}))

@@ -1,4 +1,4 @@
-"""The Kubernetes manifests of an execution (workspace/kubernetes_manifests.py, docs/kubernetes.md).
+"""The Kubernetes manifests of an execution (workspace/spawner/kubernetes.py, docs/kubernetes.md).
 
 How they are validated: Pod, PersistentVolumeClaim and NetworkPolicy go through the `kubernetes`
 client's own API models, read as the client reads an API server's answer
@@ -23,8 +23,8 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient
 
-from workspace import kubernetes_manifests as km
-from workspace.resource_types import ResourceType
+from workspace.limits.resource_types import ResourceType
+from workspace.spawner import kubernetes as km
 
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # and at most 63 characters
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")  # and at most 63 characters

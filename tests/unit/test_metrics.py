@@ -1,5 +1,5 @@
-"""The Prometheus metrics (workspace/metrics.py) on real databases (SQLite and PostgreSQL), and who may read them
-(workspace/service/metrics_api.py) through a real tornado server with the hub's answer stubbed."""
+"""The Prometheus metrics (workspace/reports/metrics.py) on real databases (SQLite and PostgreSQL), and who may read
+them (workspace/service/metrics_api.py) through a real tornado server with the hub's answer stubbed."""
 
 import os
 import random
@@ -14,9 +14,9 @@ from tornado.httpclient import AsyncHTTPClient
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
-from workspace import metrics
 from workspace.executions import FINAL, STATES, TRANSITIONS, Execution, get_or_create_workspace, new_execution
-from workspace.metrics import HISTOGRAMS, WorkspaceCollector
+from workspace.reports import metrics
+from workspace.reports.metrics import HISTOGRAMS, WorkspaceCollector
 from workspace.service import metrics_api
 
 PATHS = {
@@ -374,7 +374,7 @@ def test_sends_to_the_store_of_record_as_a_histogram(database):
 
 
 def test_each_node_its_executions_its_free_gpus_and_its_store(database, tmp_path, monkeypatch):
-    from workspace.nodes import Node
+    from workspace.store.nodes import Node
 
     fake = os.statvfs_result((4096, 4096, 1000, 400, 300, 0, 0, 0, 0, 255))
     seen = []

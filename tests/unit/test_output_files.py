@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from workspace import archives, cli_outputs, output_files, paths
-from workspace.cli import CLIError
+from workspace.cli import outputs as cli_outputs
+from workspace.cli.main import CLIError
 from workspace.errors import UserError
+from workspace.outputs import archives
+from workspace.outputs import files as output_files
+from workspace.store import paths
 
 from .test_paths import resolver  # noqa: F401  (a fixture: both ways of resolving beneath a root)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from workspace import paths
-from workspace.copier import copy_tree
 from workspace.datasets import DatasetRules
 from workspace.errors import UserError
-from workspace.homes import CopyHomeStore, HomeStoreError
+from workspace.store import paths
+from workspace.store.copier import copy_tree
+from workspace.store.homes import CopyHomeStore, HomeStoreError
 
 
 @pytest.fixture(params=["openat2", "walk"])

@@ -8,13 +8,14 @@ import time
 import pytest
 from sqlalchemy import select
 
-from workspace import lifecycle, queue, start_request
+from workspace import lifecycle, start_request
 from workspace.db import Database, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, get_or_create_workspace, new_execution
-from workspace.nodes import Node
-from workspace.queue import admit, free_gpus
-from workspace.resource_types import ResourceType, choose
+from workspace.limits import queue
+from workspace.limits.queue import admit, free_gpus
+from workspace.limits.resource_types import ResourceType, choose
+from workspace.store.nodes import Node
 
 GPU2 = ResourceType(name="gpu2", gpus=2, gpu_model="A100")
 ONE = ResourceType(name="one", capacity=1)

@@ -5,11 +5,13 @@ import os
 
 import pytest
 
-from workspace import lifecycle, outputs, quotas
+from workspace import lifecycle
 from workspace.errors import UserError
 from workspace.executions import Execution
-from workspace.homes import CopyHomeStore
-from workspace.quotas import Item, Limit, StorageQuota, footprint
+from workspace.limits import quotas
+from workspace.limits.quotas import Item, Limit, StorageQuota, footprint
+from workspace.outputs import saved as outputs
+from workspace.store.homes import CopyHomeStore
 
 
 def policy(**kw) -> StorageQuota:

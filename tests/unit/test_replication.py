@@ -4,8 +4,8 @@ import struct
 
 import pytest
 
-from workspace.homes import HomeStoreError
-from workspace.replication import (
+from workspace.store.homes import HomeStoreError
+from workspace.store.replication import (
     CMD_HEADER,
     CMD_SNAPSHOT,
     CMD_SUBVOL,

@@ -1,6 +1,6 @@
 """The default resource type: the one a start gets when it chooses none."""
 
-from workspace.resource_types import ResourceType, choose, default_name
+from workspace.limits.resource_types import ResourceType, choose, default_name
 
 TYPES = [ResourceType.from_config({"name": "small"}), ResourceType.from_config({"name": "gpu", "gpus": 1})]
 

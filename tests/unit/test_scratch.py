@@ -1,8 +1,8 @@
-"""The scratch space of a workspace's container (workspace/scratch.py): sizes, owners, memory."""
+"""The scratch space of a workspace's container (workspace/spawner/scratch.py): sizes, owners, memory."""
 
 import pytest
 
-from workspace import scratch
+from workspace.spawner import scratch
 
 
 def test_the_default_plan_and_its_mount_options():

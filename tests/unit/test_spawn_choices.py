@@ -3,10 +3,10 @@ on a real SQLite database."""
 
 import pytest
 
-from workspace import spawnform
 from workspace.datasets import Dataset, DatasetVersion
 from workspace.executions import get_or_create_workspace, new_execution
-from workspace.resource_types import ResourceType
+from workspace.limits.resource_types import ResourceType
+from workspace.spawner import form as spawnform
 
 TYPES = [ResourceType.from_config({"name": "small", "cpu": 1}), ResourceType.from_config({"name": "big", "cpu": 8})]
 

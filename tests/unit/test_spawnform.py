@@ -1,5 +1,5 @@
-from workspace import spawnform
-from workspace.spawnform import options_from_form, render
+from workspace.spawner import form as spawnform
+from workspace.spawner.form import options_from_form, render
 
 
 def test_form_lists_executions_and_marks_those_without_output():

@@ -5,8 +5,9 @@ import subprocess
 
 import pytest
 
-from workspace import networks, ssh_identities
+from workspace import ssh_identities
 from workspace.executions import get_or_create_workspace
+from workspace.spawner import networks
 
 
 def test_a_workspace_keeps_its_host_key_and_another_workspace_has_its_own(database):

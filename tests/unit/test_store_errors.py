@@ -3,7 +3,7 @@
 import errno
 import subprocess
 
-from workspace.homes import _is_full
+from workspace.store.homes import _is_full
 
 
 def test_a_full_disk_is_recognised_from_errno_and_from_a_commands_stderr():

@@ -1,9 +1,10 @@
-"""Nodes (workspace/nodes.py) as a swarm manager describes them, and what the swarm spawner reads of a task (pure)."""
+"""Nodes (workspace/store/nodes.py) as a swarm manager describes them, and what the swarm spawner reads of a task
+(pure)."""
 
 import pytest
 
-from workspace.nodes import Node, inventories, parse_swarm
 from workspace.spawner.swarm_spawner import published_port
+from workspace.store.nodes import Node, inventories, parse_swarm
 
 
 def node(hostname, state="ready", availability="active", **labels):
@@ -56,8 +57,8 @@ def test_the_port_a_task_publishes_is_read_from_its_own_status():
 
 
 def test_each_node_s_store_is_its_agent_where_it_has_one():
-    from workspace.nodes import NodeStores
-    from workspace.store_agent import AgentStore
+    from workspace.store.agent import AgentStore
+    from workspace.store.nodes import NodeStores
 
     central = object()
     listed = [Node("n1", store="/s1", agent="http://10.0.0.1:8765/"), Node("n2", store="")]

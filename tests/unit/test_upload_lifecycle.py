@@ -5,10 +5,10 @@ import hashlib
 
 import pytest
 
-from workspace import uploads
 from workspace.datasets import Dataset, DatasetRules, find_dataset
 from workspace.errors import UserError
-from workspace.quotas import StorageQuota, StorageUsage
+from workspace.limits.quotas import StorageQuota, StorageUsage
+from workspace.uploads import staging as uploads
 
 PROF = ("prof", set(), False)
 

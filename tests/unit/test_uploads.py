@@ -15,16 +15,25 @@ from pathlib import Path
 
 import pytest
 
-import workspace.unpacker
+import workspace.uploads.unpacker
 from workspace.errors import UserError
-from workspace.uploads import archive_kind
+from workspace.uploads.staging import archive_kind
 
 
 def unpack(archive, kind, out, label, max_bytes=1 << 40, max_files=1 << 20):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
-        [sys.executable, "-I", workspace.unpacker.__file__, kind, str(archive), str(max_bytes), str(max_files), label],
+        [
+            sys.executable,
+            "-I",
+            workspace.uploads.unpacker.__file__,
+            kind,
+            str(archive),
+            str(max_bytes),
+            str(max_files),
+            label,
+        ],
         cwd=out,
         capture_output=True,
         text=True,

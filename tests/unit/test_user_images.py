@@ -1,13 +1,16 @@
-"""Images users define (workspace/user_images.py): what a definition may be, who sees and changes an image,
+"""Images users define (workspace/images/user.py): what a definition may be, who sees and changes an image,
 a build's record from its request to its end; on real databases. The build: tests/integration/test_user_images.py."""
 
 import datetime as dt
 
 import pytest
 
-from workspace import egress, image_approvals, image_builds, user_images
+from workspace import egress
 from workspace.db import move_clock
 from workspace.errors import UserError
+from workspace.images import approvals as image_approvals
+from workspace.images import builds as image_builds
+from workspace.images import user as user_images
 
 BASES = {"workspace-base:latest": "workspace-base:latest", "bob/nlp": "wstest-user-3:2"}
 

@@ -1,3 +1,3 @@
-from .server import main
+from workspace.gateway.server import main
 
 main()

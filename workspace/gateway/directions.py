@@ -11,9 +11,9 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from ..executions import Workspace
-from ..ssh_identities import HOST_NAME, WorkspaceHostKey
-from .keys import GatewayKeys
+from workspace.executions import Workspace
+from workspace.gateway.keys import GatewayKeys
+from workspace.ssh_identities import HOST_NAME, WorkspaceHostKey
 
 
 @dataclass(frozen=True)

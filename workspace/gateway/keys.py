@@ -20,8 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ssh_identities import new_key_pair, public_of
-from ..ssh_keys import parse
+from workspace.ssh_identities import new_key_pair, public_of
+from workspace.ssh_keys import parse
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import UserError
-from ..i18n import N_
+from workspace.errors import UserError
+from workspace.i18n import N_
 
 # a JupyterHub server name as the hub makes them (and ssh_identities.HOST_NAME's superset)
 WORKSPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")

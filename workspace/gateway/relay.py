@@ -24,7 +24,7 @@ import logging
 
 import asyncssh
 
-from .. import i18n
+from workspace import i18n
 
 log = logging.getLogger("workspace.gateway")
 

@@ -42,15 +42,16 @@ from sqlalchemy import select, update
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
 
-from .. import config, i18n, spawnform, ssh_identities
-from ..db import database
-from ..errors import UserError
-from ..executions import find_workspace
-from ..i18n import N_
-from ..ssh_keys import SshKey
-from . import keys as gateway_keys
-from .login import Login, parse
-from .relay import PENDING_WINDOW, GatewayRefusal, SessionRelay, locale_of, tunnel
+from workspace import config, i18n, ssh_identities
+from workspace.db import database
+from workspace.errors import UserError
+from workspace.executions import find_workspace
+from workspace.gateway import keys as gateway_keys
+from workspace.gateway.login import Login, parse
+from workspace.gateway.relay import PENDING_WINDOW, GatewayRefusal, SessionRelay, locale_of, tunnel
+from workspace.i18n import N_
+from workspace.spawner import form as spawnform
+from workspace.ssh_keys import SshKey
 
 log = logging.getLogger("workspace.gateway")
 
@@ -447,7 +448,7 @@ def _hub_message(e: HTTPClientError) -> str:
 
 
 def main(argv=None) -> None:
-    from ..process import die_with_the_hub
+    from workspace.process import die_with_the_hub
 
     die_with_the_hub()
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")

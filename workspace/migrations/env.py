@@ -5,10 +5,10 @@ from alembic import context
 import workspace.courses  # noqa: F401  (the models register on Base.metadata)
 import workspace.datasets  # noqa: F401
 import workspace.executions  # noqa: F401
-import workspace.quotas  # noqa: F401
+import workspace.images.user  # noqa: F401
+import workspace.limits.quotas  # noqa: F401
 import workspace.ssh_identities  # noqa: F401
 import workspace.ssh_keys  # noqa: F401
-import workspace.user_images  # noqa: F401
 import workspace.webhooks  # noqa: F401
 from workspace.db import Base
 

@@ -1,3 +1,3 @@
-from .app import main
+from workspace.service.app import main
 
 main()

@@ -1,4 +1,4 @@
-"""REST API: accounting (workspace/accounting.py).
+"""REST API: accounting (workspace/reports/accounting.py).
 
     GET    /api/accounting?since=&until=                  CPU-hours and GPU-hours per execution and in total
 
@@ -7,9 +7,9 @@ An admin may add `?user=NAME` for anyone's, or `?all=true` for every user's.
 
 from __future__ import annotations
 
-from .. import accounting
-from ..errors import UserError
-from .api import APIHandler
+from workspace.errors import UserError
+from workspace.reports import accounting
+from workspace.service.api import APIHandler
 
 
 class AccountingHandler(APIHandler):

@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-from .. import activity
-from ..errors import UserError
-from .api import APIHandler
+from workspace.errors import UserError
+from workspace.reports import activity
+from workspace.service.api import APIHandler
 
 
 class ActivityHandler(APIHandler):

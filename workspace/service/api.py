@@ -31,10 +31,10 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 from tornado.iostream import StreamClosedError
 
-from .. import courses, errors, executions, i18n
-from ..errors import UserError
-from ..executions import number_of
-from . import streams
+from workspace import courses, errors, executions, i18n
+from workspace.errors import UserError
+from workspace.executions import number_of
+from workspace.service import streams
 
 # JupyterHub RBAC: read (never change) other users' workspaces, executions, usage, storage and
 # accounting. Defined in jupyterhub_config.py; instructors hold it filtered to their course's group
@@ -59,7 +59,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return await IOLoop.current().run_in_executor(None, partial(fn, *args, **kwargs))
 
     async def engine_nodes(self) -> list:
-        """The nodes starts are placed on (workspace/nodes.py); none when the engine does not answer (a
+        """The nodes starts are placed on (workspace/store/nodes.py); none when the engine does not answer (a
         swarm's manager down), which the pages show as nothing free rather than as an error."""
         try:
             return await self.blocking(self.settings["engine_nodes"])

@@ -31,18 +31,15 @@ from tornado.httpserver import HTTPServer
 from traitlets import Bool, Dict, Float, Integer, Unicode
 from traitlets.config import Application
 
-from .. import config, lifecycle, queue, uploads, user_images, webhooks
-from ..datasets import DatasetRules
-from ..db import database
-from ..homes import BtrfsHomeStore, store_for
-from ..image_builds import ImageBuilder
-from ..nodes import NodeStores
-from ..process import die_with_the_hub
-from ..quotas import StorageQuota
-from ..sandbox import Sandbox
-from ..store_agent import read_token
-from ..uploads import UploadPolicy
-from . import (
+from workspace import config, lifecycle, webhooks
+from workspace.datasets import DatasetRules
+from workspace.db import database
+from workspace.images import user as user_images
+from workspace.images.builds import ImageBuilder
+from workspace.limits import queue
+from workspace.limits.quotas import StorageQuota
+from workspace.process import die_with_the_hub
+from workspace.service import (
     accounting_api,
     activity_api,
     courses_api,
@@ -62,8 +59,14 @@ from . import (
     uploads_api,
     webhook_api,
 )
-from .api import handlers
-from .metrics_api import handlers as metrics_handlers
+from workspace.service.api import handlers
+from workspace.service.metrics_api import handlers as metrics_handlers
+from workspace.store.agent import read_token
+from workspace.store.homes import BtrfsHomeStore, store_for
+from workspace.store.nodes import NodeStores
+from workspace.uploads import staging as uploads
+from workspace.uploads.sandbox import Sandbox
+from workspace.uploads.staging import UploadPolicy
 
 log = logging.getLogger("workspace.service")
 

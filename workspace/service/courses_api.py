@@ -16,9 +16,10 @@ from urllib.parse import quote
 
 from jupyterhub.scopes import Scope, parse_scopes
 
-from .. import courses, i18n, user_images
-from ..errors import UserError
-from .api import READ_SCOPE, APIHandler
+from workspace import courses, i18n
+from workspace.errors import UserError
+from workspace.images import user as user_images
+from workspace.service.api import READ_SCOPE, APIHandler
 
 # Set a course up (its roster and template): instructors hold it for their course's group
 # (`custom:courses:manage!group=cs101`).

@@ -16,10 +16,10 @@ number, deleting one); the handlers parse the request and answer.
 
 from __future__ import annotations
 
-from .. import dataset_versions, datasets
-from ..errors import UserError
-from ..executions import number_of
-from .api import APIHandler
+from workspace import dataset_versions, datasets
+from workspace.errors import UserError
+from workspace.executions import number_of
+from workspace.service.api import APIHandler
 
 
 class DatasetHandler(APIHandler):

@@ -18,7 +18,7 @@
 
 A user's image runs for someone other than its owner only once approved for them (image_approvals.py).
 
-The rules are in workspace/user_images.py, the builds in workspace/image_builds.py (run by the service).
+The rules are in workspace/images/user.py, the builds in workspace/images/builds.py (run by the service).
 """
 
 from __future__ import annotations
@@ -29,11 +29,14 @@ from urllib.parse import quote
 
 from jupyterhub.scopes import Scope, parse_scopes
 
-from .. import i18n, image_approvals, quotas, tasks, user_images
-from ..errors import UserError
-from . import streams
-from .api import APIHandler
-from .courses_api import MANAGE_SCOPE
+from workspace import i18n, tasks
+from workspace.errors import UserError
+from workspace.images import approvals as image_approvals
+from workspace.images import user as user_images
+from workspace.limits import quotas
+from workspace.service import streams
+from workspace.service.api import APIHandler
+from workspace.service.courses_api import MANAGE_SCOPE
 
 KEEP_WAIT = 60.0  # how long a follower waits for an ended build's log to be kept
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from tornado import web
 
-from .. import image_approvals, user_images
-from .images_api import ImageActions
-from .pages import PageHandler
+from workspace.images import approvals as image_approvals
+from workspace.images import user as user_images
+from workspace.service.images_api import ImageActions
+from workspace.service.pages import PageHandler
 
 
 class ImagesPage(ImageActions, PageHandler):

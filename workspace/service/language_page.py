@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 
 from tornado import web
 
-from .. import i18n
-from ..errors import UserError
+from workspace import i18n
+from workspace.errors import UserError
 
 YEAR = 365
 

@@ -1,6 +1,6 @@
 """Prometheus metrics of the platform, beside the hub's own /hub/metrics.
 
-    GET /services/workspace/metrics     text exposition format (workspace/metrics.py says what is in it)
+    GET /services/workspace/metrics     text exposition format (workspace/reports/metrics.py says what is in it)
 
 Authentication is the hub's for /hub/metrics: only a caller whose token holds
 JupyterHub's `read:metrics` scope (an administrator's API token, or a service
@@ -11,16 +11,17 @@ endpoints. Anyone else gets a 403 with a sentence and no figure. The metrics
 carry no user or workspace names.
 
 A scrape reads the workspace database in a thread (bounded reads, see
-workspace/metrics.py) and statvfs of the home store; it walks no tree.
+workspace/reports/metrics.py) and statvfs of the home store; it walks no tree.
 """
 
 from __future__ import annotations
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .. import metrics, queue
-from ..errors import UserError
-from .api import APIHandler
+from workspace.errors import UserError
+from workspace.limits import queue
+from workspace.reports import metrics
+from workspace.service.api import APIHandler
 
 # JupyterHub's scope for /hub/metrics (JupyterHub 5+; the admin role has it)
 SCOPE = "read:metrics"

@@ -11,9 +11,9 @@
             `before`), and manifest.csv / manifest.json
 
 Who may read whose output is the API's rule (api.py): one's own; `?user=` for administrators, and for
-instructors, read-only, their course's students. The tree is read by workspace/output_files.py in
+instructors, read-only, their course's students. The tree is read by workspace/outputs/files.py in
 threads of this module's own pool (a 5 GB download must not take the threads every other request
-waits on), and written into archives by workspace/archives.py, each archive by a thread of its own
+waits on), and written into archives by workspace/outputs/archives.py, each archive by a thread of its own
 into a bounded queue that this handler empties into the response, flushing each chunk: a download
 holds a few MiB whatever its size, and a slow client slows its writer instead of filling memory. A
 user has at most MAX_ARCHIVES archive downloads at once (429 beyond), and a client that takes nothing
@@ -40,11 +40,16 @@ from jupyterhub.scopes import Scope, parse_scopes
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from .. import accounting, archives, i18n, output_files, outputs, paths
-from ..errors import UserError
-from ..executions import check_workspace_name, number_of
-from ..homes import BtrfsHomeStore
-from .api import READ_SCOPE, APIHandler
+from workspace import i18n
+from workspace.errors import UserError
+from workspace.executions import check_workspace_name, number_of
+from workspace.outputs import archives
+from workspace.outputs import files as output_files
+from workspace.outputs import saved as outputs
+from workspace.reports import accounting
+from workspace.service.api import READ_SCOPE, APIHandler
+from workspace.store import paths
+from workspace.store.homes import BtrfsHomeStore
 
 log = logging.getLogger("workspace.service")
 

@@ -5,7 +5,7 @@ directory's as .tar.gz or .zip, and previews: the first 64 KiB of a text file (e
 (no HTML or script output is shown). `?user=NAME`: an instructor's (or administrator's) read-only view
 of a student's output, as on the workspace page.
 
-The files are read as the API reads them (workspace/output_files.py), in the API's own thread pool.
+The files are read as the API reads them (workspace/outputs/files.py), in the API's own thread pool.
 """
 
 from __future__ import annotations
@@ -14,11 +14,15 @@ from urllib.parse import quote
 
 from tornado import web
 
-from .. import archives, i18n, output_files, outputs, paths
-from ..errors import UserError
-from ..executions import number_of
-from .outputs_api import _pool_run, record_store
-from .pages import PageHandler, _env
+from workspace import i18n
+from workspace.errors import UserError
+from workspace.executions import number_of
+from workspace.outputs import archives
+from workspace.outputs import files as output_files
+from workspace.outputs import saved as outputs
+from workspace.service.outputs_api import _pool_run, record_store
+from workspace.service.pages import PageHandler, _env
+from workspace.store import paths
 
 
 def human(n: int | None) -> str:

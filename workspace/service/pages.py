@@ -34,28 +34,18 @@ from jupyterhub.scopes import parse_scopes
 from markupsafe import Markup
 from tornado import web
 
-from .. import (
-    courses,
-    datasets,
-    errors,
-    executions,
-    i18n,
-    image_catalog,
-    lifecycle,
-    origins,
-    outputs,
-    queue,
-    quotas,
-    spawnform,
-    tasks,
-    user_images,
-)
-from ..db import utcnow
-from ..errors import UserError
-from ..executions import FINAL
-from ..gateway import directions
-from .api import READ_SCOPE, APIHandler
-from .courses_api import CourseActions
+from workspace import courses, datasets, errors, executions, i18n, lifecycle, origins, tasks
+from workspace.db import utcnow
+from workspace.errors import UserError
+from workspace.executions import FINAL
+from workspace.gateway import directions
+from workspace.images import catalog as image_catalog
+from workspace.images import user as user_images
+from workspace.limits import queue, quotas
+from workspace.outputs import saved as outputs
+from workspace.service.api import READ_SCOPE, APIHandler
+from workspace.service.courses_api import CourseActions
+from workspace.spawner import form as spawnform
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

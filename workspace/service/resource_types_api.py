@@ -2,14 +2,15 @@
 
     GET    /api/resource-types                            the types I may choose, with what is free now
 
-The types are workspace/resource_types.py's; what is free now is counted by spawnform.type_choices, as the
+The types are workspace/limits/resource_types.py's; what is free now is counted by spawnform.type_choices, as the
 spawn form shows it.
 """
 
 from __future__ import annotations
 
-from .. import resource_types, spawnform
-from .api import APIHandler
+from workspace.limits import resource_types
+from workspace.service.api import APIHandler
+from workspace.spawner import form as spawnform
 
 
 class ResourceTypesHandler(APIHandler):

@@ -12,10 +12,10 @@ revoked without its owner), never add one: a key added for someone would let its
 
 from __future__ import annotations
 
-from .. import ssh_keys
-from ..errors import UserError
-from ..gateway import directions
-from .api import APIHandler
+from workspace import ssh_keys
+from workspace.errors import UserError
+from workspace.gateway import directions
+from workspace.service.api import APIHandler
 
 
 class KeysOf(APIHandler):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from tornado import web
 
-from .. import errors, i18n, ssh_keys
-from ..errors import UserError
-from ..gateway import directions
-from .pages import PageHandler
+from workspace import errors, i18n, ssh_keys
+from workspace.errors import UserError
+from workspace.gateway import directions
+from workspace.service.pages import PageHandler
 
 
 class SshPage(PageHandler):

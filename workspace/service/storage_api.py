@@ -10,9 +10,10 @@ resource_types_api.py.
 
 from __future__ import annotations
 
-from .. import outputs, quotas
-from ..executions import number_of
-from .api import APIHandler
+from workspace.executions import number_of
+from workspace.limits import quotas
+from workspace.outputs import saved as outputs
+from workspace.service.api import APIHandler
 
 
 class StorageHandler(APIHandler):

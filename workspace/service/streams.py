@@ -16,8 +16,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
-from .. import tasks
-from ..errors import UserError
+from workspace import tasks
+from workspace.errors import UserError
 
 DEFAULT_LIMIT = 4
 log = logging.getLogger("workspace.service")

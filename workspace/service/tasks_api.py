@@ -19,12 +19,12 @@ from urllib.parse import quote
 
 from tornado import web
 
-from .. import tasks
-from ..db import utcnow
-from ..errors import UserError
-from ..executions import ACTIVE, FINAL, check_workspace_name, number_of
-from . import streams
-from .api import APIHandler
+from workspace import tasks
+from workspace.db import utcnow
+from workspace.errors import UserError
+from workspace.executions import ACTIVE, FINAL, check_workspace_name, number_of
+from workspace.service import streams
+from workspace.service.api import APIHandler
 
 OPTIONS = ("continue_from", "datasets", "resource_type", "image")
 # how long a follower waits for a task's log to be kept after its container ended

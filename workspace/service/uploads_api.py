@@ -9,7 +9,7 @@
 A chunk that was cut off keeps the bytes that arrived; GET tells the offset
 to resume from. Memory use does not grow with the file: bodies are streamed
 to disk in the pieces the server receives. What an upload may be, whose it is and how it becomes a
-version are workspace/uploads.py's rules; the handlers parse, stream and answer.
+version are workspace/uploads/staging.py's rules; the handlers parse, stream and answer.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import asyncio
 
 from tornado import web
 
-from .. import uploads
-from ..errors import UserError
-from ..uploads import Upload
-from .datasets_api import DatasetHandler
+from workspace.errors import UserError
+from workspace.service.datasets_api import DatasetHandler
+from workspace.uploads import staging as uploads
+from workspace.uploads.staging import Upload
 
 MAX_CHUNK = 64 << 30  # one PUT may carry the whole file
 

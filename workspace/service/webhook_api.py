@@ -9,9 +9,9 @@ The rules (which URLs, how it is called and signed) are in workspace/webhooks.py
 
 from __future__ import annotations
 
-from .. import webhooks
-from ..errors import UserError
-from .api import APIHandler
+from workspace import webhooks
+from workspace.errors import UserError
+from workspace.service.api import APIHandler
 
 
 class WebhookHandler(APIHandler):

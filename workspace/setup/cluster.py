@@ -48,9 +48,10 @@ from urllib.parse import urlparse
 
 import docker
 
-from .. import egress, homes
-from ..settings import Settings
-from .steps import SetupError, fail, say, step
+from workspace import egress
+from workspace.settings import Settings
+from workspace.setup.steps import SetupError, fail, say, step
+from workspace.store import homes
 
 PREFIX = "cluster"
 BRIDGE = "swbr0"
@@ -115,7 +116,7 @@ class Node:
 
     @property
     def agent_url(self) -> str:
-        """Its store agent (workspace/store_agent.py), which the hub and the other agents call."""
+        """Its store agent (workspace/store/agent.py), which the hub and the other agents call."""
         return f"http://{self.address}:{AGENT_PORT}"
 
     def agent_pid(self) -> int | None:
@@ -310,7 +311,7 @@ class Cluster:
                         node.name,
                         sys.executable,
                         "-m",
-                        "workspace.store_agent",
+                        "workspace.store.agent",
                         "--root",
                         str(node.store),
                         "--listen",

@@ -24,10 +24,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .. import data_dir, egress, homes, networks
-from ..settings import Settings
-from . import engine, images, postgres
-from .steps import SetupError, apt_install, fail, run_logged, say, step
+from workspace import data_dir, egress
+from workspace.settings import Settings
+from workspace.setup import engine, images, postgres
+from workspace.setup.steps import SetupError, apt_install, fail, run_logged, say, step
+from workspace.spawner import networks
+from workspace.store import homes
 
 ROOT = Path(__file__).resolve().parents[2]
 CHP_VERSION = "^4.6"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import docker
 
-from .steps import SetupError, apt_install, say, step
+from workspace.setup.steps import SetupError, apt_install, say, step
 
 PREFIX = "engine"
 DEFAULT_GATEWAY = "172.17.0.1"

@@ -54,7 +54,7 @@ from pathlib import Path
 import docker
 import jupyterhub
 
-from .steps import apt_install, run_logged, say, step
+from workspace.setup.steps import apt_install, run_logged, say, step
 
 # Bump when the build procedure itself changes in a way that alters images.
 BUILDER_VERSION = "2"

@@ -32,7 +32,7 @@ import subprocess
 from pathlib import Path
 from urllib.parse import quote
 
-from .steps import SetupError, apt_install, fail, run_logged, say, step
+from workspace.setup.steps import SetupError, apt_install, fail, run_logged, say, step
 
 PREFIX = "postgres"
 SERVER_USER = "postgres"  # the OS user that owns the cluster when we are root (Debian's package creates it)
@@ -205,8 +205,8 @@ def stop(data_dir: Path, purge: bool = False) -> bool:
 
 
 def main(argv=None) -> None:
-    from ..settings import Settings
-    from .deploy import ROOT
+    from workspace.settings import Settings
+    from workspace.setup.deploy import ROOT
 
     parser = argparse.ArgumentParser(
         prog="python -m workspace.setup.postgres",

@@ -4,7 +4,7 @@ A Jupyter server extension, enabled in the image's jupyter_server_config.py:
 
 - `GET  api/workspace/activity`  is a browser attached? (kernel and terminal
   websockets, the time of the last request from a browser) and the usage
-  figures; read by the idle culler (workspace/culler.py) on the host.
+  figures; read by the idle culler (workspace/culler/app.py) on the host.
 - `GET  api/workspace/usage`     CPU, memory and per-GPU use of this workspace,
   for the JupyterLab status bar.
 - `GET/POST/DELETE api/workspace/notices`  warnings to the user (a coming
@@ -23,9 +23,9 @@ def _jupyter_server_extension_points():
 
 def _load_jupyter_server_extension(serverapp) -> None:
     # imported here: the hub side (and its tests) has no jupyter_server
-    from .activity import BrowserActivity
-    from .handlers import Usage, handlers
-    from .notices import Notices
+    from workspace.singleuser.activity import BrowserActivity
+    from workspace.singleuser.handlers import Usage, handlers
+    from workspace.singleuser.notices import Notices
 
     web_app = serverapp.web_app
     activity = BrowserActivity()

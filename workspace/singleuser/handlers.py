@@ -9,8 +9,8 @@ import time
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from .. import usage
-from .notices import LEVELS
+from workspace import usage
+from workspace.singleuser.notices import LEVELS
 
 
 class _Handler(APIHandler):

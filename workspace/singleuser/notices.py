@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import psutil
 
-from .activity import iso, utcnow
+from workspace.singleuser.activity import iso, utcnow
 
 LEVELS = ("info", "warning", "error", "success")
 

@@ -6,8 +6,8 @@ Docker engine's. swarm_spawner: `SwarmWorkspaceSpawner`, a Docker Swarm's (a ser
 execution on a chosen node). `c.JupyterHub.spawner_class = "workspace.spawner.DockerWorkspaceSpawner"`.
 """
 
-from .docker_spawner import DockerWorkspaceSpawner
-from .mixin import WorkspaceMixin
-from .swarm_spawner import SwarmWorkspaceSpawner
+from workspace.spawner.docker_spawner import DockerWorkspaceSpawner
+from workspace.spawner.mixin import WorkspaceMixin
+from workspace.spawner.swarm_spawner import SwarmWorkspaceSpawner
 
 __all__ = ["DockerWorkspaceSpawner", "SwarmWorkspaceSpawner", "WorkspaceMixin"]

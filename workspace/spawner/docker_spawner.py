@@ -17,10 +17,13 @@ from docker.utils import kwargs_from_env
 from dockerspawner import DockerSpawner
 from traitlets import Bool, Dict, Float, Int, Unicode, default
 
-from .. import egress, image_catalog, networks, scratch, user_images
-from ..errors import UserError
-from ..i18n import N_
-from .mixin import WorkspaceMixin
+from workspace import egress
+from workspace.errors import UserError
+from workspace.i18n import N_
+from workspace.images import catalog as image_catalog
+from workspace.images import user as user_images
+from workspace.spawner import networks, scratch
+from workspace.spawner.mixin import WorkspaceMixin
 
 EGRESS_UNAVAILABLE = N_(
     "Workspaces cannot start on this server now: their network cannot be kept off the site's own. "

@@ -20,29 +20,19 @@ from pathlib import Path
 from traitlets import Dict, Float, Instance, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from .. import (
-    courses,
-    culler,
-    datasets,
-    i18n,
-    image_catalog,
-    lifecycle,
-    nodes,
-    queue,
-    quotas,
-    resource_types,
-    spawnform,
-    ssh_identities,
-    start_request,
-    tasks,
-)
-from ..copier import Transfer
-from ..db import database
-from ..errors import UserError
-from ..executions import find_workspace, get_or_create_workspace, parse_continue_from
-from ..homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
-from ..nodes import Node
-from ..start_request import StartRequest, StartState
+from workspace import courses, datasets, i18n, lifecycle, ssh_identities, start_request, tasks
+from workspace.culler import app as culler
+from workspace.db import database
+from workspace.errors import UserError
+from workspace.executions import find_workspace, get_or_create_workspace, parse_continue_from
+from workspace.images import catalog as image_catalog
+from workspace.limits import queue, quotas, resource_types
+from workspace.spawner import form as spawnform
+from workspace.start_request import StartRequest, StartState
+from workspace.store import nodes
+from workspace.store.copier import Transfer
+from workspace.store.homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
+from workspace.store.nodes import Node
 
 # where the images keep a labconfig per language (images/base/rootfs/etc/workspace/lang/<locale>/)
 LAB_LANGUAGES = "/etc/workspace/lang"
@@ -94,7 +84,7 @@ class WorkspaceMixin(LoggingConfigurable):
         config=True,
         help="""Directory of the home store: live homes and snapshots. On btrfs
         (a subvolume-capable filesystem) restores and saves take constant time;
-        elsewhere homes are copied (see workspace/homes.py). `make up` mounts a
+        elsewhere homes are copied (see workspace/store/homes.py). `make up` mounts a
         btrfs image there when the data directory is not on btrfs.""",
     )
 

@@ -53,13 +53,15 @@ from docker.types import (
 from dockerspawner import SwarmSpawner
 from traitlets import Float, List, Unicode, default
 
-from .. import lifecycle, networks, replication, scratch, ssh_identities
-from ..errors import UserError
-from ..executions import Snapshot
-from ..homes import HomeStore, HomeStoreError
-from ..nodes import STORE_LABEL, Node, NodeStores, parse_swarm
-from ..store_agent import read_token
-from .docker_spawner import DockerWorkspaceSpawner, engine_client
+from workspace import lifecycle, ssh_identities
+from workspace.errors import UserError
+from workspace.executions import Snapshot
+from workspace.spawner import networks, scratch
+from workspace.spawner.docker_spawner import DockerWorkspaceSpawner, engine_client
+from workspace.store import replication
+from workspace.store.agent import read_token
+from workspace.store.homes import HomeStore, HomeStoreError
+from workspace.store.nodes import STORE_LABEL, Node, NodeStores, parse_swarm
 
 # task states on the way to running (docker's TaskState)
 PENDING_STATES = {"new", "pending", "assigned", "accepted", "ready", "preparing", "starting"}
@@ -122,7 +124,7 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     store_agent_url = Unicode(
         "",
         config=True,
-        help="""The URL of the store agent (workspace/store_agent.py) serving
+        help="""The URL of the store agent (workspace/store/agent.py) serving
         the hub's own store (`store_root`), for swarms of separate machines:
         nodes whose `workspace.store-agent` label names their agent are
         reached only through it, and snapshots move between agents, node to

@@ -1,0 +1,3 @@
+from workspace.cli.main import main
+
+main()

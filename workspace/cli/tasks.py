@@ -1,0 +1,196 @@
+"""The `workspace` command's tasks part (#17): run a command as an execution, read its log, cancel it.
+
+workspace run NAME [--continue N] [--type T] [--dataset REF]... [--image I] [--detach] -- COMMAND...
+    starts the task, prints its start's progress (its place in the queue too), then its log as it
+    is written, then how it ended; exits with the task's exit code (--detach: only starts it)
+workspace logs NAME[#N] [-f]
+    a task's log (the latest task's without #N); -f follows it until the task ends
+workspace cancel NAME[#N]
+    stops a running task (its home is saved as its output)
+workspace webhook [URL | --remove]
+    shows, sets or removes the URL called (signed with the printed secret) when a task of yours ends
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from workspace.i18n import translate
+
+COMMANDS = ("run", "logs", "cancel", "webhook")
+
+
+def _locale() -> str:
+    from workspace.cli.main import user_locale
+
+    return user_locale()
+
+
+def add_parsers(cmds) -> None:
+    loc = _locale()
+    r = cmds.add_parser(
+        "run", help=translate(loc, "run a command to completion as a new execution (a task) of a workspace")
+    )
+    r.add_argument("name", help=translate(loc, "the workspace (created if it does not exist)"))
+    r.add_argument(
+        "--continue", dest="continue_from", default="latest", help=translate(loc, "N, latest (default) or fresh")
+    )
+    r.add_argument("--type", dest="resource_type", help=translate(loc, "the resource type"))
+    r.add_argument(
+        "--dataset", dest="datasets", action="append", metavar="REF", help=translate(loc, "OWNER/NAME[@VERSION]")
+    )
+    r.add_argument("--image", help=translate(loc, "the image"))
+    r.add_argument(
+        "--detach", action="store_true", help=translate(loc, "start it and return (read it with `workspace logs`)")
+    )
+    r.add_argument(
+        "task_command", nargs="+", metavar="COMMAND", help=translate(loc, "after --: what to run in the home")
+    )
+    lg = cmds.add_parser("logs", help=translate(loc, "a task's log"))
+    lg.add_argument("what", metavar="NAME[#N]")
+    lg.add_argument("-f", "--follow", action="store_true", help=translate(loc, "until the task ends"))
+    c = cmds.add_parser("cancel", help=translate(loc, "stop a running task (its home is saved)"))
+    c.add_argument("what", metavar="NAME[#N]")
+    w = cmds.add_parser(
+        "webhook", help=translate(loc, "the URL called when a task of yours ends (show, set, --remove)")
+    )
+    w.add_argument("url", nargs="?")
+    w.add_argument("--remove", action="store_true")
+
+
+def run(args, client, out=sys.stdout) -> None:
+    if args.command == "run":
+        code = run_task(client, args, out)
+        if code:
+            raise SystemExit(code)
+    elif args.command == "webhook":
+        webhook(client, args.url, args.remove, out)
+    elif args.command == "logs":
+        name, number = task_of(client, args.what)
+        print_log(client, name, number, args.follow, out)
+    else:
+        name, number = task_of(client, args.what)
+        client.call("POST", f"/workspaces/{name}/executions/{number}/cancel")
+        print(
+            translate(
+                _locale(), "cancelling {name} #{number}; its home is saved as its output", name=name, number=number
+            ),
+            file=out,
+        )
+
+
+def _error():
+    from workspace.cli.main import CLIError
+
+    return CLIError
+
+
+def task_of(client, what: str) -> tuple[str, int]:
+    """(workspace, number) of NAME#N, or of NAME's latest task."""
+    name, _, number = what.partition("#")
+    if number:
+        if not number.isdigit():
+            raise _error()(
+                translate(
+                    _locale(),
+                    "“{what}” is not NAME#N: the execution's number is a whole number, like train#3.",
+                    what=what,
+                )
+            )
+        return name, int(number)
+    tasks = [e for e in client.call("GET", f"/workspaces/{name}/executions") or [] if e.get("kind") == "task"]
+    if not tasks:
+        raise _error()(translate(_locale(), "Workspace “{name}” has run no task.", name=name))
+    return name, tasks[-1]["number"]
+
+
+def print_log(client, name: str, number: int, follow: bool, out) -> None:
+    from workspace.cli.outputs import print_stream
+
+    print_stream(client, f"/workspaces/{name}/executions/{number}/logs", {"follow": 1} if follow else None, out)
+
+
+def run_task(client, args, out) -> int:
+    from workspace.cli.main import _me, follow_progress
+
+    command = list(args.task_command)
+    if command and command[0] == "--":
+        command = command[1:]
+    body = {"command": command, "continue_from": _continuation(args.continue_from)}
+    for key in ("resource_type", "image", "datasets"):
+        if getattr(args, key):
+            body[key] = getattr(args, key)
+    started = client.call("POST", f"/workspaces/{args.name}/tasks", json=body)
+    ex = started.get("execution")
+    loc = _locale()
+    if ex is None:
+        raise _error()(
+            translate(
+                loc, "The task was asked for, but {name} shows no new execution; see `workspace ls`.", name=args.name
+            )
+        )
+    number = ex["number"]
+    print(
+        translate(loc, "task {name} #{number}: {command}", name=args.name, number=number, command=ex["command"]),
+        file=out,
+        flush=True,
+    )
+    if args.detach:
+        print(
+            translate(loc, "follow it with: workspace logs {name}#{number} -f", name=args.name, number=number), file=out
+        )
+        return 0
+    follow_progress(client, _me(client), args.name, out)  # None: it already ended
+    print_log(client, args.name, number, True, out)
+    record = _ended(client, args.name, number)
+    code = record.get("exit_code")
+    outcome = record.get("stop_detail") or record["state"]
+    if record.get("has_output"):
+        ended = translate(
+            loc, "{name} #{number}: {outcome} (its output is saved)", name=args.name, number=number, outcome=outcome
+        )
+    else:
+        ended = translate(
+            loc, "{name} #{number}: {outcome} (no output was saved)", name=args.name, number=number, outcome=outcome
+        )
+    print(ended, file=out)
+    if record["state"] == "failed":
+        return 1
+    return code if isinstance(code, int) and 0 <= code < 256 else 0
+
+
+def _continuation(value: str):
+    return int(value) if value.isdigit() else value
+
+
+def _ended(client, name: str, number: int, timeout: float = 120) -> dict:
+    """The task's record once it is saved (its log ends when its container does; the save follows)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        record = client.call("GET", f"/workspaces/{name}/executions/{number}")
+        if record["state"] in ("stopped", "failed", "save_failed") or time.monotonic() > deadline:
+            return record
+        time.sleep(0.5)
+
+
+def webhook(client, url: str | None, remove: bool, out) -> None:
+    loc = _locale()
+    if remove:
+        client.call("DELETE", "/webhook")
+        print(translate(loc, "webhook removed"), file=out)
+        return
+    hook = client.call("PUT", "/webhook", json={"url": url}) if url else client.call("GET", "/webhook")
+    print(
+        translate(
+            loc,
+            "url:    {url}\nsecret: {secret}  (X-Workspace-Signature: sha256=HMAC of the body)",
+            url=hook["url"],
+            secret=hook["secret"],
+        ),
+        file=out,
+    )
+    if hook.get("last_sent"):
+        print(
+            translate(loc, "last call: {when}: {result}", when=hook["last_sent"], result=hook["last_result"]), file=out
+        )

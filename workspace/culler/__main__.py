@@ -1,0 +1,3 @@
+from workspace.culler.app import main
+
+main()

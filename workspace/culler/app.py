@@ -1,0 +1,723 @@
+"""The idle culler: a JupyterHub service that stops workspaces nobody uses.
+
+    python -m workspace.culler        (started by the hub, see jupyterhub_config.py)
+
+Once a cycle (`interval`) it takes every ready server from the hub's REST
+API and, for each, observes:
+
+- the browser: kernel and terminal websockets and the last browser request,
+  from the workspace extension in the container (`api/workspace/activity`,
+  workspace/singleuser), asked directly at the server's address from the
+  hub's proxy table so that the culler's own requests never count as the
+  user's activity; the hub's `last_activity` when the extension cannot answer.
+  The culler shows the extension the execution's own report key, never its
+  hub token: the student controls whatever listens on that port. Reports
+  are hostile input (`clean_report`), and one workspace's bad answer
+  affects only its own verdict;
+- CPU from the container's cgroup counters on this host (workspace/usage.py;
+  `docker stats` would take a second per container), or the extension's own
+  figure where the container runs elsewhere;
+- GPU utilisation, from NVML inside the container (the extension reports it).
+
+`workspace/culler/idle.py` decides. A warning goes to the workspace first (a
+JupyterLab notification and a line in every terminal) and is withdrawn on
+activity. A cull records the reason (`idle`, `max_runtime`) and its evidence
+on the execution, then asks the hub to stop the server: the normal stop
+path, which saves the home first.
+
+It also writes one usage sample per execution every `sample_interval`
+(the execution page draws them), with the size of the home of an execution
+that has a home size limit, and warns that workspace as its home nears the
+limit (`quotas.home_notice`; btrfs enforces the limit, a copying store only
+measures it). Its role holds only the scopes it needs
+(see jupyterhub_config.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+import functools
+import json
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+from sqlalchemy import select
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from traitlets import Float, Int, Unicode
+from traitlets.config import Config, PyFileConfigLoader
+
+from workspace import config, i18n, lifecycle, origins, tasks, webhooks
+from workspace.culler import idle
+from workspace.culler.idle import IdlePolicy, Observation, Verdict, Watch
+from workspace.db import database, utcnow
+from workspace.executions import Execution, UsageSample, Workspace
+from workspace.i18n import N_
+from workspace.limits.quotas import home_files_notice, home_notice
+from workspace.store.agent import read_token
+from workspace.store.nodes import NodeStores
+from workspace.usage import ContainerCgroup, CpuMeter
+
+log = logging.getLogger("workspace.culler")
+
+# what a workspace's notice says when its home is back under a limit
+FILES_BACK = N_("Your home is back under its file limit.")
+SIZE_BACK = N_("Your home is back under its size limit.")
+
+
+def _epoch(t: dt.datetime | str | None) -> float | None:
+    """A stored UTC time (naive) or an ISO 8601 string from an API, as seconds since the epoch."""
+    if t is None:
+        return None
+    if isinstance(t, str):
+        t = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return t.timestamp()
+
+
+STOP_TIMEOUT = 60  # seconds to wait for the hub's answer to a stop
+MAX_REPORT = 256 << 10  # bytes of a workspace's report read at most
+REPORT_SCHEME = "workspace-report"
+
+
+def _number(value, low: float, high: float) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return float(min(max(value, low), high))
+
+
+def clean_report(raw, now: float) -> dict | None:
+    """A workspace's activity report, validated and bounded; None when it is not one.
+
+    It comes from inside the workspace, which its student controls: every
+    field is checked, numbers are clamped, a browser time in the future counts
+    as now. A faked report can only keep that one workspace up (to its
+    maximum run time); the host's CPU reading stays the ground truth.
+    """
+    if not isinstance(raw, dict):
+        return None
+    kernels = _number(raw.get("kernel_connections"), 0, 10_000)
+    terminals = _number(raw.get("terminal_connections"), 0, 10_000)
+    if kernels is None or terminals is None:
+        return None
+    ssh = _number(raw.get("ssh_connections", 0), 0, 10_000) or 0  # absent from images before #16
+    last = raw.get("last_browser_request")
+    try:
+        last = min(_epoch(last), now) if isinstance(last, str) and len(last) <= 64 else None
+    except (ValueError, TypeError, OverflowError):
+        last = None
+    usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else {}
+    gpu = usage.get("gpu") if isinstance(usage.get("gpu"), dict) else {}
+    gpus = []
+    for g in (gpu.get("gpus") if isinstance(gpu.get("gpus"), list) else [])[:64]:
+        if isinstance(g, dict) and _number(g.get("utilization_percent"), 0, 100) is not None:
+            gpus.append(
+                {
+                    "utilization_percent": _number(g["utilization_percent"], 0, 100),
+                    "memory_used_bytes": int(_number(g.get("memory_used_bytes"), 0, 1 << 50) or 0),
+                }
+            )
+    memory = _number(usage.get("memory_bytes"), 0, 1 << 50)
+    return {
+        # an open SSH session (through the gateway, or from another of the owner's workspaces) counts as a browser
+        "browser_connections": int(kernels + terminals + ssh),
+        "last_browser": last,
+        "cpu_percent": _number(usage.get("cpu_percent"), 0, 100_000),
+        "memory_bytes": int(memory) if memory is not None else None,
+        "gpus": gpus,
+    }
+
+
+@dataclass
+class Server:
+    """A ready workspace server, as the hub and the workspace database know it."""
+
+    user: str
+    name: str
+    groups: list[str]
+    last_activity: float | None
+    url: str | None  # the single-user server's base URL, reached directly (None: not in the proxy)
+    execution_id: int | None = None
+    number: int | None = None
+    container_id: str | None = None
+    started: float | None = None
+    resource_type: str | None = None
+    max_runtime: float | None = None  # the resource type's, recorded on the execution
+    live_key: str | None = None
+    node: str | None = None  # where it runs (whose store holds its live home)
+    home_limit: int | None = None  # bytes
+    home_files: int | None = None  # files its home may hold
+    report_key: str | None = None  # the execution's own secret for its extension
+    task: bool = False  # a task (#17): never idle, no extension to ask; its maximum run time applies
+    locale: str = i18n.DEFAULT  # the language it was started in: its warnings and stop's evidence are said in it
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}:{self.name}" if self.name else self.user
+
+
+@dataclass
+class Tracked:
+    watch: Watch
+    meter: CpuMeter | None
+    last_sample: float = 0.0
+    sample_cpu: list = field(default_factory=list)  # CPU readings since the last sample
+    home_notice: str | None = None  # the home-limit notice the workspace shows now
+    files_notice: str | None = None  # the file-count notice it shows now
+    files_counted: float = 0.0  # when its home's files were last counted
+    bytes_walked: float = 0.0  # when its home was last walked for its bytes (a store that keeps no count)
+    home_bytes: int | None = None  # what that walk found
+
+
+# what a task's webhook call says (tasks.ended_since's fields)
+TASK_FIELDS = ("owner", "workspace", "number", "exit_code", "stop_reason", "stopped_at", "message")
+
+
+class Culler(config.HubService):
+    name = "workspace-culler"
+    description = "Stops idle workspaces (closed tab AND low CPU) after a warning; records usage."
+    classes = [IdlePolicy]
+
+    interval = Float(60, config=True, help="Seconds between two cycles (observations of every workspace).")
+    sample_interval = Float(60, config=True, help="Seconds between two usage samples kept per execution.")
+    concurrency = Int(32, config=True, help="Workspaces asked for their activity at the same time.")
+    request_timeout = Float(10, config=True, help="Seconds to wait for a workspace or the hub to answer.")
+    db_url = Unicode(config=True, help="The workspace database (default: the spawner's db_url).")
+    store_dir = Unicode(
+        config=True, help="The home store, where live homes are measured (default: the spawner's store_root)."
+    )
+    home_warn_fraction = Float(
+        0.9, config=True, help="Warn a workspace when its home passes this fraction of its limit."
+    )
+    files_interval = Float(
+        600,
+        config=True,
+        help="""Seconds between two counts of a running home's files against its
+        limit (a count stops at the limit, so it costs at most that many
+        entries; WORKSPACE_HOME_FILES_INTERVAL), and between two walks of a
+        home for its bytes on a store that keeps no count of them (the copy
+        store; btrfs counts them, and is read at every usage sample).""",
+    )
+    cgroup_root = Unicode("/sys/fs/cgroup", config=True, help="Where the host's cgroup filesystem is mounted.")
+    config_file = Unicode(
+        config=True,
+        help="""A traitlets config file of the culler's own, loaded after the hub's,
+        e.g. IdlePolicy.overrides per resource type, group or user (default
+        <data dir>/culler_config.py; it need not exist).""",
+    )
+    aliases = {"hub-config": "Culler.hub_config"}
+
+    def initialize(self, argv=None):
+        # configured as the hub is (workspace/config.py), then by its own file, if there is one
+        config.load(self, argv)
+        if self.config_file and Path(self.config_file).is_file():
+            self.load_config_file(self.config_file)
+        spawner = config.SpawnerOptions(self.config)
+        self.db_url = self.db_url or spawner.db_url
+        self._key_file = spawner.secret_key_file
+        self.store_dir = self.store_dir or spawner.store_root
+        self._engine_nodes = functools.partial(spawner.spawner_class.engine_nodes, spawner)
+        self._agent_token = read_token(getattr(spawner, "store_agent_token_file", ""))
+        self._webhook_networks = webhooks.networks(spawner.webhook_networks)
+        self._webhook_calls: set = set()
+        self.policy = IdlePolicy(parent=self)
+        self.tracked: dict[int, Tracked] = {}
+        self._unrouted: set[int] = set()  # executions whose server the proxy's table did not show
+        self._http = None
+        self._semaphore = asyncio.Semaphore(self.concurrency)
+        self.clock = time.time
+
+    @property
+    def http(self) -> AsyncHTTPClient:
+        if self._http is None:  # made on the running loop
+            self._http = AsyncHTTPClient(
+                force_instance=True, max_clients=max(self.concurrency, 2), max_body_size=MAX_REPORT
+            )
+        return self._http
+
+    # -- the hub -------------------------------------------------------------------
+
+    async def hub(self, method: str, path: str, body=None, paginated: bool = False, timeout: float | None = None):
+        headers = {"Authorization": f"token {self.api_token}"}
+        if paginated:
+            headers["Accept"] = "application/jupyterhub-pagination+json"
+        req = HTTPRequest(
+            self.hub_api_url.rstrip("/") + path,
+            method=method,
+            headers=headers,
+            body=None if body is None else json.dumps(body),
+            request_timeout=timeout or self.request_timeout,
+            allow_nonstandard_methods=True,
+        )
+        resp = await self.http.fetch(req)
+        return json.loads(resp.body) if resp.body else None
+
+    async def _paged(self, path: str) -> list:
+        """Every item of a paginated hub list (users), following `_pagination.next`."""
+        items, offset = [], 0
+        while True:
+            sep = "&" if "?" in path else "?"
+            page = await self.hub("GET", f"{path}{sep}offset={offset}&limit=200", paginated=True)
+            if isinstance(page, list):  # an older hub: no pagination
+                return page
+            items.extend(page["items"])
+            nxt = (page.get("_pagination") or {}).get("next")
+            if not nxt:
+                return items
+            offset = nxt["offset"]
+
+    async def _routes(self) -> dict:
+        page = await self.hub("GET", "/proxy?offset=0&limit=100000", paginated=True)
+        return page.get("items", page) if isinstance(page, dict) and "_pagination" in page else page
+
+    async def servers(self) -> list[Server]:
+        users, routes = await asyncio.gather(self._paged("/users?state=ready"), self._routes())
+        out = []
+        for user in users:
+            for name, s in (user.get("servers") or {}).items():
+                if not s.get("ready") or s.get("pending"):
+                    continue
+                # its public URL is a path, or a URL on the user's subdomain
+                url = origins.server_address(s.get("url") or "", routes)
+                out.append(
+                    Server(
+                        user=user["name"],
+                        name=name,
+                        groups=list(user.get("groups") or []),
+                        last_activity=_epoch(s.get("last_activity")),
+                        url=url,
+                    )
+                )
+        return out
+
+    # -- the workspace database --------------------------------------------------------
+
+    def _attach_executions(self, servers: list[Server]) -> None:
+        db = database(self.db_url, self._key_file)
+        with db.session() as s:
+            rows = s.execute(
+                select(Execution, Workspace.owner, Workspace.name)
+                .join(Workspace, Execution.workspace_id == Workspace.id)
+                .where(Execution.state == "running")
+            ).all()
+            running = {(owner, name): ex for ex, owner, name in rows}
+            for server in servers:
+                ex = running.get((server.user, server.name))
+                if ex is not None:
+                    server.execution_id, server.number = ex.id, ex.number
+                    server.container_id, server.started = ex.container_id, _epoch(ex.started)
+                    server.resource_type, server.max_runtime = ex.resource_type, ex.max_runtime
+                    server.live_key, server.home_limit, server.node = ex.live_key, ex.home_limit, ex.node
+                    server.home_files = ex.home_files
+                    server.report_key = ex.report_key
+                    server.task = ex.kind == "task"
+                    server.locale = ex.locale if ex.locale in i18n.LOCALES else i18n.DEFAULT
+
+    def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
+        db = database(self.db_url, self._key_file)
+        with db.session() as s:
+            s.add_all(samples)
+            for execution_id, reason, evidence in culls:
+                ex = s.get(Execution, execution_id)
+                if ex is not None and ex.state == "running":
+                    ex.stop_reason, ex.stop_detail = reason, evidence
+
+    # -- the workspace extension -------------------------------------------------------
+
+    async def _extension(self, server: Server, method: str, path: str, body=None, query=None):
+        """Call the workspace's extension with the execution's report key: never a hub credential.
+
+        Whatever answers on the workspace's port is the student's to choose,
+        so it gets nothing it could use elsewhere; no redirect is followed.
+        """
+        if not server.report_key:
+            raise HTTPClientError(403, message="this execution has no report key")
+        url = f"{server.url.rstrip('/')}/api/workspace/{path}"
+        if query:
+            url += "?" + urlencode(query)
+        req = HTTPRequest(
+            url,
+            method=method,
+            headers={"Authorization": f"{REPORT_SCHEME} {server.report_key}"},
+            body=None if body is None else json.dumps(body),
+            request_timeout=self.request_timeout,
+            allow_nonstandard_methods=True,
+            follow_redirects=False,
+        )
+        resp = await self.http.fetch(req, raise_error=False)
+        if resp.code >= 400 or resp.code == 599:
+            raise HTTPClientError(resp.code, response=resp)
+        return json.loads(resp.body) if resp.body else None
+
+    async def activity(self, server: Server) -> dict | None:
+        """The extension's report, or None when the workspace cannot tell (old image, not answering)."""
+        if server.url is None:
+            # said once per execution: a server the proxy's table does not show is judged by the hub's last
+            # activity, which lags by minutes (#28: a route key of the wrong form hid every open tab)
+            if server.execution_id not in self._unrouted:
+                self._unrouted.add(server.execution_id)
+                log.warning("%s: not in the proxy's table; judged by the hub's last activity", server.label)
+            return None
+        async with self._semaphore:
+            try:
+                report = clean_report(await self._extension(server, "GET", "activity"), self.clock())
+            except Exception as e:  # anything a hostile server answers: this workspace only
+                log.info("%s: no activity report (%s); using the hub's last activity", server.label, e)
+                return None
+            if report is None:
+                log.info("%s: its activity report is malformed; using the hub's last activity", server.label)
+            return report
+
+    async def notify(self, server: Server, verdict: Verdict, notice_id: str) -> None:
+        if verdict.action == "warn":
+            stop_at = dt.datetime.fromtimestamp(verdict.stop_at, dt.timezone.utc).isoformat()
+            await self._show_notice(server, notice_id, verdict.message, "", stop_at=stop_at)
+        else:
+            await self._show_notice(server, notice_id, None, verdict.message)
+
+    # -- one cycle -------------------------------------------------------------------
+
+    async def cycle(self) -> dict:
+        """Observe every ready workspace once; warn, withdraw and cull. Returns counts."""
+        servers = await self.servers()
+        await asyncio.get_running_loop().run_in_executor(None, self._attach_executions, servers)
+        servers = [s for s in servers if s.execution_id is not None]
+        await self._announce_tasks(servers)
+        reports = await asyncio.gather(*(self._no_report() if s.task else self.activity(s) for s in servers))
+        now = self.clock()
+        samples, culls, actions, samples_by_server = [], [], [], []
+        for server, report in zip(servers, reports):
+            try:
+                verdict, sample = self._judge(server, report, now)
+            except Exception:  # one workspace's trouble never stops the others' culling
+                log.exception("%s: could not be judged this cycle", server.label)
+                samples_by_server.append(None)
+                continue
+            samples_by_server.append(sample)
+            if sample is not None:
+                samples.append(sample)
+            if verdict.action == "cull":
+                culls.append((server.execution_id, verdict.reason, verdict.evidence))
+            if verdict.action != "keep":
+                actions.append((server, verdict))
+        homes = [
+            (server, sample)
+            for server, sample in zip(servers, samples_by_server)
+            if sample is not None and (server.home_limit or server.home_files)
+        ]
+        if homes:
+            await asyncio.gather(
+                *(self._watch_home(server, sample) for server, sample in homes), return_exceptions=True
+            )
+        if samples or culls:
+            await asyncio.get_running_loop().run_in_executor(None, self._record, samples, culls)
+        counts = {"servers": len(servers), "warned": 0, "withdrawn": 0, "culled": 0}
+        for result in await asyncio.gather(
+            *(self._act(server, verdict, counts) for server, verdict in actions), return_exceptions=True
+        ):
+            if isinstance(result, Exception):
+                log.error("acting on a verdict failed: %r", result)
+        live = {s.execution_id for s in servers}
+        for gone in set(self.tracked) - live:
+            del self.tracked[gone]
+        self._unrouted &= live
+        return counts
+
+    def _judge(self, server: Server, report: dict | None, now: float) -> tuple[Verdict, UsageSample | None]:
+        tracked = self.tracked.get(server.execution_id)
+        if tracked is None:
+            meter = None
+            if server.container_id:
+                meter = CpuMeter(ContainerCgroup(server.container_id, root=Path(self.cgroup_root)), clock=self.clock)
+                meter.sample()
+                if meter.last is None:
+                    meter = None  # its cgroup is not on this host (another node): the extension's figure
+            tracked = Tracked(watch=None, meter=meter, last_sample=now)
+            cpu = None  # the first reading of the counter: no rate yet (counts as busy)
+        else:
+            cpu = tracked.meter.sample() if tracked.meter is not None else None
+        if tracked.meter is None:
+            cpu = report["cpu_percent"] if report else None
+        gpus = report["gpus"] if report else []
+        obs = Observation(
+            now=now,
+            started=server.started or now,
+            # a task runs whether or not anyone looks: as if a browser were always attached
+            browser_connections=1 if server.task else report["browser_connections"] if report else 0,
+            last_browser=now if server.task else report["last_browser"] if report else server.last_activity,
+            cpu_percent=cpu,
+            gpu_percent=max((g["utilization_percent"] for g in gpus), default=None),
+        )
+        limits = self.policy.limits(
+            server.user,
+            server.groups,
+            server.resource_type,
+            kind="task" if server.task else "workspace",
+            type_max_runtime=server.max_runtime,
+        )
+        if tracked.watch is None:
+            tracked.watch = Watch.start(obs)
+            self.tracked[server.execution_id] = tracked
+        verdict = tracked.watch.decide(obs, limits, server.locale)
+
+        sample = None
+        if cpu is not None:
+            tracked.sample_cpu.append(cpu)
+        if now - tracked.last_sample >= self.sample_interval:
+            memory = tracked.meter.cgroup.memory_bytes() if tracked.meter is not None else None
+            sample = UsageSample(
+                execution_id=server.execution_id,
+                at=utcnow(),
+                cpu_percent=round(sum(tracked.sample_cpu) / len(tracked.sample_cpu), 2) if tracked.sample_cpu else None,
+                memory_bytes=memory if memory is not None else (report["memory_bytes"] if report else None),
+                gpu_percent=obs.gpu_percent,
+                gpu_memory_bytes=sum(g["memory_used_bytes"] for g in gpus) if gpus else None,
+                browser=now - tracked.watch.last_browser < self.interval * 1.5,
+            )
+            tracked.last_sample, tracked.sample_cpu = now, []
+        return verdict, sample
+
+    @property
+    def store(self):
+        if getattr(self, "_store", None) is None:
+            from workspace.store.homes import store_for
+
+            self._store = store_for(self.store_dir, clean=False)
+        return self._store
+
+    def store_of(self, server: Server):
+        """The store holding the server's live home: its node's (a swarm's node has its own)."""
+        if getattr(self, "_stores", None) is None:
+            nodes = getattr(self, "_engine_nodes", None) or list
+            self._stores = NodeStores(self.store, nodes, getattr(self, "_agent_token", ""))
+        return self._stores.of(server.node)
+
+    async def _watch_home(self, server: Server, sample: UsageSample) -> None:
+        """Measure a limited home into its sample; show, change or withdraw its notices."""
+        if server.home_files:
+            await self._count_files(server)
+        if server.home_limit:
+            await self._measure_bytes(server, sample)
+
+    async def _count_files(self, server: Server) -> None:
+        """Every `files_interval`: count the home's files (up to the limit) and warn near or over it."""
+        tracked = self.tracked.get(server.execution_id)
+        now = self.clock()
+        if tracked is None or now - tracked.files_counted < self.files_interval:
+            return
+        tracked.files_counted = now
+        store = self.store_of(server)
+        try:  # in its node's store (through its agent, on another machine)
+            files = await asyncio.get_running_loop().run_in_executor(
+                None, store.count_files, server.live_key, server.home_files
+            )
+        except Exception as e:  # its live home went (a stop under way)
+            log.info("%s: the home's files could not be counted: %s", server.label, e)
+            return
+        message = home_files_notice(files, server.home_files, self.home_warn_fraction, server.locale)
+        back = i18n.translate(server.locale, FILES_BACK)
+        if message != tracked.files_notice and await self._show_notice(server, "home-files", message, back):
+            log.info(
+                "%s #%s: home has %s%d files (limit %d)",
+                server.label,
+                server.number,
+                "more than " if files > server.home_files else "",
+                files,
+                server.home_files,
+            )
+            tracked.files_notice = message
+
+    async def _show_notice(self, server: Server, notice_id: str, message: str | None, withdrawn: str, **extra) -> bool:
+        """Post `message` as a notice in the workspace (with `extra` fields), or with None withdraw it,
+        telling `withdrawn`; False if it did not arrive."""
+        if server.url is None:
+            return True
+        try:
+            if message:
+                body = {"id": notice_id, "level": "warning", "message": message, **extra}
+                await self._extension(server, "POST", "report/notices", body=body)
+            else:
+                await self._extension(server, "DELETE", "report/notices", query={"id": notice_id, "message": withdrawn})
+        except Exception as e:
+            log.warning("%s: the notice %s did not reach the workspace: %s", server.label, notice_id, e)
+            return False
+        return True
+
+    async def _measure_bytes(self, server: Server, sample: UsageSample) -> None:
+        loop = asyncio.get_running_loop()
+        tracked = self.tracked.get(server.execution_id)
+        store = self.store_of(server)
+        enforced = store.kind == "btrfs"  # its qgroup counts the bytes: reading them costs nothing
+        if not enforced and tracked is not None and self.clock() - tracked.bytes_walked < self.files_interval:
+            # a store that keeps no count is walked: every home has a limit (the quota's rest, #28), and a
+            # walk of each one at every sample would read every file of every running home each minute
+            sample.home_bytes = tracked.home_bytes
+            return
+        try:
+            used = await loop.run_in_executor(None, store.home_usage, server.live_key)
+        except Exception as e:  # its live home went (a stop under way)
+            log.info("%s: the home could not be measured: %s", server.label, e)
+            return
+        sample.home_bytes = used
+        if tracked is not None and not enforced:
+            tracked.bytes_walked, tracked.home_bytes = self.clock(), used
+        message = home_notice(used, server.home_limit, enforced, self.home_warn_fraction, server.locale)
+        if tracked is None or message == tracked.home_notice:
+            return
+        if not await self._show_notice(server, "home-limit", message, i18n.translate(server.locale, SIZE_BACK)):
+            return
+        log.info(
+            "%s #%s: home %d of %d bytes: %s",
+            server.label,
+            server.number,
+            used,
+            server.home_limit,
+            message or "back under the warning",
+        )
+        tracked.home_notice = message
+
+    @staticmethod
+    async def _no_report() -> None:
+        return None
+
+    async def _announce_tasks(self, servers: list[Server]) -> None:
+        """Tell each owner's running workspaces of their tasks that ended since the last look (#17)."""
+        loop = asyncio.get_running_loop()
+        since = getattr(self, "_tasks_since", None)
+        if since is None:
+            self._tasks_since = utcnow()  # what ended before the culler started was told then, or is on the pages
+            return
+        try:
+            ended = await loop.run_in_executor(None, tasks.ended_since, database(self.db_url, self._key_file), since)
+        except Exception as e:
+            log.warning("could not read the tasks that ended: %s", e)
+            return
+        if not ended:
+            return
+        self._tasks_since = max(t["stopped"] for t in ended)
+        shows = [
+            self._show_notice(
+                server, f"task-{t['execution_id']}", t["message"], "", level="success" if t["success"] else "error"
+            )
+            for t in ended
+            for server in servers
+            if server.user == t["owner"] and not server.task and server.execution_id is not None
+        ]
+        # webhooks are strangers' servers: called beside the cycle, so a slow one never delays culling
+        call = asyncio.ensure_future(self._call_webhooks(ended))
+        self._webhook_calls.add(call)
+        call.add_done_callback(self._webhook_calls.discard)
+        await asyncio.gather(*shows, return_exceptions=True)
+
+    async def _call_webhooks(self, ended: list[dict]) -> None:
+        """POST each ended task to its owner's webhook, if they set one (workspace/webhooks.py)."""
+        loop, db = asyncio.get_running_loop(), database(self.db_url, self._key_file)
+        hooks = await loop.run_in_executor(None, webhooks.of_owners, db, {t["owner"] for t in ended})
+        for t in ended:
+            if t["owner"] not in hooks:
+                continue
+            url, secret = hooks[t["owner"]]
+            payload = {"event": "task.ended", **{k: t[k] for k in TASK_FIELDS}}
+            result = await webhooks.deliver(url, secret, payload, self._webhook_networks)
+            log.info("%s: the webhook for task %s #%s: %s", t["owner"], t["workspace"], t["number"], result)
+            await loop.run_in_executor(None, webhooks.record, db, t["owner"], result)
+
+    async def _act(self, server: Server, verdict: Verdict, counts: dict) -> None:
+        notice_id = f"cull-{verdict.reason}"
+        if verdict.action in ("warn", "withdraw") and server.task:
+            return  # nobody to warn inside a task; its log says why it ended
+        if verdict.action in ("warn", "withdraw"):
+            log.info("%s #%s: %s: %s", server.label, server.number, verdict.action, verdict.message)
+            await self.notify(server, verdict, notice_id)
+            counts["warned" if verdict.action == "warn" else "withdrawn"] += 1
+            return
+        log.info("%s #%s: stopping (%s): %s", server.label, server.number, verdict.reason, verdict.evidence)
+        path = f"/users/{quote(server.user, safe='')}/server" + (
+            f"s/{quote(server.name, safe='')}" if server.name else ""
+        )
+        try:
+            # the hub answers a stop once it is done or after its slow_stop_timeout (10 s), while the home
+            # is saved: waiting only request_timeout took a slow stop for a refused one and dropped its reason
+            await self.hub("DELETE", path, timeout=max(self.request_timeout, STOP_TIMEOUT))
+        except (HTTPClientError, OSError) as e:
+            log.error("%s: the hub did not stop it: %s", server.label, e)
+            # the execution goes on, without a stop reason
+            await asyncio.get_running_loop().run_in_executor(
+                None,
+                lifecycle.record_stop_reason,
+                database(self.db_url, self._key_file),
+                server.user,
+                server.name,
+                None,
+                None,
+                server.execution_id,
+            )
+            return
+        counts["culled"] += 1
+        self.tracked.pop(server.execution_id, None)
+
+    # -- forever ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("culler: every %g s; %s", self.interval, self.policy.limits())
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                counts = await self.cycle()
+                if counts["warned"] or counts["withdrawn"] or counts["culled"]:
+                    log.info("cycle: %s in %.2f s", counts, time.monotonic() - started)
+            except Exception:
+                log.exception("culler cycle failed; trying again next cycle")
+            try:
+                await asyncio.wait_for(stop.wait(), max(0.1, self.interval - (time.monotonic() - started)))
+            except asyncio.TimeoutError:
+                pass
+        log.info("culler stopping")
+
+
+def site_policy(hub_config) -> IdlePolicy:
+    """The idle policy as the culler applies it: the hub's configuration (`hub_config`), then the
+    culler's own file (`Culler.config_file`), if there is one. Blocking: it runs that file."""
+    merged = Config({"IdlePolicy": copy.deepcopy(hub_config.IdlePolicy)})
+    path = Path(hub_config.Culler.get("config_file") or "")
+    if path.name and path.is_file():
+        merged.merge(PyFileConfigLoader(path.name, str(path.parent)).load_config())
+    return IdlePolicy(config=merged)
+
+
+def runtime_notice(hub_config, user: str, groups, resource_type, task: bool, locale: str) -> str | None:
+    """What a start tells its user of its maximum run time, as the culler will enforce it (None: none).
+    Blocking (see `site_policy`)."""
+    limits = site_policy(hub_config).limits(
+        user,
+        groups,
+        resource_type.name if resource_type else None,
+        kind="task" if task else "workspace",
+        type_max_runtime=resource_type.max_runtime if resource_type else None,
+    )
+    return idle.runtime_notice(limits.max_runtime, task, locale)
+
+
+def main(argv=None) -> None:
+    from workspace.process import die_with_the_hub
+
+    die_with_the_hub()
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
+    app = Culler()
+    app.initialize(sys.argv[1:] if argv is None else argv)
+    asyncio.run(app.run())
+
+
+if __name__ == "__main__":
+    main()

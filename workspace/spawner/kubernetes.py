@@ -1,0 +1,613 @@
+"""The Kubernetes objects of an execution, as plain dicts (the design is docs/kubernetes.md).
+
+Pure functions: no cluster, no client library, no kubespawner. Given what
+`WorkspaceMixin.start()` knows once an execution is planned and admitted
+(owner, workspace, execution number and store keys, resource type, limits,
+dataset mount plan), `execution_manifests()` returns:
+
+- the home: a PersistentVolumeClaim restored from the parent's
+  VolumeSnapshot (CSI) or empty, and the VolumeSnapshot that saves it at stop;
+- the dataset versions: read-only volumes, either one ReadOnlyMany claim per
+  slot cloned from the version's VolumeSnapshot, or read-only `subPath`s of
+  one shared claim;
+- the pod: resources (cpu, memory, `nvidia.com/gpu` through the NVIDIA device
+  plugin), node affinity for a GPU model (and the node the queue admitted it
+  on), labels, security settings; and the same as KubeSpawner traits;
+- the owner's NetworkPolicy: a user's workspaces reach each other and the hub.
+
+Names are DNS-1123 labels (RFC 1035 too: they start with a letter, so they
+serve for Services as well). Store keys are safe already and used as they
+are, so an object is found from its record; names made from user and server
+names, which may be anything, are a readable slug plus a hash of the exact
+name, so two names never share an object. Label values are made the same
+way; the exact names are annotations.
+
+Nothing here talks to a cluster: tests/unit/test_kubernetes_manifests.py
+validates every manifest against the `kubernetes` client's API models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from workspace.egress import BLOCKED, parse_allowed
+from workspace.limits.resource_types import ResourceType
+from workspace.spawner import scratch
+
+GPU_RESOURCE = "nvidia.com/gpu"
+SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+CONTAINER = "notebook"  # KubeSpawner's name for the server's container
+
+# RFC 1123 label; an object name here also starts with a letter (RFC 1035), as Services need
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_STORE_KEY = re.compile(r"^[a-z0-9]{1,40}$")  # live, snapshot and dataset keys: x…, s…, d… + hex
+_DEPLOYMENT = re.compile(r"^[a-z]([-a-z0-9]{0,14}[a-z0-9])?$")  # at most 16, so key names fit in 63
+
+HASH_LENGTH = 10  # hex digits of the hash that makes an escaped name unique (40 bits)
+
+# addresses an outbound rule leaves out: the cluster's own (pods, services, nodes) and cloud metadata
+# what a workspace never reaches unless the site allows it (the ranges the Docker hosts' rules refuse)
+PRIVATE_V4 = BLOCKED[4]
+PRIVATE_V6 = BLOCKED[6]
+
+# component labels: which of our objects a selector means
+WORKSPACE_POD = "workspace"
+HOME_VOLUME = "home"
+HOME_SNAPSHOT = "home-snapshot"
+DATASET_VOLUME = "dataset"
+OWNER_NETWORK = "owner-network"
+
+
+# -- names ------------------------------------------------------------------------------
+
+
+def slug(text: str, max_length: int = 63) -> str:
+    """The readable part of a name: lower-case ASCII letters and digits, every other run one '-'.
+
+    Lossy (`Ada`, `ada` and `a.d.a` are alike here); `digest` tells them apart.
+    """
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:max_length].strip("-")
+
+
+def digest(*parts: str, length: int = HASH_LENGTH) -> str:
+    """A short hash of the exact parts (unambiguous: ("a-", "b") and ("a", "-b") differ)."""
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:length]
+
+
+def escaped_name(prefix: str, readable: list[str], identity: list[str], suffix: str = "") -> str:
+    """A DNS label `prefix-<slugs>-<hash of identity>[-suffix]` of at most 63 characters.
+
+    `prefix` is ours (valid already); `readable` parts are shortened evenly to fit.
+    """
+    tail = digest(*identity) + (f"-{suffix}" if suffix else "")
+    room = 63 - len(prefix) - len(tail) - 2
+    if room < 0 or not DNS_LABEL.match(prefix):
+        raise ValueError(f"cannot make a name from prefix {prefix!r} and suffix {suffix!r}")
+    share = room // max(1, len(readable)) - 1
+    middle = "-".join(s for s in (slug(r, max(share, 0)) for r in readable) if s)[:room].strip("-")
+    return "-".join(p for p in (prefix, middle, tail) if p)
+
+
+def key_name(deployment: str, kind: str, key: str) -> str:
+    """The name of an object that holds a store key: `deployment-kind-key`."""
+    if not _STORE_KEY.match(key):
+        raise ValueError(f"invalid store key {key!r}")
+    name = f"{deployment}-{kind}-{key}"
+    if not DNS_LABEL.match(name):
+        raise ValueError(f"{name!r} is not a valid object name")
+    return name
+
+
+def label_value(text: str) -> str:
+    """A label value for any text: '' stays '', else a slug plus the hash of the exact text."""
+    if not text:
+        return ""
+    head = slug(text, 63 - HASH_LENGTH - 1)
+    return f"{head}-{digest(text)}" if head else digest(text)
+
+
+def home_claim_name(deployment: str, live_key: str) -> str:
+    return key_name(deployment, "home", live_key)
+
+
+def home_snapshot_name(deployment: str, snapshot_key: str) -> str:
+    return key_name(deployment, "home", snapshot_key)
+
+
+def dataset_snapshot_name(deployment: str, version_key: str) -> str:
+    """The VolumeSnapshot a dataset version is kept as (made when the version is published)."""
+    return key_name(deployment, "dataset", version_key)
+
+
+def dataset_claim_name(deployment: str, live_key: str, slot: int) -> str:
+    """The read-only clone of a dataset version for one execution's slot."""
+    return key_name(deployment, f"input{int(slot)}", live_key)
+
+
+def pod_name(deployment: str, owner: str, server: str, number: int) -> str:
+    return escaped_name(deployment, [owner, server], [owner, server], suffix=str(int(number)))
+
+
+def network_policy_name(deployment: str, owner: str) -> str:
+    return escaped_name(f"{deployment}-owner", [owner], [owner])
+
+
+# -- quantities -------------------------------------------------------------------------
+
+
+def cpu_quantity(cores: float) -> str:
+    """Cores as a Kubernetes quantity: `2`, `500m`."""
+    millis = round(cores * 1000)
+    if millis <= 0:
+        raise ValueError(f"invalid CPU count {cores!r}")
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def bytes_quantity(size: int) -> str:
+    """Bytes as a quantity, rounded up to whole MiB: `20Gi`, `1536Mi`."""
+    if size <= 0:
+        raise ValueError(f"invalid size {size!r}")
+    mib = -(-int(size) // (1 << 20))
+    return f"{mib >> 10}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+# -- inputs -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """What a site configures once (KubeWorkspaceSpawner's traits in the design)."""
+
+    namespace: str
+    snapshot_class: str  # the VolumeSnapshotClass of homes (and dataset versions)
+    storage_class: str | None = None  # of homes; None: the cluster's default class
+    deployment: str = "workspace"
+    home_access_mode: str = "ReadWriteOncePod"  # one pod at a time writes a home
+    default_home_size: int = 10 << 30  # a home's volume where the type sets no home_size
+    ephemeral_storage: int | None = 10 << 30  # the container's writable layer and /tmp; None: no limit
+    # a read-only root, and tmpfs emptyDirs (medium Memory: counted in the memory limit) with a sizeLimit
+    # where the image writes outside the home (workspace/spawner/scratch.py); the kubelet evicts a pod past one
+    read_only_root: bool = True
+    scratch_space: Mapping[str, object] = field(default_factory=lambda: dict(scratch.DEFAULT))
+    scratch_memory_fraction: float = 0.5
+    # datasets: a claim holding every version (read-only subPaths), or None: one ROX clone per slot
+    datasets_claim: str | None = None
+    dataset_storage_class: str | None = None  # of the clones; None: storage_class
+    dataset_volume_size: int = 1 << 30  # a clone's size where the mount plan gives none
+    gpu_label: str = "nvidia.com/gpu.product"  # node label of the GPU model (GPU feature discovery)
+    gpu_products: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # model -> label values
+    gpu_tolerations: tuple[dict, ...] = ({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},)
+    hub_selector: Mapping[str, str] = field(default_factory=lambda: {"app": "jupyterhub", "component": "hub"})
+    proxy_selector: Mapping[str, str] = field(default_factory=lambda: {"app": "jupyterhub", "component": "proxy"})
+    dns_namespace: str = "kube-system"
+    dns_selector: Mapping[str, str] = field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    hub_port: int = 8081
+    port: int = 8888  # the single-user server's
+    internet: bool = True  # outbound to public addresses (as on Docker's bridge); False: air-gapped
+    allowed: tuple[str, ...] = ()  # Egress.allowed: private destinations the site lets workspaces reach
+    uid: int = 1000
+    gid: int = 1000
+    home_mount: str = "/openbayes/home"
+
+    def __post_init__(self):
+        if not _DEPLOYMENT.match(self.deployment):
+            raise ValueError(
+                f"deployment {self.deployment!r}: on Kubernetes at most 16 lower-case letters, digits and '-', "
+                "starting with a letter"
+            )
+        if not DNS_LABEL.match(self.namespace):
+            raise ValueError(f"namespace {self.namespace!r} is not a DNS label")
+
+
+@dataclass(frozen=True)
+class ExecutionInputs:
+    """What the mixin has at start, after `lifecycle.begin()` and admission."""
+
+    owner: str
+    server: str  # the workspace's name ('' for a default server)
+    execution_id: int
+    number: int
+    live_key: str  # the execution's home (Execution.live_key)
+    snapshot_key: str  # what its stop saves (Execution.snapshot_key)
+    image: str
+    restore_snapshot: str | None = None  # the parent's snapshot key (StartPlan.restore_snapshot); None: empty
+    restore_size: int | None = None  # that VolumeSnapshot's status.restoreSize (a clone is at least that)
+    rtype: ResourceType | None = None
+    limits: Mapping[str, object] | None = None  # WorkspaceMixin.limits(): cpu, memory (None: the type's)
+    mounts: tuple[dict, ...] = ()  # datasets.resolve(): slot, mount, ref, key (+ size: the clone's bytes)
+    home_limit: int | None = None  # lifecycle's home limit (None: the type's home_size, else the default)
+    node: str | None = None  # the node the queue admitted it on (None: the scheduler chooses)
+
+
+# -- the pieces -------------------------------------------------------------------------
+
+
+def labels(s: ClusterSettings, x: ExecutionInputs, component: str) -> dict[str, str]:
+    """What identifies an execution's objects (DockerWorkspaceSpawner.container_labels(), escaped)."""
+    return {
+        "app.kubernetes.io/managed-by": "workspace",
+        "workspace.deployment": s.deployment,
+        "workspace.user": label_value(x.owner),
+        "workspace.server": label_value(x.server),
+        "workspace.execution": str(int(x.execution_id)),
+        "workspace.component": component,
+    }
+
+
+def annotations(x: ExecutionInputs) -> dict[str, str]:
+    """The exact names the labels escape."""
+    return {"workspace.user": x.owner, "workspace.server": x.server, "workspace.number": str(int(x.number))}
+
+
+def _metadata(s: ClusterSettings, x: ExecutionInputs, name: str, component: str) -> dict:
+    return {"name": name, "namespace": s.namespace, "labels": labels(s, x, component), "annotations": annotations(x)}
+
+
+def owner_selector(s: ClusterSettings, owner: str) -> dict[str, str]:
+    """The labels of every workspace pod of one owner."""
+    return {
+        "workspace.deployment": s.deployment,
+        "workspace.user": label_value(owner),
+        "workspace.component": WORKSPACE_POD,
+    }
+
+
+def home_claim(s: ClusterSettings, x: ExecutionInputs) -> dict:
+    """The execution's home: a clone of the parent's snapshot (constant time on a CoW driver), or empty."""
+    limit = x.home_limit or (x.rtype.home_size if x.rtype else None) or s.default_home_size
+    spec = {
+        "accessModes": [s.home_access_mode],
+        "resources": {"requests": {"storage": bytes_quantity(max(limit, x.restore_size or 0))}},
+        "volumeMode": "Filesystem",
+    }
+    if s.storage_class:
+        spec["storageClassName"] = s.storage_class
+    if x.restore_snapshot:
+        spec["dataSource"] = {
+            "apiGroup": SNAPSHOT_GROUP,
+            "kind": "VolumeSnapshot",
+            "name": home_snapshot_name(s.deployment, x.restore_snapshot),
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(s, x, home_claim_name(s.deployment, x.live_key), HOME_VOLUME),
+        "spec": spec,
+    }
+
+
+def home_snapshot(s: ClusterSettings, x: ExecutionInputs) -> dict:
+    """The save: a VolumeSnapshot of the home's claim, made once the pod is gone."""
+    return {
+        "apiVersion": f"{SNAPSHOT_GROUP}/v1",
+        "kind": "VolumeSnapshot",
+        "metadata": _metadata(s, x, home_snapshot_name(s.deployment, x.snapshot_key), HOME_SNAPSHOT),
+        "spec": {
+            "volumeSnapshotClassName": s.snapshot_class,
+            "source": {"persistentVolumeClaimName": home_claim_name(s.deployment, x.live_key)},
+        },
+    }
+
+
+def dataset_claims(s: ClusterSettings, x: ExecutionInputs) -> list[dict]:
+    """One ReadOnlyMany clone per mounted version (none with a shared datasets claim)."""
+    if s.datasets_claim:
+        return []
+    claims = []
+    for i, m in enumerate(x.mounts):
+        slot = int(m.get("slot", i))
+        spec = {
+            "accessModes": ["ReadOnlyMany"],
+            "resources": {"requests": {"storage": bytes_quantity(m.get("size") or s.dataset_volume_size)}},
+            "volumeMode": "Filesystem",
+            "dataSource": {
+                "apiGroup": SNAPSHOT_GROUP,
+                "kind": "VolumeSnapshot",
+                "name": dataset_snapshot_name(s.deployment, m["key"]),
+            },
+        }
+        storage_class = s.dataset_storage_class or s.storage_class
+        if storage_class:
+            spec["storageClassName"] = storage_class
+        meta = _metadata(s, x, dataset_claim_name(s.deployment, x.live_key, slot), DATASET_VOLUME)
+        meta["annotations"]["workspace.dataset"] = str(m.get("ref", m["key"]))
+        claims.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec})
+    return claims
+
+
+def volumes(s: ClusterSettings, x: ExecutionInputs) -> tuple[list[dict], list[dict]]:
+    """(volumes, the container's volume mounts): the home read-write, every dataset read-only."""
+    vols = [{"name": "home", "persistentVolumeClaim": {"claimName": home_claim_name(s.deployment, x.live_key)}}]
+    mounts = [{"name": "home", "mountPath": s.home_mount}]
+    if s.datasets_claim and x.mounts:
+        vols.append({"name": "datasets", "persistentVolumeClaim": {"claimName": s.datasets_claim, "readOnly": True}})
+    for i, m in enumerate(x.mounts):
+        if not _STORE_KEY.match(m["key"]):
+            raise ValueError(f"invalid dataset key {m['key']!r}")
+        if s.datasets_claim:
+            mounts.append({"name": "datasets", "mountPath": m["mount"], "subPath": m["key"], "readOnly": True})
+            continue
+        slot = int(m.get("slot", i))
+        claim = dataset_claim_name(s.deployment, x.live_key, slot)
+        vols.append({"name": f"input{slot}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mounts.append({"name": f"input{slot}", "mountPath": m["mount"], "readOnly": True})
+    if s.read_only_root:
+        # an emptyDir is world-writable (0777): a private one's owner is the pod's runAsUser alone there
+        for i, place in enumerate(scratch.plan(s.scratch_space, cpu_and_memory(x)[1], s.scratch_memory_fraction)):
+            vols.append(
+                {"name": f"scratch{i}", "emptyDir": {"medium": "Memory", "sizeLimit": bytes_quantity(place.size)}}
+            )
+            mounts.append({"name": f"scratch{i}", "mountPath": place.path})
+    return vols, mounts
+
+
+def cpu_and_memory(x: ExecutionInputs) -> tuple[float | None, int | None]:
+    """(cores, bytes) of a start: the mixin's limits, else its type's (None: no limit)."""
+    limits = x.limits if x.limits is not None else {"cpu": x.rtype.cpu, "memory": x.rtype.memory} if x.rtype else {}
+    return limits.get("cpu") or None, limits.get("memory") or None
+
+
+def resources(s: ClusterSettings, x: ExecutionInputs) -> dict:
+    """Requests equal to limits (Guaranteed QoS): what the queue admitted is what the scheduler reserves."""
+    cpu, memory = cpu_and_memory(x)
+    amounts = {}
+    if cpu:
+        amounts["cpu"] = cpu_quantity(cpu)
+    if memory:
+        amounts["memory"] = bytes_quantity(memory)
+    if s.ephemeral_storage:
+        amounts["ephemeral-storage"] = bytes_quantity(s.ephemeral_storage)
+    if x.rtype is not None and x.rtype.gpus:
+        amounts[GPU_RESOURCE] = str(int(x.rtype.gpus))  # extended resources: whole units, requests == limits
+    return {"requests": dict(amounts), "limits": dict(amounts)} if amounts else {}
+
+
+def gpu_products(s: ClusterSettings, model: str) -> list[str]:
+    """The node label values of a resource type's GPU model (the model itself when not mapped)."""
+    values = list(s.gpu_products.get(model, (model,)))
+    bad = [v for v in values if not v or not LABEL_VALUE.match(v)]
+    if bad:
+        raise ValueError(f"GPU model {model!r}: {bad} cannot be node label values; map it in gpu_products")
+    return values
+
+
+def node_selector_terms(s: ClusterSettings, x: ExecutionInputs) -> list[dict]:
+    """Required node selector terms: the GPU model, and the node the queue admitted it on."""
+    expressions = []
+    if x.rtype is not None and x.rtype.gpus and x.rtype.gpu_model:
+        expressions.append({"key": s.gpu_label, "operator": "In", "values": gpu_products(s, x.rtype.gpu_model)})
+    if x.node:
+        expressions.append({"key": HOSTNAME_LABEL, "operator": "In", "values": [x.node]})
+    return [{"matchExpressions": expressions}] if expressions else []
+
+
+def affinity(s: ClusterSettings, x: ExecutionInputs) -> dict | None:
+    terms = node_selector_terms(s, x)
+    if not terms:
+        return None
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def tolerations(s: ClusterSettings, x: ExecutionInputs) -> list[dict]:
+    return [dict(t) for t in s.gpu_tolerations] if x.rtype is not None and x.rtype.gpus else []
+
+
+def gpu_env(env: Mapping[str, str], gpus: int) -> dict[str, str]:
+    """The environment with NVIDIA_VISIBLE_DEVICES as Kubernetes needs it: the device plugin's
+    choice for a GPU pod (ours removed), `void` for any other (no card through a default nvidia runtime)."""
+    out = {k: v for k, v in env.items() if k != "NVIDIA_VISIBLE_DEVICES"}
+    if not gpus:
+        out["NVIDIA_VISIBLE_DEVICES"] = "void"
+    return out
+
+
+def pod_security(s: ClusterSettings) -> tuple[dict, dict]:
+    """(the pod's, the container's) security context: the student runs any code, with no way up."""
+    pod = {
+        "runAsUser": s.uid,
+        "runAsGroup": s.gid,
+        "runAsNonRoot": True,
+        "fsGroup": s.gid,
+        # a restored home has the right owner already: no recursive chown of a large home at every start
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "privileged": False,
+        "readOnlyRootFilesystem": s.read_only_root,
+    }
+    return pod, container
+
+
+def owner_network_policy(s: ClusterSettings, owner: str) -> dict:
+    """An owner's workspaces reach each other and the hub; the hub and the proxy reach them.
+
+    One per owner (a selector cannot say "pods of my own owner"), kept while the user exists.
+    Outbound traffic to public addresses follows `internet`; the private, link-local (the cloud's metadata
+    address), documentation and other special ranges stay shut (egress.BLOCKED), but for the site's
+    `allowed` destinations.
+    """
+    mine = owner_selector(s, owner)
+    server_port = [{"protocol": "TCP", "port": s.port}]
+    egress = [
+        {"to": [{"podSelector": {"matchLabels": dict(mine)}}]},
+        {
+            "to": [{"podSelector": {"matchLabels": dict(s.hub_selector)}}],
+            "ports": [{"protocol": "TCP", "port": s.hub_port}],
+        },
+        {
+            "to": [
+                {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": s.dns_namespace}},
+                    "podSelector": {"matchLabels": dict(s.dns_selector)},
+                }
+            ],
+            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+        },
+    ]
+    for dest in parse_allowed(s.allowed):
+        rule: dict = {"to": [{"ipBlock": {"cidr": str(dest.network)}}]}
+        if dest.port is not None:
+            rule["ports"] = [{"protocol": p, "port": dest.port} for p in ("TCP", "UDP")]
+        egress.append(rule)
+    if s.internet:
+        egress.append(
+            {
+                "to": [
+                    {"ipBlock": {"cidr": "0.0.0.0/0", "except": list(PRIVATE_V4)}},
+                    {"ipBlock": {"cidr": "::/0", "except": list(PRIVATE_V6)}},
+                ]
+            }
+        )
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": network_policy_name(s.deployment, owner),
+            "namespace": s.namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "workspace",
+                "workspace.deployment": s.deployment,
+                "workspace.user": label_value(owner),
+                "workspace.component": OWNER_NETWORK,
+            },
+            "annotations": {"workspace.user": owner},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": dict(mine)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [
+                {"from": [{"podSelector": {"matchLabels": dict(mine)}}]},
+                {
+                    "from": [
+                        {"podSelector": {"matchLabels": dict(s.hub_selector)}},
+                        {"podSelector": {"matchLabels": dict(s.proxy_selector)}},
+                    ],
+                    "ports": server_port,
+                },
+            ],
+            "egress": egress,
+        },
+    }
+
+
+# -- all of an execution ------------------------------------------------------------------
+
+
+@dataclass
+class ExecutionManifests:
+    pod_name: str
+    cpu: float | None  # cores (the mixin's apply_limits: KubeSpawner's cpu_limit and cpu_guarantee)
+    memory: int | None  # bytes (mem_limit and mem_guarantee)
+    home_claim: dict  # created by the restore (before the pod)
+    home_snapshot: dict  # created by the save (after the pod is gone)
+    dataset_claims: list[dict]  # created with the home; deleted with the pod
+    network_policy: dict  # the owner's, ensured before the pod
+    volumes: list[dict]
+    volume_mounts: list[dict]
+    resources: dict
+    affinity: dict | None
+    tolerations: list[dict]
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    pod_security_context: dict
+    container_security_context: dict
+
+    def pod(self, s: ClusterSettings, image: str, env: Mapping[str, str] | None = None) -> dict:
+        """The pod these pieces make (KubeSpawner builds it from `kubespawner_traits()`; here for tests and docs)."""
+        gpus = int(self.resources.get("limits", {}).get(GPU_RESOURCE, 0))
+        container = {
+            "name": CONTAINER,
+            "image": image,
+            "ports": [{"name": "notebook-port", "containerPort": s.port}],
+            "env": [{"name": k, "value": v} for k, v in sorted(gpu_env(env or {}, gpus).items())],
+            "volumeMounts": self.volume_mounts,
+            "securityContext": self.container_security_context,
+            "workingDir": s.home_mount,
+        }
+        if self.resources:
+            container["resources"] = self.resources
+        spec = {
+            "containers": [container],
+            "volumes": self.volumes,
+            "securityContext": self.pod_security_context,
+            "automountServiceAccountToken": False,  # student code gets no credential for the cluster's API
+            "enableServiceLinks": False,  # nor a list of the namespace's services in its environment
+            "restartPolicy": "Never",  # a server that dies ends its execution (`lost`), as on Docker
+        }
+        if self.affinity:
+            spec["affinity"] = self.affinity
+        if self.tolerations:
+            spec["tolerations"] = self.tolerations
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": self.pod_name,
+                "namespace": s.namespace,
+                "labels": self.labels,
+                "annotations": self.annotations,
+            },
+            "spec": spec,
+        }
+
+    def kubespawner_traits(self) -> dict:
+        """What KubeWorkspaceSpawner sets on itself (KubeSpawner's trait names) before KubeSpawner.start()."""
+        req, lim = self.resources.get("requests", {}), self.resources.get("limits", {})
+        core = ("cpu", "memory")
+        return {
+            "pod_name": self.pod_name,
+            "cpu_limit": self.cpu,
+            "cpu_guarantee": self.cpu,
+            "mem_limit": self.memory,
+            "mem_guarantee": self.memory,
+            "volumes": self.volumes,
+            "volume_mounts": self.volume_mounts,
+            "extra_resource_guarantees": {k: v for k, v in req.items() if k not in core},
+            "extra_resource_limits": {k: v for k, v in lim.items() if k not in core},
+            "node_affinity_required": (self.affinity or {})
+            .get("nodeAffinity", {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+            .get("nodeSelectorTerms", []),
+            "tolerations": self.tolerations,
+            "extra_labels": self.labels,
+            "extra_annotations": self.annotations,
+            "storage_pvc_ensure": False,  # the home claim is the home store's, not KubeSpawner's
+            "automount_service_account_token": False,
+            "pod_security_context": self.pod_security_context,
+            "container_security_context": self.container_security_context,
+            "extra_pod_config": {"restartPolicy": "Never", "enableServiceLinks": False},
+        }
+
+
+def execution_manifests(s: ClusterSettings, x: ExecutionInputs) -> ExecutionManifests:
+    """Every object one execution needs, from what the mixin knows at start."""
+    vols, mounts = volumes(s, x)
+    pod_context, container_context = pod_security(s)
+    cpu, memory = cpu_and_memory(x)
+    return ExecutionManifests(
+        pod_name=pod_name(s.deployment, x.owner, x.server, x.number),
+        cpu=cpu,
+        memory=memory,
+        home_claim=home_claim(s, x),
+        home_snapshot=home_snapshot(s, x),
+        dataset_claims=dataset_claims(s, x),
+        network_policy=owner_network_policy(s, x.owner),
+        volumes=vols,
+        volume_mounts=mounts,
+        resources=resources(s, x),
+        affinity=affinity(s, x),
+        tolerations=tolerations(s, x),
+        labels=labels(s, x, WORKSPACE_POD),
+        annotations=annotations(x),
+        pod_security_context=pod_context,
+        container_security_context=container_context,
+    )

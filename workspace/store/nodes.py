@@ -1,0 +1,151 @@
+"""The nodes workspaces run on: their names, addresses, home stores, GPUs and whether they take work.
+
+One node on a single Docker host (this machine, its GPUs from the configuration
+or NVML); on a Docker Swarm, the swarm's nodes as its manager describes them,
+with what the administrator labelled them with:
+
+    workspace.store       the node's home store (a btrfs filesystem; required)
+    workspace.gpus        its GPU device IDs, comma-separated ("0,1,2,3"; none: a CPU-only node)
+    workspace.gpu-model   their model ("A100"), which a resource type's `gpu_model` asks for
+    workspace.store-agent the URL of the node's store agent (workspace/store/agent.py), where the
+                          hub cannot reach the store as a mount of its own (separate machines)
+
+Admission places starts by these (workspace/limits/queue.py); the admin page shows
+them with their free GPUs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+log = logging.getLogger("workspace.nodes")
+STORE_LABEL, GPUS_LABEL, MODEL_LABEL = "workspace.store", "workspace.gpus", "workspace.gpu-model"
+AGENT_LABEL = "workspace.store-agent"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str  # its hostname: the placement constraint and the executions' `node`
+    id: str = ""
+    address: str = ""  # where the hub reaches its published ports
+    store: str = ""  # its home store
+    gpus: list[str] = field(default_factory=list)  # GPU device IDs
+    gpu_model: str = ""
+    agent: str = ""  # its store agent's URL ("": the store is reached as a mount)
+    ready: bool = True  # up (its engine answers the manager)
+    active: bool = True  # takes new work (an admin may pause or drain it)
+
+    @property
+    def state(self) -> str:
+        if not self.ready:
+            return "down"
+        return "up" if self.active else "paused"
+
+    def takes_work(self) -> bool:
+        return self.ready and self.active
+
+    def fits(self, gpu_model: str | None) -> bool:
+        """Whether a type asking for GPUs of `gpu_model` (None: any) may run here."""
+        return not gpu_model or not self.gpu_model or self.gpu_model.lower() == gpu_model.lower()
+
+
+def parse_swarm(listing: list[dict]) -> list[Node]:
+    """The nodes of a swarm manager's `GET /nodes` answer."""
+    nodes = []
+    for attrs in listing:
+        spec, status = attrs.get("Spec", {}), attrs.get("Status", {})
+        labels = spec.get("Labels") or {}
+        nodes.append(
+            Node(
+                name=attrs["Description"]["Hostname"],
+                id=attrs["ID"],
+                address=status.get("Addr", ""),
+                store=labels.get(STORE_LABEL, ""),
+                gpus=[g.strip() for g in labels.get(GPUS_LABEL, "").split(",") if g.strip()],
+                gpu_model=labels.get(MODEL_LABEL, ""),
+                agent=labels.get(AGENT_LABEL, ""),
+                ready=status.get("State") == "ready",
+                active=spec.get("Availability", "active") == "active",
+            )
+        )
+    return nodes
+
+
+def inventories(nodes: list[Node], gpu_model: str | None = None) -> dict[str, list[str]]:
+    """{node: GPU IDs} of the nodes that take work (and have a store, on a swarm) for a type asking for
+    `gpu_model`: what admission places starts on."""
+    return {n.name: list(n.gpus) for n in nodes if n.takes_work() and n.fits(gpu_model)}
+
+
+class NodeStores:
+    """The home store of every node, for the processes that act on homes outside a start: the service
+    (retried saves, replication, deletions) and the culler (home measures). `list_nodes()` is the spawner
+    class's `engine_nodes`; a node without a store of its own (a single host) uses `central`.
+
+    On this machine every node's store is a host mount; on separate machines these are the calls a
+    store agent on each node would answer (docs/swarm.md).
+    """
+
+    def __init__(
+        self, central, list_nodes: Callable[[], list[Node]], agent_token: str = "", clean: bool = False, **store_kwargs
+    ):
+        self.central = central
+        self._list = list_nodes
+        self.agent_token = agent_token  # the store agents' token, where nodes have agents
+        # only the process that saves (the hub) cleans a mounted store's partial saves, once
+        self.clean, self.store_kwargs = clean, store_kwargs
+        self._roots: dict[str, str] = {}  # node -> store, kept while a node is down
+        self._agents: dict[str, str] = {}  # node -> its store agent's URL
+        self._stores: dict[tuple[str, str], object] = {}
+        self._lock = threading.Lock()
+
+    def nodes(self) -> list[Node]:
+        """The engine's nodes now (none when it does not answer: the caller tries again later)."""
+        try:
+            nodes = self._list()
+        except Exception as e:
+            log.warning("Could not list the nodes: %s", e)
+            return []
+        self._roots.update({n.name: n.store for n in nodes if n.store})
+        self._agents.update({n.name: n.agent for n in nodes if n.agent})
+        return nodes
+
+    def of(self, node: str | None):
+        """The store of `node`'s executions."""
+        if not node:
+            return self.central
+        if node not in self._roots:
+            self.nodes()
+        root = self._roots.get(node)
+        if not root:
+            return self.central
+        return self.store(root, self._agents.get(node, ""))
+
+    def store(self, root: str, agent: str = ""):
+        """The store at `root` (on its node), through `agent` when it has one (set up once)."""
+        with self._lock:
+            if (root, agent) not in self._stores:
+                if agent:
+                    from workspace.store.agent import AgentStore
+
+                    if not self.agent_token:
+                        raise RuntimeError(f"{agent} is a store agent, but no agent token is configured")
+                    self._stores[(root, agent)] = AgentStore(agent, root, self.agent_token)
+                else:
+                    from workspace.store.homes import BtrfsHomeStore
+
+                    store = BtrfsHomeStore(root=root, **self.store_kwargs)
+                    self._stores[(root, agent)] = store.setup(clean=self.clean)
+            return self._stores[(root, agent)]
+
+    def known(self, node: str) -> bool:
+        """Whether `node`'s store is known (it has one, and was seen)."""
+        return node in self._roots
+
+    def own(self) -> list[tuple[str, object]]:
+        """(node, store) of the nodes that have a store of their own."""
+        names = [n.name for n in self.nodes() if n.store] or list(self._roots)
+        return [(name, self.of(name)) for name in names]

@@ -6,7 +6,7 @@
 # $WORKSPACE_DATA_DIR/jupyterhub_config.d/*.py come last and win (e.g. a
 # production authenticator, see README). The workspace service and the culler
 # load this same file, so every option reaches every process that applies it.
-# The reference of every option: docs/configuration.md (`python -m workspace.config`).
+# The reference of every option: docs/configuration.md (`python -m workspace.setup.reference`).
 import faulthandler
 import os
 import sys
@@ -247,7 +247,7 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
 # private keys stay in data/gateway. It reads the users' keys and where each running workspace's sshd
 # answers from the workspace database, asks the hub whether a workspace is ready, and starts one on `+start`.
 if settings.ssh_port:
-    from workspace.gateway.keys import ensure as ensure_gateway_keys  # noqa: E402
+    from workspace.gateway_keys import ensure as ensure_gateway_keys  # noqa: E402
 
     gateway_keys = ensure_gateway_keys(data / "gateway")
     c.DockerWorkspaceSpawner.ssh_gateway_key = gateway_keys.client_public()

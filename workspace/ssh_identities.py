@@ -18,7 +18,6 @@ gateway's private key) is among them. Ed25519, made by `cryptography`.
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import (
@@ -33,6 +32,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from workspace.db import Base, utcnow
 from workspace.executions import Workspace
+from workspace.ssh_directions import HOST_NAME
 from workspace.ssh_keys import parse
 from workspace.vault import Sealed
 
@@ -103,7 +103,6 @@ WORKSPACE_PORT = 2222
 RUN_DIR = "/run/workspace/ssh"
 # a workspace name that may stand as an ssh_config Host and a DNS name: no dot (never
 # mistaken for a real host such as github.com), no space, no pattern character
-HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 def host_alias(name: str) -> str:
@@ -152,3 +151,14 @@ def execution_env(session, workspace: Workspace, gateway_key: str, gateway_from:
         "WORKSPACE_SSH_CONFIG": "\n".join(config),
         "WORKSPACE_SSH_KNOWN_HOSTS": "\n".join(known),
     }
+
+
+def workspaces_of(session, owner: str) -> list[dict]:
+    """The owner's workspaces with their host key fingerprints (made at a first start with SSH)."""
+    rows = session.execute(
+        select(Workspace.name, WorkspaceHostKey.fingerprint)
+        .outerjoin(WorkspaceHostKey, WorkspaceHostKey.workspace_id == Workspace.id)
+        .where(Workspace.owner == owner)
+        .order_by(Workspace.name)
+    )
+    return [{"name": name, "host_key_fingerprint": fingerprint} for name, fingerprint in rows]

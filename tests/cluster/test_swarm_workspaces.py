@@ -22,7 +22,7 @@ import requests
 from tests.integration.hub import ADMIN_PASSWORD, Hub, free_port
 from tests.security.test_egress import PROBE
 from workspace import ssh_identities
-from workspace.gateway.keys import GatewayKeys
+from workspace.gateway_keys import GatewayKeys
 from workspace.setup import engine
 from workspace.setup.cluster import AGENT_PORT, BRIDGE, NET, Cluster
 from workspace.spawner import networks

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from workspace import ssh_identities
-from workspace.gateway.keys import GatewayKeys
+from workspace.gateway_keys import GatewayKeys
 from workspace.setup import engine
 
 from .hub import Hub

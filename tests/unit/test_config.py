@@ -9,12 +9,14 @@ from workspace import config
 from workspace.auth import InstitutionAuthenticator
 from workspace.culler.app import Culler
 from workspace.service.app import WorkspaceService
+from workspace.setup import reference
+from workspace.spawner.options import SpawnerOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_shorthand_names_an_option_that_exists():
-    classes = {cls.__name__: cls for cls in [*config.configurables(), JupyterHub, InstitutionAuthenticator, Culler]}
+    classes = {cls.__name__: cls for cls in [*reference.configurables(), JupyterHub, InstitutionAuthenticator, Culler]}
     from workspace.culler.idle import IdlePolicy
 
     classes["IdlePolicy"] = IdlePolicy
@@ -24,8 +26,9 @@ def test_every_shorthand_names_an_option_that_exists():
 
 
 def test_the_reference_is_generated_from_the_help_strings():
-    """docs/configuration.md is what `python -m workspace.config` writes: regenerate it after changing an option."""
-    assert (ROOT / "docs" / "configuration.md").read_text() == config.reference()
+    """docs/configuration.md is what `python -m workspace.setup.reference` writes: regenerate it after changing an
+    option."""
+    assert (ROOT / "docs" / "configuration.md").read_text() == reference.reference()
 
 
 def test_a_bad_value_names_its_variable():
@@ -105,7 +108,7 @@ def test_the_spawner_options_are_read_as_the_spawner_reads_them():
     c.DockerSpawner.image = "mine:1"
     c.DockerWorkspaceSpawner.resource_types = [{"name": "x"}]
     c.Spawner.start_timeout = 5
-    options = config.SpawnerOptions(c)
+    options = SpawnerOptions(c)
     assert options.gpu_inventory == ["0"] and options.image == "mine:1" and options.start_timeout == 5
     assert [t.name for t in options.parsed_resource_types()] == ["x"]
     assert options.max_running_per_user == 3  # the default

@@ -127,7 +127,7 @@ def known_hosts_file(gateway: dict) -> Path:
 
 
 def _config(d: dict, client, names: list[str], prefix: str, identity: str | None) -> str:
-    from workspace.gateway.directions import Gateway
+    from workspace.ssh_directions import Gateway
 
     g = d["gateway"]
     gateway = Gateway(host=g["host"], port=g["port"], host_key=g["host_key"], fingerprint=g["fingerprint"])

@@ -60,6 +60,7 @@ from workspace.db import database, utcnow
 from workspace.executions import Execution, UsageSample, Workspace
 from workspace.i18n import N_
 from workspace.limits.quotas import home_files_notice, home_notice
+from workspace.spawner.options import SpawnerOptions
 from workspace.store.agent import read_token
 from workspace.store.nodes import NodeStores
 from workspace.usage import ContainerCgroup, CpuMeter
@@ -219,7 +220,7 @@ class Culler(config.HubService):
         config.load(self, argv)
         if self.config_file and Path(self.config_file).is_file():
             self.load_config_file(self.config_file)
-        spawner = config.SpawnerOptions(self.config)
+        spawner = SpawnerOptions(self.config)
         self.db_url = self.db_url or spawner.db_url
         self._key_file = spawner.secret_key_file
         self.store_dir = self.store_dir or spawner.store_root

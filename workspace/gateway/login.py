@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from workspace.errors import UserError
 from workspace.i18n import N_
 
-# a JupyterHub server name as the hub makes them (and ssh_identities.HOST_NAME's superset)
+# a JupyterHub server name as the hub makes them (and ssh_directions.HOST_NAME's superset)
 WORKSPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 
 # what a login that cannot be read is told (an auth banner: before the session, so no locale is known: English)

@@ -42,15 +42,15 @@ from sqlalchemy import select, update
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
 
-from workspace import config, i18n, ssh_identities
+from workspace import config, gateway_keys, i18n, ssh_identities
 from workspace.db import database
 from workspace.errors import UserError
 from workspace.executions import find_workspace
-from workspace.gateway import keys as gateway_keys
 from workspace.gateway.login import Login, parse
 from workspace.gateway.relay import PENDING_WINDOW, GatewayRefusal, SessionRelay, locale_of, tunnel
 from workspace.i18n import N_
 from workspace.spawner import form as spawnform
+from workspace.spawner.options import SpawnerOptions
 from workspace.ssh_keys import SshKey
 
 log = logging.getLogger("workspace.gateway")
@@ -97,7 +97,7 @@ class SshGateway(config.HubService):
     def initialize(self, argv=None):
         self.channels_of: collections.Counter = collections.Counter()  # open channels per user
         config.load(self, argv)
-        spawner = config.SpawnerOptions(self.config)
+        spawner = SpawnerOptions(self.config)
         self.db_url = self.db_url or spawner.db_url
         self._key_file = spawner.secret_key_file
         self.keys = gateway_keys.ensure(Path(self.keys_dir))

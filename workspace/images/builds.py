@@ -44,8 +44,8 @@ from workspace import egress, i18n, tasks
 from workspace.errors import UserError
 from workspace.images import network as build_network
 from workspace.images import user as user_images
+from workspace.images.versions import VERSIONS
 from workspace.limits.resource_types import parse_bytes
-from workspace.setup.images import VERSIONS
 
 WORK = "/tmp/workspace-build"
 STEP = re.compile(rb"^\[image\] (step \d+/\d+: .{1,200})$")

@@ -61,6 +61,7 @@ from workspace.service import (
 )
 from workspace.service.api import handlers
 from workspace.service.metrics_api import handlers as metrics_handlers
+from workspace.spawner.options import SpawnerOptions
 from workspace.store.agent import read_token
 from workspace.store.homes import BtrfsHomeStore, store_for
 from workspace.store.nodes import NodeStores
@@ -118,7 +119,7 @@ class WorkspaceService(Application):
 
     def initialize(self, argv=None):
         config.load(self, argv)
-        self.spawner = config.SpawnerOptions(self.config)
+        self.spawner = SpawnerOptions(self.config)
         self.storage_quota = StorageQuota(parent=self)
         self.dataset_rules = DatasetRules(parent=self)
         self.upload_policy = UploadPolicy(parent=self)

@@ -34,11 +34,21 @@ from jupyterhub.scopes import parse_scopes
 from markupsafe import Markup
 from tornado import web
 
-from workspace import courses, datasets, errors, executions, i18n, lifecycle, origins, tasks
+from workspace import (
+    courses,
+    datasets,
+    errors,
+    executions,
+    gateway_keys,
+    i18n,
+    lifecycle,
+    origins,
+    ssh_identities,
+    tasks,
+)
 from workspace.db import utcnow
 from workspace.errors import UserError
 from workspace.executions import FINAL
-from workspace.gateway import directions
 from workspace.images import catalog as image_catalog
 from workspace.images import user as user_images
 from workspace.limits import queue, quotas
@@ -376,13 +386,13 @@ class WorkspacePage(PageHandler):
 
     async def ssh_directions(self, owner: str, name: str) -> dict | None:
         """The command that connects to this workspace, its host key and the gateway's (None: no gateway)."""
-        gateway = directions.gateway_of(self.settings["hub_config"], self.request.host_name)
+        gateway = gateway_keys.gateway_of(self.settings["hub_config"], self.request.host_name)
         if gateway is None:
             return None
 
         def load():
             with self.db.session() as s:
-                return directions.workspaces_of(s, owner)
+                return ssh_identities.workspaces_of(s, owner)
 
         mine = next((w for w in await self.blocking(load) if w["name"] == name), {})
         return {

@@ -12,9 +12,8 @@ revoked without its owner), never add one: a key added for someone would let its
 
 from __future__ import annotations
 
-from workspace import ssh_keys
+from workspace import gateway_keys, ssh_directions, ssh_identities, ssh_keys
 from workspace.errors import UserError
-from workspace.gateway import directions
 from workspace.service.api import APIHandler
 
 
@@ -67,16 +66,16 @@ class SshHandler(APIHandler):
         user, _, _ = self.who()
         if self.get_argument("user", user) != user:
             raise UserError(403, "How to connect is said to each user for their own workspaces only.")
-        gateway = directions.gateway_of(self.settings["hub_config"], self.request.host_name)
+        gateway = gateway_keys.gateway_of(self.settings["hub_config"], self.request.host_name)
         if gateway is None:
             self.write_json({"enabled": False, "gateway": None, "workspaces": [], "config": ""})
             return
 
         def load():
             with self.db.session() as s:
-                return directions.workspaces_of(s, user)
+                return ssh_identities.workspaces_of(s, user)
 
-        self.write_json(directions.directions(gateway, user, await self.blocking(load)))
+        self.write_json(ssh_directions.directions(gateway, user, await self.blocking(load)))
 
 
 def handlers(prefix: str) -> list:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from tornado import web
 
-from workspace import errors, i18n, ssh_keys
+from workspace import errors, gateway_keys, i18n, ssh_directions, ssh_identities, ssh_keys
 from workspace.errors import UserError
-from workspace.gateway import directions
 from workspace.service.pages import PageHandler
 
 
@@ -15,18 +14,18 @@ class SshPage(PageHandler):
     @web.authenticated
     async def get(self, error: str | None = None, status: int = 200, message: str | None = None):
         user = self.get_current_user()["name"]
-        gateway = directions.gateway_of(self.settings["hub_config"], self.request.host_name)
+        gateway = gateway_keys.gateway_of(self.settings["hub_config"], self.request.host_name)
 
         def load():
             with self.db.session() as s:
-                return ssh_keys.listing(s, user), directions.workspaces_of(s, user)
+                return ssh_keys.listing(s, user), ssh_identities.workspaces_of(s, user)
 
         keys, workspaces = await self.blocking(load)
         self.set_status(status)
         self.render_page(
             "ssh.html",
             keys=keys,
-            ssh=directions.directions(gateway, user, workspaces) if gateway else None,
+            ssh=ssh_directions.directions(gateway, user, workspaces) if gateway else None,
             error=error,
             message=message,
         )

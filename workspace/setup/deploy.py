@@ -27,11 +27,10 @@ from pathlib import Path
 from workspace import data_dir, egress
 from workspace.settings import Settings
 from workspace.setup import engine, images, postgres
-from workspace.setup.steps import SetupError, apt_install, fail, run_logged, say, step
+from workspace.setup.steps import ROOT, SetupError, apt_install, fail, run_logged, say, step
 from workspace.spawner import networks
 from workspace.store import homes
 
-ROOT = Path(__file__).resolve().parents[2]
 CHP_VERSION = "^4.6"
 PREFIX = "up"
 

@@ -54,34 +54,18 @@ from pathlib import Path
 import docker
 import jupyterhub
 
-from workspace.setup.steps import apt_install, run_logged, say, step
+from workspace.images.versions import VERSIONS
+from workspace.setup.steps import ROOT, apt_install, run_logged, say, step
 
 # Bump when the build procedure itself changes in a way that alters images.
 BUILDER_VERSION = "2"
 SUITE = "bookworm"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PREFIX = "images"
-# What an image holds, printed as JSON inside it (ImageBuilder.versions)
-VERSIONS = """
-import json, platform, importlib.metadata as m
-def v(name):
-    try:
-        return m.version(name)
-    except m.PackageNotFoundError:
-        return None
-out = {"python": platform.python_version()}
-for name in ("jupyterlab", "numpy", "pandas", "scikit-learn", "matplotlib", "torch", "torchvision", "tensorboard"):
-    if v(name):
-        out[name] = v(name)
-cuda = v("nvidia-cuda-runtime") or v("nvidia-cuda-runtime-cu12") or v("nvidia-cuda-runtime-cu11")
-if cuda:
-    out["cuda"] = cuda
-print(json.dumps(out, separators=(",", ":")))
-"""
 # Dockerfile instructions that `docker import --change` accepts.
 IMPORT_INSTRUCTIONS = {"CMD", "ENTRYPOINT", "ENV", "EXPOSE", "LABEL", "USER", "VOLUME", "WORKDIR"}
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = ROOT
 EXTENDS_SETUP = Path(__file__).resolve().parent / "extends_setup.sh"
 # What of the project goes into every image: the single-user extension and
 # the usage readers it shares with the host (nothing else of the hub side).

@@ -206,7 +206,7 @@ def stop(data_dir: Path, purge: bool = False) -> bool:
 
 def main(argv=None) -> None:
     from workspace.settings import Settings
-    from workspace.setup.deploy import ROOT
+    from workspace.setup.steps import ROOT
 
     parser = argparse.ArgumentParser(
         prog="python -m workspace.setup.postgres",

@@ -15,6 +15,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+# the project's checkout: the Makefile, jupyterhub_config.py, images/, .node/ and data/ are under it
+ROOT = Path(__file__).resolve().parents[2]
+
 
 class SetupError(Exception):
     """A setup step failed; `str(err)` is the sentence shown to the operator."""

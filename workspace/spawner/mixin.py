@@ -107,7 +107,7 @@ class WorkspaceMixin(LoggingConfigurable):
     ssh_gateway_key = Unicode(
         "",
         config=True,
-        help="""The SSH gateway's public key (workspace/gateway/keys.py; the hub's
+        help="""The SSH gateway's public key (workspace/gateway_keys.py; the hub's
         configuration reads it from the gateway's directory). Set: every
         execution starts sshd with the workspace's host key, this key
         authorized from the gateway's address, and the owner's own key pair

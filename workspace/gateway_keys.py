@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from workspace.ssh_directions import Gateway
 from workspace.ssh_identities import new_key_pair, public_of
 from workspace.ssh_keys import parse
 
@@ -67,3 +68,14 @@ def _write_once(path: Path, text: str) -> None:
             pass
     finally:
         os.unlink(tmp)
+
+
+def gateway_of(config, request_host: str) -> Gateway | None:
+    """The gateway as this deployment configures it (c.SshGateway), named as the user reached the
+    hub (`request_host`) unless `public_host` says otherwise; None where there is none."""
+    section = config.SshGateway if "SshGateway" in config else {}
+    port, keys_dir = section.get("port", 0), section.get("keys_dir", "")
+    if not port or not keys_dir or not GatewayKeys(Path(keys_dir)).host_key.exists():
+        return None
+    key, print_ = GatewayKeys(Path(keys_dir)).host_public()
+    return Gateway(host=section.get("public_host") or request_host, port=int(port), host_key=key, fingerprint=print_)

@@ -1,19 +1,17 @@
 """How a user connects: the exact ssh command, the gateway's host key to pin, ~/.ssh/config entries.
 
 The pages, the API (`GET /api/ssh`) and the CLI (`workspace ssh`, `workspace ssh-config`) all say
-it from here, so the command a student copies is the one the gateway reads (login.py).
+it from here, so the command a student copies is the one the gateway reads (gateway/login.py).
+Pure: no database, no files, so the CLI (which speaks only the REST API) uses it as the service does.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from sqlalchemy import select
-
-from workspace.executions import Workspace
-from workspace.gateway.keys import GatewayKeys
-from workspace.ssh_identities import HOST_NAME, WorkspaceHostKey
+# a workspace name ssh_config can hold as a Host (and a workspace's host key is issued under)
+HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 
 @dataclass(frozen=True)
@@ -75,28 +73,6 @@ class Gateway:
             "fingerprint": self.fingerprint,
             "known_hosts": self.known_hosts(),
         }
-
-
-def gateway_of(config, request_host: str) -> Gateway | None:
-    """The gateway as this deployment configures it (c.SshGateway), named as the user reached the
-    hub (`request_host`) unless `public_host` says otherwise; None where there is none."""
-    section = config.SshGateway if "SshGateway" in config else {}
-    port, keys_dir = section.get("port", 0), section.get("keys_dir", "")
-    if not port or not keys_dir or not GatewayKeys(Path(keys_dir)).host_key.exists():
-        return None
-    key, print_ = GatewayKeys(Path(keys_dir)).host_public()
-    return Gateway(host=section.get("public_host") or request_host, port=int(port), host_key=key, fingerprint=print_)
-
-
-def workspaces_of(session, owner: str) -> list[dict]:
-    """The owner's workspaces with their host key fingerprints (made at a first start with SSH)."""
-    rows = session.execute(
-        select(Workspace.name, WorkspaceHostKey.fingerprint)
-        .outerjoin(WorkspaceHostKey, WorkspaceHostKey.workspace_id == Workspace.id)
-        .where(Workspace.owner == owner)
-        .order_by(Workspace.name)
-    )
-    return [{"name": name, "host_key_fingerprint": fingerprint} for name, fingerprint in rows]
 
 
 def directions(gateway: Gateway, owner: str, workspaces: list[dict]) -> dict:

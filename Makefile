@@ -48,10 +48,13 @@ test: $(STAMP) lint
 	@$(PY) -m workspace.setup.deploy prepare
 	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
-## make lint: ruff's linter and formatter check (configured in pyproject.toml); `make format` fixes
+## make lint: ruff's linter and formatter check, then the walls between the subsystems (import-linter's
+## contracts; both configured in pyproject.toml, the walls drawn in docs/architecture.md); `make format` fixes ruff's
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . > /dev/null \
 	  || { echo "error: ruff found the above; run \`make format\` (and fix what it cannot), then try again"; exit 1; }
+	@$(VENV)/bin/lint-imports --no-cache --no-logo \
+	  || { echo "error: an import crosses a wall between subsystems (above); docs/architecture.md says which layer owns what"; exit 1; }
 
 format: $(STAMP)
 	@$(VENV)/bin/ruff check --fix . ; $(VENV)/bin/ruff format .

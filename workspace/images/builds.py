@@ -45,7 +45,7 @@ from workspace.errors import UserError
 from workspace.images import network as build_network
 from workspace.images import user as user_images
 from workspace.images.versions import VERSIONS
-from workspace.limits.resource_types import parse_bytes
+from workspace.sizes import parse_bytes
 
 WORK = "/tmp/workspace-build"
 STEP = re.compile(rb"^\[image\] (step \d+/\d+: .{1,200})$")

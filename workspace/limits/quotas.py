@@ -41,7 +41,8 @@ from workspace.errors import UserError
 from workspace.executions import Execution, Snapshot, Workspace
 from workspace.i18n import N_
 from workspace.images import user as user_images
-from workspace.limits.resource_types import ResourceType, parse_bytes
+from workspace.limits.resource_types import ResourceType
+from workspace.sizes import parse_bytes
 from workspace.store import paths
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from workspace.limits.resource_types import parse_bytes
+from workspace.sizes import parse_bytes
 
 DEFAULT = {"/tmp": "1G", "/var/tmp": "256M", "/run/workspace": {"size": "16M", "private": True}}
 

@@ -51,13 +51,20 @@ import os
 import sys
 import time
 
-import requests
-
 from workspace.cli import images as cli_images
 from workspace.cli import outputs as cli_outputs
 from workspace.cli import ssh as cli_ssh
 from workspace.cli import tasks as cli_tasks
-from workspace.i18n import DEFAULT, N_, TAGS, aligned, from_tag, translate
+from workspace.cli.base import (
+    Client,
+    CLIError,
+    follow_progress,
+    print_listing,
+    size_text,
+    user_locale,
+    whoami,
+)
+from workspace.i18n import N_, aligned, translate
 
 UPLOAD_CHUNK = 256 << 20
 READ_BLOCK = 4 << 20
@@ -73,63 +80,10 @@ HELP_NOTE = N_(
 )
 
 
-def user_locale(environ=None) -> str:
-    """The locale the user's environment asks for, as a POSIX tool reads it: the first of LC_ALL,
-    LC_MESSAGES and LANG that is set (else LANGUAGE's first entry); English for C, POSIX, nothing set, or a
-    language we do not have."""
-    env = os.environ if environ is None else environ
-    value = next((env[var] for var in ("LC_ALL", "LC_MESSAGES", "LANG") if env.get(var)), None)
-    if value is None:
-        value = (env.get("LANGUAGE") or "").split(":")[0]
-    return from_tag(value) or DEFAULT
-
-
-class CLIError(Exception):
-    pass
-
-
-class Client:
-    def __init__(self, url: str, token: str, locale: str | None = None):
-        self.url = url.rstrip("/")
-        self.base = self.url + "/services/workspace/api"
-        self.locale = locale or user_locale()
-        self.session = requests.Session()
-        self.session.headers["Authorization"] = f"token {token}"
-        # the server's sentences (its errors) in the user's language
-        self.session.headers["Accept-Language"] = TAGS[self.locale]
-
-    def hub(self, method: str, path: str, **kwargs):
-        """The hub's own REST API (start, stop, progress)."""
-        return self.call(method, path, base=self.url + "/hub/api", **kwargs)
-
-    def call(self, method: str, path: str, base: str | None = None, **kwargs):
-        try:
-            r = self.session.request(method, (base or self.base) + path, timeout=kwargs.pop("timeout", 600), **kwargs)
-        except requests.ConnectionError:
-            raise CLIError(
-                translate(
-                    user_locale(),
-                    "Cannot reach the hub at {url}; is it running (make up) and is WORKSPACE_URL right?",
-                    url=self.base,
-                )
-            )
-        if r.status_code >= 400:
-            try:
-                message = r.json().get("message") or r.reason
-            except ValueError:
-                message = f"{r.status_code} {r.reason}"
-            raise CLIError(message)
-        return r.json() if r.content else None
-
-
 def _ref(value: str) -> str:
     if value.count("/") != 1:
         raise CLIError(translate(user_locale(), "“{value}” is not a dataset reference; write OWNER/NAME.", value=value))
     return value
-
-
-def _size(n: int) -> str:
-    return f"{n / 1e9:,.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
 
 
 def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) -> dict:
@@ -150,7 +104,7 @@ def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) ->
         try:
             offset = client.call("GET", f"/datasets/{ref}/uploads/{upload_id}")["offset"]
             print(
-                translate(user_locale(), "resuming at {done} of {size}", done=_size(offset), size=_size(size)),
+                translate(user_locale(), "resuming at {done} of {size}", done=size_text(offset), size=size_text(size)),
                 file=out,
                 flush=True,
             )
@@ -192,8 +146,8 @@ def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) ->
                 translate(
                     user_locale(),
                     "uploaded {done} of {size}, {rate:,.1f} MB/s",
-                    done=_size(offset),
-                    size=_size(size),
+                    done=size_text(offset),
+                    size=size_text(size),
                     rate=rate,
                 ),
                 file=out,
@@ -202,14 +156,6 @@ def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) ->
     version = client.call("POST", f"/datasets/{ref}/uploads/{upload_id}/complete", json={})
     os.unlink(state_file)
     return version
-
-
-def _print(data, as_json: bool, lines, out=sys.stdout) -> None:
-    if as_json:
-        print(json.dumps(data, indent=2), file=out)
-    else:
-        for line in lines(data):
-            print(line, file=out)
 
 
 def workspace_line(w: dict) -> str:
@@ -237,7 +183,7 @@ def execution_line(e: dict) -> str:
         parent=("#" + str(e["parent"])) if e["parent"] else "fresh",
         stop_reason=e["stop_reason"] or "",
         started=e["started"] or "",
-        size=_size(e["snapshot_bytes"]) if e["snapshot_bytes"] is not None else "",
+        size=size_text(e["snapshot_bytes"]) if e["snapshot_bytes"] is not None else "",
     )
 
 
@@ -271,7 +217,7 @@ def cleanup_lines(r: dict) -> list[str]:
             "deleted {workspace} #{number}: {size}, {files:,} files",
             workspace=d["workspace"],
             number=d["number"],
-            size=_size(d["bytes"]),
+            size=size_text(d["bytes"]),
             files=d["files"],
         )
         for d in r["deleted"]
@@ -293,7 +239,7 @@ def cleanup_lines(r: dict) -> list[str]:
                 loc,
                 "deleted {count} output(s) of {size}",
                 count=len(r["deleted"]),
-                size=_size(sum(d["bytes"] for d in r["deleted"])),
+                size=size_text(sum(d["bytes"] for d in r["deleted"])),
             )
         )
     else:
@@ -305,7 +251,7 @@ def run(args, client: Client, out=sys.stdout) -> None:
     js = getattr(args, "json", False)
     whose = {"user": args.user} if getattr(args, "user", None) else {}
     if args.command == "ls":
-        _print(
+        print_listing(
             client.call("GET", "/workspaces", params=whose),
             js,
             lambda rows: [workspace_line(w) for w in rows] or [translate(user_locale(), "no workspaces yet")],
@@ -324,7 +270,7 @@ def run(args, client: Client, out=sys.stdout) -> None:
     elif args.command == "stop":
         stop(client, args.name, out)
     elif args.command == "executions":
-        _print(
+        print_listing(
             client.call("GET", f"/workspaces/{args.name}/executions", params=whose),
             js,
             lambda rows: [execution_line(e) for e in rows],
@@ -333,11 +279,11 @@ def run(args, client: Client, out=sys.stdout) -> None:
     elif args.command == "datasets":
         datasets(args, client, js, out)
     elif args.command == "types":
-        _print(client.call("GET", "/resource-types"), js, type_lines, out)
+        print_listing(client.call("GET", "/resource-types"), js, type_lines, out)
     elif args.command == "quota":
-        _print(client.call("GET", "/storage", params=whose), js, quota_lines, out)
+        print_listing(client.call("GET", "/storage", params=whose), js, quota_lines, out)
     elif args.command == "cleanup":
-        _print(client.call("POST", "/storage/cleanup", json={"keep": args.keep}), js, cleanup_lines, out)
+        print_listing(client.call("POST", "/storage/cleanup", json={"keep": args.keep}), js, cleanup_lines, out)
     elif args.command == "delete-output":
         d = client.call("DELETE", f"/workspaces/{args.name}/executions/{args.number}/output")["deleted"]
         print(
@@ -346,7 +292,7 @@ def run(args, client: Client, out=sys.stdout) -> None:
                 "deleted the output of {workspace} #{number}: {size}, {files:,} files",
                 workspace=d["workspace"],
                 number=d["number"],
-                size=_size(d["bytes"]),
+                size=size_text(d["bytes"]),
                 files=d["files"],
             ),
             file=out,
@@ -355,9 +301,9 @@ def run(args, client: Client, out=sys.stdout) -> None:
         params = whose | {k: v for k, v in (("since", args.since), ("until", args.until)) if v}
         if args.all:
             params["all"] = "true"
-        _print(client.call("GET", "/accounting", params=params), js, accounting_lines, out)
+        print_listing(client.call("GET", "/accounting", params=params), js, accounting_lines, out)
     elif args.command == "courses":
-        _print(client.call("GET", "/courses"), js, course_lines, out)
+        print_listing(client.call("GET", "/courses"), js, course_lines, out)
     elif args.command in cli_ssh.COMMANDS:
         cli_ssh.run(args, client, out)
     elif args.command in cli_outputs.COMMANDS:
@@ -386,7 +332,7 @@ def quota_lines(d: dict) -> list[str]:
         translate(
             loc,
             "storage: {bytes}, {files}",
-            bytes=of(used["bytes"], limit["bytes"], _size),
+            bytes=of(used["bytes"], limit["bytes"], size_text),
             files=of(used["files"], limit["files"], files),
         )
     ]
@@ -399,9 +345,9 @@ def quota_lines(d: dict) -> list[str]:
                 loc,
                 "{label:<36} {size:>10} {files:>9,} files   frees {frees} if deleted",
                 label=item["label"],
-                size=_size(item["bytes"]),
+                size=size_text(item["bytes"]),
                 files=item["files"],
-                frees=_size(item["unique_bytes"]),
+                frees=size_text(item["unique_bytes"]),
             )
         )
     return lines
@@ -453,7 +399,7 @@ def course_lines(courses: list[dict]) -> list[str]:
         for st in c["students"]:
             storage = st["storage"]
             lines.append(
-                f"  {st['name']:<16} {_size(storage['bytes']) if storage else '–':>10}  "
+                f"  {st['name']:<16} {size_text(storage['bytes']) if storage else '–':>10}  "
                 + (
                     ", ".join(
                         f"{w['name']} #{w['number']} {w['state']}"
@@ -479,15 +425,11 @@ def accounting_lines(d: dict) -> list[str]:
     return lines
 
 
-def _me(client: Client) -> str:
-    return client.hub("GET", "/user")["name"]
-
-
 def start(client: Client, name: str, continue_from: str, refs: list[str] | None, out=sys.stdout, **choices) -> None:
     """Start a workspace and print its progress until JupyterLab answers.
 
     `choices`: the other user_options (resource_type, image, cleanup)."""
-    me = _me(client)
+    me = whoami(client)
     options = {"continue_from": continue_from, **choices}
     if refs:
         options["datasets"] = refs
@@ -507,35 +449,9 @@ def start(client: Client, name: str, continue_from: str, refs: list[str] | None,
     print(translate(user_locale(), "{name} is running: {url}", name=name, url=f"{base}{url.rstrip('/')}/lab"), file=out)
 
 
-def follow_progress(client: Client, me: str, name: str, out=sys.stdout) -> dict | None:
-    """Print a start's progress (the hub's event stream) until it is ready: its last event; None when the
-    stream ends first (the start is no longer pending: a task that already ended)."""
-    try:
-        with client.session.get(
-            f"{client.url}/hub/api/users/{me}/servers/{name}/progress", stream=True, timeout=3600
-        ) as r:
-            for line in r.iter_lines(decode_unicode=True):
-                if not line or not line.startswith("data:"):
-                    continue
-                event = json.loads(line[5:])
-                if event.get("failed"):
-                    # the hub's own words before the reason (the spawner says the reason in our language)
-                    reason = (event.get("message") or "").removeprefix("Spawn failed: ")
-                    raise CLIError(translate(user_locale(), "{name} did not start: {reason}", name=name, reason=reason))
-                if event.get("message"):
-                    print(f"[{event.get('progress', 0):>3}%] {event['message']}", file=out, flush=True)
-                if event.get("ready"):
-                    return event
-    except requests.ConnectionError:
-        raise CLIError(
-            translate(user_locale(), "The connection to the hub dropped; `workspace ls` shows whether it started.")
-        )
-    return None
-
-
 def stop(client: Client, name: str, out=sys.stdout, poll: float = 0.5) -> None:
     """Stop a workspace; wait until its home is saved, printing the save's progress."""
-    me = _me(client)
+    me = whoami(client)
     rows = client.call("GET", f"/workspaces/{name}/executions")
     if not rows:
         raise CLIError(translate(user_locale(), "Workspace “{name}” has no executions.", name=name))
@@ -566,7 +482,7 @@ def stop(client: Client, name: str, out=sys.stdout, poll: float = 0.5) -> None:
                 name=name,
                 number=number,
                 files=save.get("files") or 0,
-                size=_size(save.get("bytes") or 0),
+                size=size_text(save.get("bytes") or 0),
                 seconds=save.get("seconds") or 0,
             ),
             file=out,
@@ -589,7 +505,7 @@ def dataset_lines(d: dict):
                     group=group,
                     count=len(ds["versions"]),
                     version=latest["version"],
-                    size=_size(latest["bytes"]),
+                    size=size_text(latest["bytes"]),
                 )
             else:
                 yield translate(
@@ -612,7 +528,7 @@ def dataset_show_lines(d: dict) -> list[str]:
                 loc,
                 "version {version}: {size}, {files:,} files, from {origin} {origin_detail}",
                 version=v["version"],
-                size=_size(v["bytes"]),
+                size=size_text(v["bytes"]),
                 files=v["files"],
                 origin=v["origin"],
                 origin_detail=v["origin_detail"] or "",
@@ -632,7 +548,7 @@ def _version_line(ref: str, v: dict) -> str:
         "{ref} version {version}: {size}, {files:,} files",
         ref=ref,
         version=v["version"],
-        size=_size(v["bytes"]),
+        size=size_text(v["bytes"]),
         files=v["files"],
     )
 
@@ -641,9 +557,9 @@ def datasets(args, client: Client, js: bool, out) -> None:
     loc = user_locale()
     sub = args.datasets_command
     if sub == "ls":
-        _print(client.call("GET", "/datasets"), js, dataset_lines, out)
+        print_listing(client.call("GET", "/datasets"), js, dataset_lines, out)
     elif sub == "show":
-        _print(client.call("GET", f"/datasets/{_ref(args.ref)}"), js, dataset_show_lines, out)
+        print_listing(client.call("GET", f"/datasets/{_ref(args.ref)}"), js, dataset_show_lines, out)
     elif sub == "create":
         d = client.call(
             "POST",

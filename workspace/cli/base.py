@@ -141,3 +141,17 @@ def print_listing(data, as_json: bool, lines, out=sys.stdout) -> None:
     else:
         for line in lines(data):
             print(line, file=out)
+
+
+def add_user_option(command) -> None:
+    """--user: the listings an administrator (an instructor, for their students) may read of another user."""
+    command.add_argument(
+        "--user",
+        metavar="U",
+        help=translate(user_locale(), "another user's (administrators; instructors: their students)"),
+    )
+
+
+def whose(args) -> dict:
+    """The query parameter naming the user given with --user (none: your own)."""
+    return {"user": args.user} if getattr(args, "user", None) else {}

@@ -131,6 +131,22 @@ def follow_progress(client: Client, me: str, name: str, out=sys.stdout) -> dict 
     return None
 
 
+def name_and_number(what: str) -> tuple[str, int | None]:
+    """NAME#N as (NAME, N); NAME alone as (NAME, None), for the caller to pick which of its executions."""
+    name, _, number = what.partition("#")
+    if not number:
+        return name, None
+    if not number.isdigit():
+        raise CLIError(
+            translate(
+                user_locale(),
+                "“{what}” is not NAME#N: the execution's number is a whole number, like thesis#3.",
+                what=what,
+            )
+        )
+    return name, int(number)
+
+
 def size_text(n: int) -> str:
     return f"{n / 1e9:,.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
 

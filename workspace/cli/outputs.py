@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 import urllib3
 
-from workspace.cli.base import CLIError, get_stream, size_text, user_locale
+from workspace.cli.base import CLIError, get_stream, name_and_number, size_text, user_locale
 from workspace.i18n import translate
 
 COMMANDS = ("download", "collect")
@@ -100,17 +100,9 @@ def save_stream(r, dest: Path) -> int:
 
 def execution(client, what: str, user: str | None) -> tuple[str, int]:
     """(workspace, number) of NAME#N, or of NAME's latest execution with a saved output."""
-    name, _, number = what.partition("#")
-    if number:
-        if not number.isdigit():
-            raise CLIError(
-                translate(
-                    user_locale(),
-                    "“{what}” is not NAME#N: the execution's number is a whole number, like thesis#3.",
-                    what=what,
-                )
-            )
-        return name, int(number)
+    name, number = name_and_number(what)
+    if number is not None:
+        return name, number
     rows = client.call("GET", f"/workspaces/{quote(name, safe='')}/executions", params={"user": user} if user else {})
     saved = [e["number"] for e in rows if e.get("has_output")]
     if not saved:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 
-from workspace.cli.base import CLIError, follow_progress, print_stream, user_locale, whoami
+from workspace.cli.base import CLIError, follow_progress, name_and_number, print_stream, user_locale, whoami
 from workspace.i18n import translate
 
 COMMANDS = ("run", "logs", "cancel", "webhook")
@@ -77,17 +77,9 @@ def run(args, client, out=sys.stdout) -> None:
 
 def task_of(client, what: str) -> tuple[str, int]:
     """(workspace, number) of NAME#N, or of NAME's latest task."""
-    name, _, number = what.partition("#")
-    if number:
-        if not number.isdigit():
-            raise CLIError(
-                translate(
-                    user_locale(),
-                    "“{what}” is not NAME#N: the execution's number is a whole number, like train#3.",
-                    what=what,
-                )
-            )
-        return name, int(number)
+    name, number = name_and_number(what)
+    if number is not None:
+        return name, number
     tasks = [e for e in client.call("GET", f"/workspaces/{name}/executions") or [] if e.get("kind") == "task"]
     if not tasks:
         raise CLIError(translate(user_locale(), "Workspace “{name}” has run no task.", name=name))

@@ -77,15 +77,32 @@ def _ref(value: str) -> str:
 def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) -> dict:
     """Upload a file as a new version; resumes an interrupted upload of the same file."""
     size = os.path.getsize(path)
+    sha256 = file_sha256(path)
+    state_file = f"{path}.workspace-upload"
+    upload_id, offset = resumed_upload(client, ref, state_file, sha256, size, out)
+    if not upload_id:
+        upload_id = new_upload(client, ref, path, size, sha256, unpack, state_file)
+    send_file(client, ref, upload_id, path, offset, size, out)
+    version = client.call("POST", f"/datasets/{ref}/uploads/{upload_id}/complete", json={})
+    os.unlink(state_file)
+    return version
+
+
+def file_sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(READ_BLOCK):
             digest.update(block)
-    state_file = f"{path}.workspace-upload"
+    return digest.hexdigest()
+
+
+def resumed_upload(client: Client, ref: str, state_file: str, sha256: str, size: int, out) -> tuple[str | None, int]:
+    """The upload the state file names and how much of it the server has, where it was of this same file to
+    this same dataset and the server still has it; (None, 0) otherwise."""
     upload_id = None
     if os.path.exists(state_file):
         saved = json.loads(open(state_file).read())
-        if saved.get("sha256") == digest.hexdigest() and saved.get("ref") == ref:
+        if saved.get("sha256") == sha256 and saved.get("ref") == ref:
             upload_id = saved["id"]
     offset = 0
     if upload_id:
@@ -97,21 +114,30 @@ def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) ->
                 flush=True,
             )
         except CLIError:
-            upload_id = None
-    if not upload_id:
-        created = client.call(
-            "POST",
-            f"/datasets/{ref}/uploads",
-            json={
-                "filename": os.path.basename(path),
-                "size": size,
-                "sha256": digest.hexdigest(),
-                "unpack": unpack,
-            },
-        )
-        upload_id = created["id"]
-        with open(state_file, "w") as f:
-            json.dump({"id": upload_id, "sha256": digest.hexdigest(), "ref": ref}, f)
+            upload_id, offset = None, 0
+    return upload_id, offset
+
+
+def new_upload(client: Client, ref: str, path: str, size: int, sha256: str, unpack: bool, state_file: str) -> str:
+    """Ask for an upload of the file; its id, kept in the state file for a later run to resume it."""
+    created = client.call(
+        "POST",
+        f"/datasets/{ref}/uploads",
+        json={
+            "filename": os.path.basename(path),
+            "size": size,
+            "sha256": sha256,
+            "unpack": unpack,
+        },
+    )
+    upload_id = created["id"]
+    with open(state_file, "w") as f:
+        json.dump({"id": upload_id, "sha256": sha256, "ref": ref}, f)
+    return upload_id
+
+
+def send_file(client: Client, ref: str, upload_id: str, path: str, offset: int, size: int, out) -> None:
+    """Send the file from `offset` on, a chunk a request, printing the progress and the rate after each."""
     started, sent_at_start = time.monotonic(), offset
     with open(path, "rb") as f:
         while offset < size:
@@ -141,9 +167,6 @@ def upload(client: Client, ref: str, path: str, unpack: bool, out=sys.stdout) ->
                 file=out,
                 flush=True,
             )
-    version = client.call("POST", f"/datasets/{ref}/uploads/{upload_id}/complete", json={})
-    os.unlink(state_file)
-    return version
 
 
 def dataset_lines(d: dict):

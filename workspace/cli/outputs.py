@@ -34,6 +34,8 @@ from workspace.i18n import translate
 COMMANDS = ("download", "collect")
 ARCHIVES = (".tar.gz", ".tgz", ".zip")
 BLOCK = 1 << 20
+# how an unpacked file is opened: created new, never over anything, never through a link
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
 def add_parsers(cmds) -> None:
@@ -113,7 +115,6 @@ def execution(client, what: str, user: str | None) -> tuple[str, int]:
 
 
 def download(client, what: str, path: str, dest: str | None, user: str | None, out=sys.stdout) -> None:
-    loc = user_locale()
     name, number = execution(client, what, user)
     url = f"/workspaces/{quote(name, safe='')}/executions/{number}/files/{quote(path.strip('/'), safe='/')}"
     whose = {"user": user} if user else {}
@@ -124,36 +125,36 @@ def download(client, what: str, path: str, dest: str | None, user: str | None, o
         if target.is_dir():
             target = target / (_basename(path) or f"{name}-{number}")
         size = save_stream(r, target)
-        print(
-            translate(
-                loc,
-                "saved {path} ({size}) from {name} #{number}",
-                path=target,
-                size=size_text(size),
-                name=name,
-                number=number,
-            ),
-            file=out,
-        )
+        print_saved(target, size, name, number, out)
         return
     r.close()
     top = _basename(path) or f"{name}-{number}"
     if dest and dest.endswith(ARCHIVES):
         kind = "zip" if dest.endswith(".zip") else "tar.gz"
         size = save_stream(get_stream(client, url, {**whose, "archive": kind}), Path(dest))
-        print(
-            translate(
-                loc,
-                "saved {path} ({size}) from {name} #{number}",
-                path=dest,
-                size=size_text(size),
-                name=name,
-                number=number,
-            ),
-            file=out,
-        )
+        print_saved(dest, size, name, number, out)
         return
-    target = Path(dest or top)
+    unpack_directory(client, url, whose, Path(dest or top), name, number, out)
+
+
+def print_saved(path, size: int, name: str, number: int, out) -> None:
+    print(
+        translate(
+            user_locale(),
+            "saved {path} ({size}) from {name} #{number}",
+            path=path,
+            size=size_text(size),
+            name=name,
+            number=number,
+        ),
+        file=out,
+    )
+
+
+def unpack_directory(client, url: str, whose: dict, target: Path, name: str, number: int, out) -> None:
+    """A directory of an output, streamed as .tar.gz and unpacked into `target` (new, or an empty
+    directory); what was left out is named."""
+    loc = user_locale()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise CLIError(
             translate(loc, "{path} exists and is not an empty directory; choose another with -o.", path=target)
@@ -324,7 +325,6 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
     done = Unpacked()
     loc = user_locale()
     links: list[tuple[list[str], str]] = []
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     try:
         tar = tarfile.open(fileobj=stream, mode="r|gz")
     except tarfile.TarError as e:
@@ -339,21 +339,7 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
                 if m.isdir():
                     _mkdirs(dest, parts, (m.mode & 0o777) | 0o700)
                 elif m.isreg():
-                    parent = _mkdirs(dest, parts[:-1])
-                    try:
-                        fd = os.open(parent / parts[-1], flags, 0o600)
-                    except FileExistsError:
-                        done.skipped.append(translate(loc, "{entry}: it is in the archive twice", entry=shown))
-                        continue
-                    with os.fdopen(fd, "wb") as f:
-                        source = tar.extractfile(m)
-                        while block := source.read(BLOCK):
-                            f.write(block)
-                            done.bytes += len(block)
-                        if hasattr(os, "fchmod"):
-                            os.fchmod(f.fileno(), (m.mode & 0o777) | 0o600)  # no setuid or setgid bit
-                    _utime(parent / parts[-1], m.mtime)
-                    done.files += 1
+                    unpack_file(tar, m, dest, parts, done)
                 elif m.issym():
                     links.append((parts, m.linkname))
                 elif m.islnk():
@@ -364,6 +350,34 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
             raise CLIError(
                 translate(loc, "The download was cut or is not a whole .tar.gz ({error}); try again.", error=e)
             )
+    make_links(dest, links, done)
+    return done
+
+
+def unpack_file(tar, m, dest: Path, parts: list[str], done: Unpacked) -> None:
+    """A regular file of the archive, created new (never over anything, never through a link), with its
+    mode less any setuid or setgid bit, and its time."""
+    parent = _mkdirs(dest, parts[:-1])
+    try:
+        fd = os.open(parent / parts[-1], NEW_FILE, 0o600)
+    except FileExistsError:
+        done.skipped.append(translate(user_locale(), "{entry}: it is in the archive twice", entry="/".join(parts)))
+        return
+    with os.fdopen(fd, "wb") as f:
+        source = tar.extractfile(m)
+        while block := source.read(BLOCK):
+            f.write(block)
+            done.bytes += len(block)
+        if hasattr(os, "fchmod"):
+            os.fchmod(f.fileno(), (m.mode & 0o777) | 0o600)  # no setuid or setgid bit
+    _utime(parent / parts[-1], m.mtime)
+    done.files += 1
+
+
+def make_links(dest: Path, links: list[tuple[list[str], str]], done: Unpacked) -> None:
+    """The archive's symbolic links, made once all else is written: only those that stay inside without
+    passing through another link; the others are named as left out."""
+    loc = user_locale()
     made = {"/".join(p).casefold() for p, _ in links}
     for parts, target in links:
         shown = "/".join(parts)
@@ -380,7 +394,6 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
                     loc, "it could not be made here ({error})", error=e.strerror if isinstance(e, OSError) else e
                 )
         done.skipped.append(f"{shown} -> {target}: {why}")
-    return done
 
 
 def _utime(path: Path, mtime: float) -> None:

@@ -109,7 +109,6 @@ def _path(full_name: str) -> str:
 
 def _read(path: Path | None, what: str) -> str | None:
     """The text of the file given for `what` (apt, pip or script)."""
-
     if path is None:
         return None
     try:

@@ -97,7 +97,6 @@ def ssh_key(args, client, out) -> None:
 
 
 def directions(client) -> dict:
-
     d = client.call("GET", "/ssh")
     if not d.get("enabled"):
         raise CLIError(
@@ -130,7 +129,6 @@ def _config(d: dict, client, names: list[str], prefix: str, identity: str | None
 
 
 def connect(client, name: str, start: bool, identity: str | None, ssh_args: list[str]) -> None:
-
     d = directions(client)
     g = d["gateway"]
     ssh = shutil.which("ssh")

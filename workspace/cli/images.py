@@ -19,19 +19,14 @@ import sys
 import time
 from pathlib import Path
 
+from workspace.cli.base import CLIError, print_stream, user_locale
 from workspace.i18n import translate
 
 COMMANDS = ("image",)
 
 
-def _locale() -> str:
-    from workspace.cli.main import user_locale
-
-    return user_locale()
-
-
 def add_parsers(cmds) -> None:
-    loc = _locale()
+    loc = user_locale()
     im = cmds.add_parser("image", help=translate(loc, "images you build: packages on top of an image of the site"))
     sub = im.add_subparsers(dest="image_command", required=True)
     b = sub.add_parser("build", help=translate(loc, "build (or rebuild) an image and print its log"))
@@ -98,30 +93,28 @@ def run(args, client, out=sys.stdout) -> None:
             print(line, file=out)
     elif what == "rm":
         client.call("DELETE", f"/images/{_path(args.image)}")
-        print(translate(_locale(), "deleted {image}", image=args.image), file=out)
+        print(translate(user_locale(), "deleted {image}", image=args.image), file=out)
 
 
 def _path(full_name: str) -> str:
     from urllib.parse import quote
 
-    from workspace.cli.main import CLIError
-
     owner, _, name = full_name.partition("/")
     if not owner or not name:
-        raise CLIError(translate(_locale(), "“{image}” is not OWNER/NAME (see `workspace image ls`).", image=full_name))
+        raise CLIError(
+            translate(user_locale(), "“{image}” is not OWNER/NAME (see `workspace image ls`).", image=full_name)
+        )
     return f"{quote(owner, safe='')}/{quote(name, safe='')}"
 
 
 def _read(path: Path | None, what: str) -> str | None:
     """The text of the file given for `what` (apt, pip or script)."""
-    from workspace.cli.main import CLIError
-
     if path is None:
         return None
     try:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as e:
-        loc = _locale()
+        loc = user_locale()
         if what == "apt":
             raise CLIError(translate(loc, "Cannot read the package list {path}: {error}", path=path, error=e))
         if what == "pip":
@@ -130,7 +123,7 @@ def _read(path: Path | None, what: str) -> str | None:
 
 
 def build(client, args, out) -> str:
-    loc = _locale()
+    loc = user_locale()
     body = {
         "name": args.name,
         "from": args.base,
@@ -181,13 +174,11 @@ def build(client, args, out) -> str:
 
 
 def print_log(client, full_name: str, follow: bool, out) -> None:
-    from workspace.cli.outputs import print_stream
-
     print_stream(client, f"/images/{_path(full_name)}/log", {"follow": 1} if follow else None, out)
 
 
 def lines(images: list[dict]) -> list[str]:
-    loc = _locale()
+    loc = user_locale()
     out = []
     for i in images:
         size = f"{(i.get('size') or i.get('bytes') or 0) / 1e9:.2f} GB"
@@ -215,7 +206,7 @@ def lines(images: list[dict]) -> list[str]:
 
 def approval_lines(image: dict) -> list[str]:
     """An image's approvals, one a line: for whom, by whom, and whether for its current build."""
-    loc = _locale()
+    loc = user_locale()
     out = [
         translate(
             loc,

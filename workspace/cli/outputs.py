@@ -28,21 +28,18 @@ from urllib.parse import quote
 
 import urllib3
 
+from workspace.cli.base import CLIError, get_stream, name_and_number, size_text, user_locale
 from workspace.i18n import translate
 
 COMMANDS = ("download", "collect")
 ARCHIVES = (".tar.gz", ".tgz", ".zip")
 BLOCK = 1 << 20
-
-
-def _locale() -> str:
-    from workspace.cli.main import user_locale
-
-    return user_locale()
+# how an unpacked file is opened: created new, never over anything, never through a link
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
 
 
 def add_parsers(cmds) -> None:
-    loc = _locale()
+    loc = user_locale()
     d = cmds.add_parser("download", help=translate(loc, "download a saved output, one of its directories or one file"))
     d.add_argument(
         "what",
@@ -85,51 +82,6 @@ def run(args, client, out=sys.stdout) -> None:
         collect(client, args.course, args.path, args.before, args.workspace, args.output, out)
 
 
-def _error():
-    from workspace.cli.main import CLIError
-
-    return CLIError
-
-
-def _size(n: int) -> str:
-    from workspace.cli.main import _size
-
-    return _size(n)
-
-
-def get(client, path: str, params: dict | None = None):
-    """A streamed GET of the workspace service's API; the server's sentence as a CLIError."""
-    import requests
-
-    try:
-        r = client.session.get(client.base + path, params=params or {}, stream=True, timeout=(30, 600))
-    except requests.ConnectionError:
-        raise _error()(
-            translate(
-                _locale(), "Cannot reach the hub at {url}; is it running and is WORKSPACE_URL right?", url=client.base
-            )
-        )
-    if r.status_code >= 400:
-        try:
-            message = r.json().get("message") or r.reason
-        except ValueError:
-            message = f"{r.status_code} {r.reason}"
-        r.close()
-        raise _error()(message)
-    return r
-
-
-def print_stream(client, path: str, params: dict | None, out) -> None:
-    """Copy a streamed text answer (a log, followed or not) to `out` as it comes."""
-    r = get(client, path, params)
-    try:
-        for block in r.iter_content(chunk_size=None):
-            out.buffer.write(block) if hasattr(out, "buffer") else out.write(block.decode(errors="replace"))
-            out.flush()
-    finally:
-        r.close()
-
-
 def save_stream(r, dest: Path) -> int:
     """Write a response's body to `dest` (through DEST.part, renamed once whole); its size."""
     part = dest.with_name(dest.name + ".part")
@@ -150,74 +102,65 @@ def save_stream(r, dest: Path) -> int:
 
 def execution(client, what: str, user: str | None) -> tuple[str, int]:
     """(workspace, number) of NAME#N, or of NAME's latest execution with a saved output."""
-    name, _, number = what.partition("#")
-    if number:
-        if not number.isdigit():
-            raise _error()(
-                translate(
-                    _locale(),
-                    "“{what}” is not NAME#N: the execution's number is a whole number, like thesis#3.",
-                    what=what,
-                )
-            )
-        return name, int(number)
+    name, number = name_and_number(what)
+    if number is not None:
+        return name, number
     rows = client.call("GET", f"/workspaces/{quote(name, safe='')}/executions", params={"user": user} if user else {})
     saved = [e["number"] for e in rows if e.get("has_output")]
     if not saved:
-        raise _error()(
-            translate(_locale(), "“{name}” has no saved output yet: its home is saved when it stops.", name=name)
+        raise CLIError(
+            translate(user_locale(), "“{name}” has no saved output yet: its home is saved when it stops.", name=name)
         )
     return name, saved[-1]
 
 
 def download(client, what: str, path: str, dest: str | None, user: str | None, out=sys.stdout) -> None:
-    loc = _locale()
     name, number = execution(client, what, user)
     url = f"/workspaces/{quote(name, safe='')}/executions/{number}/files/{quote(path.strip('/'), safe='/')}"
     whose = {"user": user} if user else {}
-    r = get(client, url, whose)
+    r = get_stream(client, url, whose)
     is_dir = r.headers.get("Content-Type", "").startswith("application/json")
     if not is_dir:
         target = Path(dest or _basename(path) or f"{name}-{number}")
         if target.is_dir():
             target = target / (_basename(path) or f"{name}-{number}")
         size = save_stream(r, target)
-        print(
-            translate(
-                loc,
-                "saved {path} ({size}) from {name} #{number}",
-                path=target,
-                size=_size(size),
-                name=name,
-                number=number,
-            ),
-            file=out,
-        )
+        print_saved(target, size, name, number, out)
         return
     r.close()
     top = _basename(path) or f"{name}-{number}"
     if dest and dest.endswith(ARCHIVES):
         kind = "zip" if dest.endswith(".zip") else "tar.gz"
-        size = save_stream(get(client, url, {**whose, "archive": kind}), Path(dest))
-        print(
-            translate(
-                loc,
-                "saved {path} ({size}) from {name} #{number}",
-                path=dest,
-                size=_size(size),
-                name=name,
-                number=number,
-            ),
-            file=out,
-        )
+        size = save_stream(get_stream(client, url, {**whose, "archive": kind}), Path(dest))
+        print_saved(dest, size, name, number, out)
         return
-    target = Path(dest or top)
+    unpack_directory(client, url, whose, Path(dest or top), name, number, out)
+
+
+def print_saved(path, size: int, name: str, number: int, out) -> None:
+    print(
+        translate(
+            user_locale(),
+            "saved {path} ({size}) from {name} #{number}",
+            path=path,
+            size=size_text(size),
+            name=name,
+            number=number,
+        ),
+        file=out,
+    )
+
+
+def unpack_directory(client, url: str, whose: dict, target: Path, name: str, number: int, out) -> None:
+    """A directory of an output, streamed as .tar.gz and unpacked into `target` (new, or an empty
+    directory); what was left out is named."""
+    loc = user_locale()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise _error()(
+        raise CLIError(
             translate(loc, "{path} exists and is not an empty directory; choose another with -o.", path=target)
         )
     target.mkdir(parents=True, exist_ok=True)
-    r = get(client, url, {**whose, "archive": "tar.gz"})
+    r = get_stream(client, url, {**whose, "archive": "tar.gz"})
     try:
         done = unpack_tar(r.raw, target)
     finally:
@@ -227,7 +170,7 @@ def download(client, what: str, path: str, dest: str | None, user: str | None, o
             loc,
             "unpacked {files:,} files ({size}), {links} links into {path} from {name} #{number}",
             files=done.files,
-            size=_size(done.bytes),
+            size=size_text(done.bytes),
             links=done.links,
             path=target,
             name=name,
@@ -254,16 +197,16 @@ def collect(
         params["before"] = before
     if workspace:
         params["workspace"] = workspace
-    size = save_stream(get(client, f"/courses/{quote(course, safe='')}/collect", params), target)
+    size = save_stream(get_stream(client, f"/courses/{quote(course, safe='')}/collect", params), target)
     rows = manifest(target)
     got = [r for r in rows if r["status"] == "collected"]
-    loc = _locale()
+    loc = user_locale()
     print(
         translate(
             loc,
             "saved {path} ({size}): {collected} of {students} students' work",
             path=target,
-            size=_size(size),
+            size=size_text(size),
             collected=len(got),
             students=len(rows),
         ),
@@ -279,7 +222,7 @@ def collect(
                 execution=row["execution"],
                 saved_at=row["saved_at"],
                 files=row["files"],
-                size=_size(row["bytes"]),
+                size=size_text(row["bytes"]),
                 reason=row["reason"],
             )
         else:
@@ -289,7 +232,7 @@ def collect(
                 execution=row["execution"],
                 saved_at=row["saved_at"],
                 files=row["files"],
-                size=_size(row["bytes"]),
+                size=size_text(row["bytes"]),
             )
         print(f"  {row['student']:<20} {line}", file=out)
 
@@ -325,9 +268,9 @@ def clean(name: str, strip: int) -> list[str] | None:
         bad = bad or "\\" in name or ":" in name
     parts = [p for p in name.split("/") if p and p != "."]
     if bad or ".." in parts:
-        raise _error()(
+        raise CLIError(
             translate(
-                _locale(),
+                user_locale(),
                 "The archive is refused: its entry “{entry}” would be written outside the directory.",
                 entry=name[:200],
             )
@@ -339,7 +282,7 @@ def clean(name: str, strip: int) -> list[str] | None:
 
 def escapes(parts: list[str], target: str, links: set[str]) -> str | None:
     """Why a link at `parts` with this target may not be made (None: it stays inside, through no link)."""
-    loc = _locale()
+    loc = user_locale()
     if not target or target.startswith("/") or "\0" in target or (os.sep == "\\" and (":" in target or "\\" in target)):
         return translate(loc, "it points outside")
     where = [p.casefold() for p in parts[:-1]]
@@ -366,9 +309,9 @@ def _mkdirs(root: Path, parts: list[str], mode: int = 0o755) -> Path:
             os.mkdir(here, mode)
         except FileExistsError:
             if here.is_symlink() or not here.is_dir():
-                raise _error()(
+                raise CLIError(
                     translate(
-                        _locale(),
+                        user_locale(),
                         "The archive is refused: “{path}” would be written through what is not a directory.",
                         path=here,
                     )
@@ -380,13 +323,12 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
     """Unpack a .tar.gz read as a stream into the (new, empty) directory `dest`, dropping the first
     `strip` components of each name (the archive's top directory)."""
     done = Unpacked()
-    loc = _locale()
+    loc = user_locale()
     links: list[tuple[list[str], str]] = []
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     try:
         tar = tarfile.open(fileobj=stream, mode="r|gz")
     except tarfile.TarError as e:
-        raise _error()(translate(loc, "The download is not a .tar.gz ({error}).", error=e))
+        raise CLIError(translate(loc, "The download is not a .tar.gz ({error}).", error=e))
     with tar:
         try:
             for m in tar:
@@ -397,21 +339,7 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
                 if m.isdir():
                     _mkdirs(dest, parts, (m.mode & 0o777) | 0o700)
                 elif m.isreg():
-                    parent = _mkdirs(dest, parts[:-1])
-                    try:
-                        fd = os.open(parent / parts[-1], flags, 0o600)
-                    except FileExistsError:
-                        done.skipped.append(translate(loc, "{entry}: it is in the archive twice", entry=shown))
-                        continue
-                    with os.fdopen(fd, "wb") as f:
-                        source = tar.extractfile(m)
-                        while block := source.read(BLOCK):
-                            f.write(block)
-                            done.bytes += len(block)
-                        if hasattr(os, "fchmod"):
-                            os.fchmod(f.fileno(), (m.mode & 0o777) | 0o600)  # no setuid or setgid bit
-                    _utime(parent / parts[-1], m.mtime)
-                    done.files += 1
+                    unpack_file(tar, m, dest, parts, done)
                 elif m.issym():
                     links.append((parts, m.linkname))
                 elif m.islnk():
@@ -419,9 +347,37 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
                 else:
                     done.skipped.append(translate(loc, "{entry}: a device or pipe", entry=shown))
         except (tarfile.TarError, EOFError, zlib.error, urllib3.exceptions.HTTPError) as e:
-            raise _error()(
+            raise CLIError(
                 translate(loc, "The download was cut or is not a whole .tar.gz ({error}); try again.", error=e)
             )
+    make_links(dest, links, done)
+    return done
+
+
+def unpack_file(tar, m, dest: Path, parts: list[str], done: Unpacked) -> None:
+    """A regular file of the archive, created new (never over anything, never through a link), with its
+    mode less any setuid or setgid bit, and its time."""
+    parent = _mkdirs(dest, parts[:-1])
+    try:
+        fd = os.open(parent / parts[-1], NEW_FILE, 0o600)
+    except FileExistsError:
+        done.skipped.append(translate(user_locale(), "{entry}: it is in the archive twice", entry="/".join(parts)))
+        return
+    with os.fdopen(fd, "wb") as f:
+        source = tar.extractfile(m)
+        while block := source.read(BLOCK):
+            f.write(block)
+            done.bytes += len(block)
+        if hasattr(os, "fchmod"):
+            os.fchmod(f.fileno(), (m.mode & 0o777) | 0o600)  # no setuid or setgid bit
+    _utime(parent / parts[-1], m.mtime)
+    done.files += 1
+
+
+def make_links(dest: Path, links: list[tuple[list[str], str]], done: Unpacked) -> None:
+    """The archive's symbolic links, made once all else is written: only those that stay inside without
+    passing through another link; the others are named as left out."""
+    loc = user_locale()
     made = {"/".join(p).casefold() for p, _ in links}
     for parts, target in links:
         shown = "/".join(parts)
@@ -438,7 +394,6 @@ def unpack_tar(stream, dest: Path, strip: int = 1) -> Unpacked:
                     loc, "it could not be made here ({error})", error=e.strerror if isinstance(e, OSError) else e
                 )
         done.skipped.append(f"{shown} -> {target}: {why}")
-    return done
 
 
 def _utime(path: Path, mtime: float) -> None:

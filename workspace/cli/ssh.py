@@ -13,19 +13,14 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+from workspace.cli.base import CLIError, print_listing, user_locale, whoami
 from workspace.i18n import translate
 
 COMMANDS = ("ssh-key", "ssh", "ssh-config")
 
 
-def _locale() -> str:
-    from workspace.cli.main import user_locale
-
-    return user_locale()
-
-
 def add_parsers(cmds) -> None:
-    loc = _locale()
+    loc = user_locale()
     sk = cmds.add_parser("ssh-key", help=translate(loc, "your SSH public keys")).add_subparsers(
         dest="ssh_key_command", required=True
     )
@@ -67,22 +62,20 @@ def run(args, client, out=sys.stdout) -> None:
 
 def ssh_key_lines(keys: list[dict]) -> list[str]:
     return [f"{k['id']:<4} {k['type']:<22} {k['fingerprint']}  {k['comment']}".rstrip() for k in keys] or [
-        translate(_locale(), "no SSH keys yet: add one with `workspace ssh-key add ~/.ssh/id_ed25519.pub`")
+        translate(user_locale(), "no SSH keys yet: add one with `workspace ssh-key add ~/.ssh/id_ed25519.pub`")
     ]
 
 
 def ssh_key(args, client, out) -> None:
-    from workspace.cli.main import _print
-
     if args.ssh_key_command == "ls":
-        _print(client.call("GET", "/ssh-keys"), args.json, ssh_key_lines, out)
+        print_listing(client.call("GET", "/ssh-keys"), args.json, ssh_key_lines, out)
     elif args.ssh_key_command == "add":
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
         body = {"key": text, **({"comment": args.comment} if args.comment is not None else {})}
         k = client.call("POST", "/ssh-keys", json=body)
         print(
             translate(
-                _locale(),
+                user_locale(),
                 "added {key_type} key {fingerprint} {comment}",
                 key_type=k["type"],
                 fingerprint=k["fingerprint"],
@@ -94,7 +87,7 @@ def ssh_key(args, client, out) -> None:
         k = client.call("DELETE", f"/ssh-keys/{quote(args.key, safe='')}")["removed"]
         print(
             translate(
-                _locale(),
+                user_locale(),
                 "removed {key_type} key {fingerprint}; it no longer opens your workspaces",
                 key_type=k["type"],
                 fingerprint=k["fingerprint"],
@@ -104,12 +97,12 @@ def ssh_key(args, client, out) -> None:
 
 
 def directions(client) -> dict:
-    from workspace.cli.main import CLIError
-
     d = client.call("GET", "/ssh")
     if not d.get("enabled"):
         raise CLIError(
-            translate(_locale(), "SSH is not offered on this platform (its administrator has not set the gateway up).")
+            translate(
+                user_locale(), "SSH is not offered on this platform (its administrator has not set the gateway up)."
+            )
         )
     return d
 
@@ -132,24 +125,20 @@ def _config(d: dict, client, names: list[str], prefix: str, identity: str | None
     g = d["gateway"]
     gateway = Gateway(host=g["host"], port=g["port"], host_key=g["host_key"], fingerprint=g["fingerprint"])
     identity = str(Path(identity).expanduser().resolve()) if identity else ""
-    return gateway.config(_me(client), names, prefix, known_hosts=str(known_hosts_file(g)), identity=identity)
-
-
-def _me(client) -> str:
-    return client.hub("GET", "/user")["name"]
+    return gateway.config(whoami(client), names, prefix, known_hosts=str(known_hosts_file(g)), identity=identity)
 
 
 def connect(client, name: str, start: bool, identity: str | None, ssh_args: list[str]) -> None:
-    from workspace.cli.main import CLIError
-
     d = directions(client)
     g = d["gateway"]
     ssh = shutil.which("ssh")
     if ssh is None:
         raise CLIError(
-            translate(_locale(), "ssh is not installed here: install OpenSSH's client (apt install openssh-client).")
+            translate(
+                user_locale(), "ssh is not installed here: install OpenSSH's client (apt install openssh-client)."
+            )
         )
-    login = f"{_me(client)}+{name}" + ("+start" if start else "")
+    login = f"{whoami(client)}+{name}" + ("+start" if start else "")
     alias = g["known_hosts"].split(" ", 1)[0]
     command = [
         ssh,

@@ -16,19 +16,14 @@ from __future__ import annotations
 import sys
 import time
 
+from workspace.cli.base import CLIError, follow_progress, name_and_number, print_stream, user_locale, whoami
 from workspace.i18n import translate
 
 COMMANDS = ("run", "logs", "cancel", "webhook")
 
 
-def _locale() -> str:
-    from workspace.cli.main import user_locale
-
-    return user_locale()
-
-
 def add_parsers(cmds) -> None:
-    loc = _locale()
+    loc = user_locale()
     r = cmds.add_parser(
         "run", help=translate(loc, "run a command to completion as a new execution (a task) of a workspace")
     )
@@ -74,46 +69,28 @@ def run(args, client, out=sys.stdout) -> None:
         client.call("POST", f"/workspaces/{name}/executions/{number}/cancel")
         print(
             translate(
-                _locale(), "cancelling {name} #{number}; its home is saved as its output", name=name, number=number
+                user_locale(), "cancelling {name} #{number}; its home is saved as its output", name=name, number=number
             ),
             file=out,
         )
 
 
-def _error():
-    from workspace.cli.main import CLIError
-
-    return CLIError
-
-
 def task_of(client, what: str) -> tuple[str, int]:
     """(workspace, number) of NAME#N, or of NAME's latest task."""
-    name, _, number = what.partition("#")
-    if number:
-        if not number.isdigit():
-            raise _error()(
-                translate(
-                    _locale(),
-                    "“{what}” is not NAME#N: the execution's number is a whole number, like train#3.",
-                    what=what,
-                )
-            )
-        return name, int(number)
+    name, number = name_and_number(what)
+    if number is not None:
+        return name, number
     tasks = [e for e in client.call("GET", f"/workspaces/{name}/executions") or [] if e.get("kind") == "task"]
     if not tasks:
-        raise _error()(translate(_locale(), "Workspace “{name}” has run no task.", name=name))
+        raise CLIError(translate(user_locale(), "Workspace “{name}” has run no task.", name=name))
     return name, tasks[-1]["number"]
 
 
 def print_log(client, name: str, number: int, follow: bool, out) -> None:
-    from workspace.cli.outputs import print_stream
-
     print_stream(client, f"/workspaces/{name}/executions/{number}/logs", {"follow": 1} if follow else None, out)
 
 
 def run_task(client, args, out) -> int:
-    from workspace.cli.main import _me, follow_progress
-
     command = list(args.task_command)
     if command and command[0] == "--":
         command = command[1:]
@@ -123,9 +100,9 @@ def run_task(client, args, out) -> int:
             body[key] = getattr(args, key)
     started = client.call("POST", f"/workspaces/{args.name}/tasks", json=body)
     ex = started.get("execution")
-    loc = _locale()
+    loc = user_locale()
     if ex is None:
-        raise _error()(
+        raise CLIError(
             translate(
                 loc, "The task was asked for, but {name} shows no new execution; see `workspace ls`.", name=args.name
             )
@@ -141,7 +118,7 @@ def run_task(client, args, out) -> int:
             translate(loc, "follow it with: workspace logs {name}#{number} -f", name=args.name, number=number), file=out
         )
         return 0
-    follow_progress(client, _me(client), args.name, out)  # None: it already ended
+    follow_progress(client, whoami(client), args.name, out)  # None: it already ended
     print_log(client, args.name, number, True, out)
     record = _ended(client, args.name, number)
     code = record.get("exit_code")
@@ -175,7 +152,7 @@ def _ended(client, name: str, number: int, timeout: float = 120) -> dict:
 
 
 def webhook(client, url: str | None, remove: bool, out) -> None:
-    loc = _locale()
+    loc = user_locale()
     if remove:
         client.call("DELETE", "/webhook")
         print(translate(loc, "webhook removed"), file=out)

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from workspace.cli.base import CLIError, print_listing, user_locale, whoami
 from workspace.i18n import translate
+from workspace.ssh_directions import Gateway
 
 COMMANDS = ("ssh-key", "ssh", "ssh-config")
 
@@ -120,8 +121,6 @@ def known_hosts_file(gateway: dict) -> Path:
 
 
 def _config(d: dict, client, names: list[str], prefix: str, identity: str | None) -> str:
-    from workspace.ssh_directions import Gateway
-
     g = d["gateway"]
     gateway = Gateway(host=g["host"], port=g["port"], host_key=g["host_key"], fingerprint=g["fingerprint"])
     identity = str(Path(identity).expanduser().resolve()) if identity else ""

@@ -13,7 +13,7 @@ part in replication like any node's.
 
 **Calls** (`POST /v1/call`, `{"op": ..., "args": {...}}`): an allow-list of
 the store's operations (`OPS`); every argument is checked (store keys by
-`homes._valid_key`, numbers as numbers), so a caller names keys, never
+`homes.valid_key`, numbers as numbers), so a caller names keys, never
 paths. **Snapshots between agents** (`POST /v1/receive`): the target agent
 pulls `GET /v1/send` from the source agent (node to node, not through the
 hub) into `btrfs receive -e --chroot` of a partial subvolume, checks that
@@ -48,9 +48,9 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 import requests
 
-from workspace.store import replication
+from workspace.store import btrfs_send, replication
 from workspace.store.copier import Progress, Transfer, fsync_dir
-from workspace.store.homes import PARTIAL, BtrfsHomeStore, HomeStoreError, StoreFullError, _is_full, _valid_key
+from workspace.store.homes import PARTIAL, BtrfsHomeStore, HomeStoreError, StoreFullError, is_full, valid_key
 
 log = logging.getLogger("workspace.store_agent")
 
@@ -67,7 +67,7 @@ def _key(value) -> str:
     if not isinstance(value, str):
         raise BadCall("a store key must be a string")
     try:
-        return _valid_key(value)
+        return valid_key(value)
     except (ValueError, HomeStoreError) as e:
         raise BadCall(str(e)) from None
 
@@ -174,7 +174,7 @@ class Agent:
         if op == "ids":
             if not path.exists():
                 return None
-            ids = replication._ids(store, path)
+            ids = btrfs_send.subvolume_ids(store, path)
             return {
                 "uuid": ids.uuid,
                 "received_uuid": ids.received_uuid,
@@ -199,21 +199,21 @@ class Agent:
         with tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
             try:
-                head = replication._read_exact(
-                    proc.stdout.fileno(), replication.STREAM_HEADER + replication.CMD_HEADER.size
+                head = btrfs_send.read_exact(
+                    proc.stdout.fileno(), btrfs_send.STREAM_HEADER + btrfs_send.CMD_HEADER.size
                 )
                 if not head.startswith(b"btrfs-stream\0"):
                     proc.wait()
                     err.seek(0)
                     raise HomeStoreError(f"btrfs send failed: {err.read()[-1000:].decode(errors='replace')}")
-                size = replication.CMD_HEADER.unpack_from(head, replication.STREAM_HEADER)[0]
-                payload = replication._read_exact(proc.stdout.fileno(), size)
-                first = replication.rename_subvolume_command(
-                    head[replication.STREAM_HEADER :], payload, os.fsencode(key), os.fsencode(PARTIAL + key)
+                size = btrfs_send.CMD_HEADER.unpack_from(head, btrfs_send.STREAM_HEADER)[0]
+                payload = btrfs_send.read_exact(proc.stdout.fileno(), size)
+                first = btrfs_send.rename_subvolume_command(
+                    head[btrfs_send.STREAM_HEADER :], payload, os.fsencode(key), os.fsencode(PARTIAL + key)
                 )
                 out.begin()
                 began = True
-                out.write(head[: replication.STREAM_HEADER] + first)
+                out.write(head[: btrfs_send.STREAM_HEADER] + first)
                 while chunk := proc.stdout.read(CHUNK):
                     out.write(chunk)
             finally:
@@ -240,7 +240,7 @@ class Agent:
         dest = Path(self.store.root) / area
         final, partial = dest / key, dest / (PARTIAL + key)
         if final.exists():
-            there = replication._ids(self.store, final)
+            there = btrfs_send.subvolume_ids(self.store, final)
             if identity in (there.received_uuid, there.uuid):
                 yield {"done": True, "sent": False, "bytes": 0}
                 return
@@ -276,8 +276,8 @@ class Agent:
                 if recv.wait() != 0:
                     err.seek(0)
                     message = err.read()[-1000:].decode(errors="replace")
-                    raise (StoreFullError if _is_full(message) else HomeStoreError)(f"btrfs receive failed: {message}")
-                got = replication._ids(self.store, partial)
+                    raise (StoreFullError if is_full(message) else HomeStoreError)(f"btrfs receive failed: {message}")
+                got = btrfs_send.subvolume_ids(self.store, partial)
                 if not got.readonly or got.received_uuid != identity:
                     raise HomeStoreError(f"the received {partial.name} is incomplete or another snapshot")
                 os.rename(partial, final)
@@ -476,13 +476,13 @@ class AgentStore:
 
     # the home store's methods (workspace/store/homes.py)
     def live_path(self, key: str) -> Path:
-        return Path(self.root) / "live" / _valid_key(key)
+        return Path(self.root) / "live" / valid_key(key)
 
     def snapshot_path(self, key: str) -> Path:
-        return Path(self.root) / "snapshots" / _valid_key(key)
+        return Path(self.root) / "snapshots" / valid_key(key)
 
     def dataset_path(self, key: str) -> Path:
-        return Path(self.root) / "datasets" / _valid_key(key)
+        return Path(self.root) / "datasets" / valid_key(key)
 
     def restore(self, snapshot: str | None, live: str, progress: Progress | None = None) -> Transfer:
         return _transfer(self.call("restore", snapshot=snapshot, live=live))
@@ -524,9 +524,9 @@ class AgentStore:
     def filesystem(self) -> dict:
         return self.call("filesystem")
 
-    def ids(self, area: str, key: str) -> replication.Ids | None:
+    def ids(self, area: str, key: str) -> btrfs_send.Ids | None:
         found = self.call("ids", area=area, key=key)
-        return replication.Ids(**found) if found else None
+        return btrfs_send.Ids(**found) if found else None
 
     def changes(self, area: str, key: str, since: int) -> int:
         return int(self.call("changes", area=area, key=key, since=since))
@@ -583,7 +583,7 @@ def replicate(
         raise HomeStoreError(f"{key} is not read-only; only saved snapshots can be sent")
     theirs = target.ids(area, key)
     if theirs is not None:
-        if replication.same_snapshot(mine, theirs):
+        if btrfs_send.same_snapshot(mine, theirs):
             return replication.Replication(snapshot=key, sent=False)
         raise HomeStoreError(f"{target.url} holds another {area[:-1]} named {key} (another origin)")
     parent = replication.choose_parent(parents, lambda k: source.ids(area, k), lambda k: target.ids(area, k))

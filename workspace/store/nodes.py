@@ -129,7 +129,7 @@ class NodeStores:
         with self._lock:
             if (root, agent) not in self._stores:
                 if agent:
-                    from workspace.store.agent import AgentStore
+                    from workspace.store.agent_store import AgentStore
 
                     if not self.agent_token:
                         raise RuntimeError(f"{agent} is a store agent, but no agent token is configured")

@@ -33,7 +33,6 @@ import argparse
 import hmac
 import json
 import logging
-import os
 import socketserver
 import ssl
 import subprocess
@@ -49,9 +48,8 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import requests
 
 from workspace.store import btrfs_send
-from workspace.store.agent_store import AgentStore, read_token, replicate  # noqa: F401  (callers import them here)
-from workspace.store.copier import fsync_dir
-from workspace.store.homes import PARTIAL, BtrfsHomeStore, HomeStoreError, StoreFullError, is_full, valid_key
+from workspace.store.agent_store import AgentStore, read_token  # noqa: F401  (callers import them here)
+from workspace.store.homes import BtrfsHomeStore, HomeStoreError, StoreFullError, is_full, valid_key
 
 log = logging.getLogger("workspace.store_agent")
 
@@ -200,21 +198,14 @@ class Agent:
         with tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
             try:
-                head = btrfs_send.read_exact(
-                    proc.stdout.fileno(), btrfs_send.STREAM_HEADER + btrfs_send.CMD_HEADER.size
-                )
-                if not head.startswith(b"btrfs-stream\0"):
+                head = btrfs_send.renamed_head(proc.stdout.fileno(), key)
+                if head is None:
                     proc.wait()
                     err.seek(0)
                     raise HomeStoreError(f"btrfs send failed: {err.read()[-1000:].decode(errors='replace')}")
-                size = btrfs_send.CMD_HEADER.unpack_from(head, btrfs_send.STREAM_HEADER)[0]
-                payload = btrfs_send.read_exact(proc.stdout.fileno(), size)
-                first = btrfs_send.rename_subvolume_command(
-                    head[btrfs_send.STREAM_HEADER :], payload, os.fsencode(key), os.fsencode(PARTIAL + key)
-                )
                 out.begin()
                 began = True
-                out.write(head[: btrfs_send.STREAM_HEADER] + first)
+                out.write(head)
                 while chunk := proc.stdout.read(CHUNK):
                     out.write(chunk)
             finally:
@@ -239,18 +230,11 @@ class Agent:
 
     def _receive(self, area, key, identity, source, parent) -> Iterator[dict]:
         dest = Path(self.store.root) / area
-        final, partial = dest / key, dest / (PARTIAL + key)
-        if final.exists():
-            there = btrfs_send.subvolume_ids(self.store, final)
-            if identity in (there.received_uuid, there.uuid):
-                yield {"done": True, "sent": False, "bytes": 0}
-                return
-            raise HomeStoreError(f"{final} holds another {area[:-1]} of the same name")
-        if partial.exists():
-            self.store._remove(partial)
-        query = urlencode({"area": area, "key": key, **({"parent": parent} if parent else {})})
+        if btrfs_send.held(self.store, dest / key, identity):
+            yield {"done": True, "sent": False, "bytes": 0}
+            return
         sent = 0
-        with tempfile.TemporaryFile() as err:
+        with btrfs_send.receiving(self.store, dest, key, identity), tempfile.TemporaryFile() as err:
             recv = subprocess.Popen(
                 [self.store.btrfs, "receive", "-e", "--chroot", str(dest)],
                 stdin=subprocess.PIPE,
@@ -258,40 +242,40 @@ class Agent:
                 stderr=err,
             )
             try:
-                with requests.get(
-                    f"{source}/v1/send?{query}",
-                    headers={"Authorization": f"Bearer {self.token}"},
-                    stream=True,
-                    timeout=(10, 600),
-                ) as r:
-                    if r.status_code != 200:
-                        raise HomeStoreError(f"the source agent refused the send: {r.status_code} {r.text[:300]}")
-                    last = time.monotonic()
-                    for chunk in r.iter_content(CHUNK):
-                        recv.stdin.write(chunk)
-                        sent += len(chunk)
-                        if time.monotonic() - last >= 0.5:
-                            last = time.monotonic()
-                            yield {"bytes": sent}
+                last = time.monotonic()
+                for sent in self._pull(source, area, key, parent, recv.stdin):
+                    if time.monotonic() - last >= 0.5:
+                        last = time.monotonic()
+                        yield {"bytes": sent}
                 recv.stdin.close()
                 if recv.wait() != 0:
                     err.seek(0)
                     message = err.read()[-1000:].decode(errors="replace")
                     raise (StoreFullError if is_full(message) else HomeStoreError)(f"btrfs receive failed: {message}")
-                got = btrfs_send.subvolume_ids(self.store, partial)
-                if not got.readonly or got.received_uuid != identity:
-                    raise HomeStoreError(f"the received {partial.name} is incomplete or another snapshot")
-                os.rename(partial, final)
-                fsync_dir(dest)
-                self.store._sync()
             except BaseException:
                 if recv.poll() is None:
                     recv.kill()
                     recv.wait()
-                if partial.exists():
-                    self.store._remove(partial)
                 raise
         yield {"done": True, "sent": True, "bytes": sent}
+
+    def _pull(self, source: str, area: str, key: str, parent: str | None, into) -> Iterator[int]:
+        """Copy the source agent's send of area/key into `into` (the receive's stdin), yielding the bytes
+        so far after each chunk."""
+        query = urlencode({"area": area, "key": key, **({"parent": parent} if parent else {})})
+        sent = 0
+        with requests.get(
+            f"{source}/v1/send?{query}",
+            headers={"Authorization": f"Bearer {self.token}"},
+            stream=True,
+            timeout=(10, 600),
+        ) as r:
+            if r.status_code != 200:
+                raise HomeStoreError(f"the source agent refused the send: {r.status_code} {r.text[:300]}")
+            for chunk in r.iter_content(CHUNK):
+                into.write(chunk)
+                sent += len(chunk)
+                yield sent
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -1,8 +1,9 @@
 """The hub's side of the store agents (agent.py): a node's home store reached over HTTP.
 
 `AgentStore` has the home store's methods, each a call to the node's agent;
-`replicate` moves a snapshot between two agents, the target pulling from the
-source node to node, while this process only follows the progress.
+its `pull` moves a snapshot between two agents (replication.replicate calls
+it), the target pulling from the source node to node, while this process only
+follows the progress.
 """
 
 from __future__ import annotations
@@ -139,6 +140,64 @@ class AgentStore:
         except requests.RequestException as e:
             raise HomeStoreError(f"the store agent at {self.url} stopped answering during a receive ({e})") from e
 
+    def pull(
+        self,
+        source: "AgentStore",
+        area: str,
+        key: str,
+        parents: list[str],
+        progress: Progress | None = None,
+        size: int | None = None,
+        interval: float = 0.5,
+    ) -> replication.Replication:
+        """replication.replicate between two agents: this one pulls from `source`'s, incrementally from the
+        nearest of `parents` both hold as the same snapshot; this process only follows the progress."""
+        mine = source.ids(area, key)
+        if mine is None:
+            raise HomeStoreError(f"{area[:-1]} {key} is not on {source.url}")
+        if not mine.readonly:
+            raise HomeStoreError(f"{key} is not read-only; only saved snapshots can be sent")
+        theirs = self.ids(area, key)
+        if theirs is not None:
+            if btrfs_send.same_snapshot(mine, theirs):
+                return replication.Replication(snapshot=key, sent=False)
+            raise HomeStoreError(f"{self.url} holds another {area[:-1]} named {key} (another origin)")
+        parent = replication.choose_parent(parents, lambda k: source.ids(area, k), lambda k: self.ids(area, k))
+        stats = replication.Replication(snapshot=key, parent=parent)
+        if parent is not None:
+            stats.bytes_total = source.changes(area, key, source.ids(area, parent).generation)
+        elif size is not None:
+            stats.bytes_total = size
+        elif area == "snapshots":
+            stats.bytes_total = source.measure(key)[0]
+        if progress is not None:
+            progress(stats)
+        return self._follow(self.receive(area, key, mine.identity, source, parent), stats, progress, interval)
+
+    def _follow(
+        self, events: Iterator[dict], stats: replication.Replication, progress: Progress | None, interval: float
+    ) -> replication.Replication:
+        """`stats` kept up with a receive's progress lines (told to `progress` every `interval` s), to its
+        outcome."""
+        last = time.monotonic()
+        for event in events:
+            if "error" in event:
+                raise (StoreFullError if event.get("full") else HomeStoreError)(
+                    f"sending {stats.snapshot} failed: {event['error']}"
+                )
+            stats.bytes = event.get("bytes", stats.bytes)
+            stats.tick()
+            if event.get("done"):
+                stats.sent = event.get("sent", True)
+                stats.bytes_total = stats.bytes
+                if progress is not None:
+                    progress(stats)
+                return stats
+            if progress is not None and time.monotonic() - last >= interval:
+                progress(stats)
+                last = time.monotonic()
+        raise HomeStoreError(f"the store agent at {self.url} ended the receive of {stats.snapshot} without an outcome")
+
 
 def read_token(path: str) -> str:
     """The agents' token from its file ("" where none is configured)."""
@@ -149,59 +208,3 @@ def _transfer(d: dict) -> Transfer:
     t = Transfer(files=d.get("files", 0), bytes=d.get("bytes", 0), seconds=d.get("seconds", 0.0))
     t.shared_files = d.get("shared_files", 0)
     return t
-
-
-def replicate(
-    source: AgentStore,
-    target: AgentStore,
-    area: str,
-    key: str,
-    parents: list[str],
-    progress: Progress | None,
-    size: int | None,
-    interval: float,
-) -> replication.Replication:
-    """replication.replicate between two agents: the target pulls from the source, incrementally from the
-    nearest of `parents` both hold as the same snapshot; this process only follows the progress."""
-    for store in (source, target):
-        if not getattr(store, "remote", False):
-            raise HomeStoreError(
-                "a snapshot moves between stores with agents on both sides: give the hub's own store an agent "
-                "(c.SwarmWorkspaceSpawner.store_agent_url)"
-            )
-    mine = source.ids(area, key)
-    if mine is None:
-        raise HomeStoreError(f"{area[:-1]} {key} is not on {source.url}")
-    if not mine.readonly:
-        raise HomeStoreError(f"{key} is not read-only; only saved snapshots can be sent")
-    theirs = target.ids(area, key)
-    if theirs is not None:
-        if btrfs_send.same_snapshot(mine, theirs):
-            return replication.Replication(snapshot=key, sent=False)
-        raise HomeStoreError(f"{target.url} holds another {area[:-1]} named {key} (another origin)")
-    parent = replication.choose_parent(parents, lambda k: source.ids(area, k), lambda k: target.ids(area, k))
-    stats = replication.Replication(snapshot=key, parent=parent)
-    if parent is not None:
-        stats.bytes_total = source.changes(area, key, source.ids(area, parent).generation)
-    elif size is not None:
-        stats.bytes_total = size
-    elif area == "snapshots":
-        stats.bytes_total = source.measure(key)[0]
-    if progress is not None:
-        progress(stats)
-    last = time.monotonic()
-    for event in target.receive(area, key, mine.identity, source, parent):
-        if "error" in event:
-            raise (StoreFullError if event.get("full") else HomeStoreError)(f"sending {key} failed: {event['error']}")
-        stats.bytes = event.get("bytes", stats.bytes)
-        stats.tick()
-        if event.get("done"):
-            stats.sent = event.get("sent", True)
-            stats.bytes_total = stats.bytes
-            if progress is not None:
-                progress(stats)
-            return stats
-        if progress is not None and time.monotonic() - last >= interval:
-            progress(stats)
-            last = time.monotonic()
-    raise HomeStoreError(f"the store agent at {target.url} ended the receive of {key} without an outcome")

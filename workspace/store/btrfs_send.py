@@ -13,10 +13,13 @@ import os
 import re
 import struct
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from workspace.store.homes import BtrfsHomeStore, HomeStoreError
+from workspace.store.copier import fsync_dir
+from workspace.store.homes import PARTIAL, BtrfsHomeStore, HomeStoreError
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,48 @@ def subvolume_ids(store: BtrfsHomeStore, path: Path) -> Ids:
         raise HomeStoreError(f"{path} is not a btrfs subvolume ({e.stderr}); only a store's snapshots can be sent")
 
 
+def held(store: BtrfsHomeStore, path: Path, identity: str) -> bool:
+    """Whether `path` holds a copy of the snapshot `identity` already (False: nothing is there); a
+    HomeStoreError where it holds another of the same name."""
+    if not path.exists():
+        return False
+    there = subvolume_ids(store, path)
+    if identity in (there.received_uuid, there.uuid):  # as `same_snapshot` decides
+        return True
+    raise HomeStoreError(
+        f"{path} holds another {path.parent.name[:-1]} of the same name (another origin); "
+        "delete it there or use another key"
+    )
+
+
+@contextmanager
+def receiving(store: BtrfsHomeStore, directory: Path, key: str, identity: str) -> Iterator[Path]:
+    """The partial subvolume a receive of `key` into `directory` writes (a stale one removed first).
+
+    Once the body has received it, it is published as `key` (durably) if it arrived whole: read-only
+    and with the sent snapshot's `identity`. If anything fails it is removed: `key` appears whole or
+    not at all.
+    """
+    partial, final = directory / (PARTIAL + key), directory / key
+    if partial.exists():  # left by a crash (setup removes these too)
+        store._remove(partial)
+    try:
+        yield partial
+        received = subvolume_ids(store, partial)
+        if not received.readonly or received.received_uuid != identity:
+            raise HomeStoreError(f"the received {partial} is incomplete (not read-only or another identity)")
+        os.rename(partial, final)  # one directory: a read-only subvolume may be renamed, not moved
+        fsync_dir(directory)
+        store._sync()
+    except BaseException:
+        if partial.exists():
+            try:
+                store._remove(partial)
+            except Exception:  # the store's next setup() removes it
+                store.log.exception("Could not remove partial %s", partial)
+        raise
+
+
 # -- the stream's first command names the subvolume; it is renamed to the partial name ---------
 
 STREAM_HEADER = 17  # "btrfs-stream\0" and a little-endian u32 version
@@ -113,6 +158,18 @@ def rename_subvolume_command(header: bytes, payload: bytes, old: bytes, new: byt
         pos += TLV.size + size
     body = b"".join(out)
     return CMD_HEADER.pack(len(body), cmd, crc32c(CMD_HEADER.pack(len(body), cmd, 0) + body)) + body
+
+
+def renamed_head(fd: int, key: str) -> bytes | None:
+    """The stream's header and first command read from `fd`, the subvolume's name `key` made the partial
+    name (the receive writes that, published once complete); None where no stream began (the send failed
+    first: its status and message say why)."""
+    head = read_exact(fd, STREAM_HEADER + CMD_HEADER.size)
+    if len(head) < STREAM_HEADER + CMD_HEADER.size or not head.startswith(b"btrfs-stream\0"):
+        return None
+    payload = read_exact(fd, CMD_HEADER.unpack_from(head, STREAM_HEADER)[0])
+    first = rename_subvolume_command(head[STREAM_HEADER:], payload, os.fsencode(key), os.fsencode(PARTIAL + key))
+    return head[:STREAM_HEADER] + first
 
 
 def read_exact(fd: int, n: int) -> bytes:

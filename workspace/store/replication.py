@@ -47,19 +47,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from workspace import i18n
-from workspace.store.btrfs_send import (
-    CMD_HEADER,
-    STREAM_HEADER,
-    Ids,
-    read_exact,
-    rename_subvolume_command,
-    same_snapshot,
-    subvolume_ids,
-    write_all,
-)
-from workspace.store.copier import Progress, Transfer, fsync_dir
+from workspace.store.btrfs_send import Ids, held, receiving, renamed_head, same_snapshot, subvolume_ids, write_all
+from workspace.store.copier import Progress, Transfer
 from workspace.store.homes import (
-    PARTIAL,
     BtrfsHomeStore,
     HomeStore,
     HomeStoreError,
@@ -179,9 +169,7 @@ def _replicate(
     interval: float,
 ) -> Replication:
     if getattr(source, "remote", False) or getattr(target, "remote", False):
-        from workspace.store import agent as store_agent  # a node's store on another machine: the agents move it
-
-        return store_agent.replicate(source, target, area, key, parents, progress, size, interval)
+        return _between_agents(source, target, area, key, parents, progress, size, interval)
     for store in (source, target):
         if not isinstance(store, BtrfsHomeStore):
             raise HomeStoreError(
@@ -189,61 +177,62 @@ def _replicate(
             )
     key = valid_key(key)
     src_dir, dst_dir = Path(source.root) / area, Path(target.root) / area
-    snap, final = src_dir / key, dst_dir / key
+    snap = src_dir / key
     if not snap.exists():
         raise HomeStoreError(f"{area[:-1]} {key} does not exist in {source.root}")
     mine = subvolume_ids(source, snap)
     if not mine.readonly:
         raise HomeStoreError(f"{snap} is not read-only; only saved snapshots can be sent")
-    if final.exists():
-        if same_snapshot(mine, subvolume_ids(target, final)):
-            return Replication(snapshot=key, sent=False)
-        raise HomeStoreError(
-            f"{final} holds another {area[:-1]} of the same name (another origin); delete it there or use another key"
-        )
-
-    def lookup(store: BtrfsHomeStore, directory: Path) -> Callable[[str], Ids | None]:
-        def ids(name: str) -> Ids | None:
-            path = directory / valid_key(name)
-            return subvolume_ids(store, path) if path.exists() else None
-
-        return ids
-
-    parent = choose_parent(parents, lookup(source, src_dir), lookup(target, dst_dir))
+    if held(target, dst_dir / key, mine.identity):
+        return Replication(snapshot=key, sent=False)
+    parent = choose_parent(parents, _lookup(source, src_dir), _lookup(target, dst_dir))
     stats = Replication(snapshot=key, parent=parent)
-    if parent is not None:  # what changed since the parent: the delta's data, cheap to find
-        stats.bytes_total = source.changes(snap, subvolume_ids(source, src_dir / parent).generation)[0]
-    else:
-        stats.bytes_total = size if size is not None else measure(snap)[0]
-
+    base = src_dir / parent if parent else None
+    stats.bytes_total = _estimate(source, snap, base, size)
     if progress is not None:
         progress(stats)  # the total, at once
-    partial = dst_dir / (PARTIAL + key)
-    if partial.exists():  # left by a crash (setup removes these too)
-        target._remove(partial)
     try:
-        base = src_dir / parent if parent else None
-        _send_receive(source, snap, base, target, dst_dir, key, stats, progress, interval)
-        received = subvolume_ids(target, partial)
-        if not received.readonly or received.received_uuid != mine.identity:
-            raise HomeStoreError(f"the received {partial} is incomplete (not read-only or another identity)")
-        os.rename(partial, final)  # one directory: a read-only subvolume may be renamed, not moved
-        fsync_dir(dst_dir)
-        target._sync()
-    except BaseException as e:
-        if partial.exists():
-            try:
-                target._remove(partial)
-            except Exception:  # the target's next setup() removes it
-                target.log.exception("Could not remove partial %s", partial)
-        if isinstance(e, (OSError, subprocess.CalledProcessError)):
-            raise (StoreFullError if is_full(e) else HomeStoreError)(f"sending {key} failed: {e}") from e
-        raise
+        with receiving(target, dst_dir, key, mine.identity):
+            _send_receive(source, snap, base, target, dst_dir, key, stats, progress, interval)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise (StoreFullError if is_full(e) else HomeStoreError)(f"sending {key} failed: {e}") from e
     stats.bytes_total = stats.bytes  # no longer an estimate
     stats.tick()
     if progress is not None:
         progress(stats)
     return stats
+
+
+def _between_agents(
+    source, target, area: str, key: str, parents: list[str], progress: Progress | None, size: int | None, interval
+) -> Replication:
+    """A node's store on another machine: the agents move it, the target's pulling from the source's node to
+    node (agent_store.py); both need one."""
+    for store in (source, target):
+        if not getattr(store, "remote", False):
+            raise HomeStoreError(
+                "a snapshot moves between stores with agents on both sides: give the hub's own store an agent "
+                "(c.SwarmWorkspaceSpawner.store_agent_url)"
+            )
+    return target.pull(source, area, key, parents, progress, size, interval)
+
+
+def _lookup(store: BtrfsHomeStore, directory: Path) -> Callable[[str], Ids | None]:
+    """The identities of `directory`'s subvolumes by name (None: not there), for `choose_parent`."""
+
+    def ids(name: str) -> Ids | None:
+        path = directory / valid_key(name)
+        return subvolume_ids(store, path) if path.exists() else None
+
+    return ids
+
+
+def _estimate(source: BtrfsHomeStore, snap: Path, parent: Path | None, size: int | None) -> int:
+    """The bytes a send of `snap` will move: what changed since `parent` (the delta's data, cheap to find),
+    else the whole snapshot (`size`, its recorded size, or measured)."""
+    if parent is not None:
+        return source.changes(snap, subvolume_ids(source, parent).generation)[0]
+    return size if size is not None else measure(snap)[0]
 
 
 def _send_receive(
@@ -307,13 +296,11 @@ def _fail(what: str, err, advice: str) -> None:
 
 def _pump(src: int, dst: int, key: str, stats: Replication, progress: Progress | None, interval: float) -> bool:
     """Move the stream from `src` to `dst`; True once the send closed it, False if it never began."""
-    head = read_exact(src, STREAM_HEADER + CMD_HEADER.size)
-    if len(head) < STREAM_HEADER + CMD_HEADER.size or not head.startswith(b"btrfs-stream\0"):
+    head = renamed_head(src, key)
+    if head is None:
         return False  # the send failed before its stream began; its status and message say why
-    payload = read_exact(src, CMD_HEADER.unpack_from(head, STREAM_HEADER)[0])
-    first = rename_subvolume_command(head[STREAM_HEADER:], payload, os.fsencode(key), os.fsencode(PARTIAL + key))
-    write_all(dst, head[:STREAM_HEADER] + first)
-    stats.bytes = STREAM_HEADER + len(first)
+    write_all(dst, head)
+    stats.bytes = len(head)
     last = time.monotonic()
     while True:
         n = os.splice(src, dst, CHUNK)  # pipe to pipe in the kernel: counted, never copied here

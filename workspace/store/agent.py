@@ -49,7 +49,7 @@ import requests
 
 from workspace.store import btrfs_send
 from workspace.store.agent_store import AgentStore, read_token  # noqa: F401  (callers import them here)
-from workspace.store.homes import BtrfsHomeStore, HomeStoreError, StoreFullError, is_full, valid_key
+from workspace.store.homes import BtrfsHomeStore, HomeStoreError, StoreFullError, is_full, store_for, valid_key
 
 log = logging.getLogger("workspace.store_agent")
 
@@ -421,7 +421,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s store-agent %(levelname)s %(message)s")
     token = Path(args.token_file).read_text().strip()
-    store = BtrfsHomeStore(root=args.root).setup(clean=True)  # this node's saves are this agent's: clean here
+    store = store_for(args.root, clean=True, backend="btrfs")  # this node's saves are this agent's: clean here
     host, _, port = args.listen.rpartition(":")
     server = serve(Agent(store, token), host, int(port), args.certfile, args.keyfile)
     log.info("store agent for %s on %s", args.root, args.listen)

@@ -518,9 +518,23 @@ def is_btrfs(path: str | Path) -> bool:
     return out.stdout.strip() == "btrfs"
 
 
-def store_for(root: str | Path, clean: bool = True, **kwargs) -> HomeStore:
-    """The best backend for `root`: btrfs if it is on btrfs, else copying."""
-    cls = BtrfsHomeStore if is_btrfs(root) and shutil.which("btrfs") else CopyHomeStore
+BACKENDS = {"btrfs": BtrfsHomeStore, "copy": CopyHomeStore}
+
+
+def store_for(root: str | Path, clean: bool = True, backend: str = "auto", **kwargs) -> HomeStore:
+    """The home store at `root`, set up: every process builds its stores here.
+
+    `backend`: "auto" is btrfs if `root` is on btrfs (and btrfs-progs is installed), else copying;
+    "btrfs" or "copy" chooses (a store of record, a node's store and a store agent's are "btrfs").
+    `clean` removes partial saves left by a crash: only the process that saves into the store may
+    (the hub, a store agent). `kwargs` are the store's traits (uid, gid, parent).
+    """
+    if backend == "auto":
+        cls = BtrfsHomeStore if is_btrfs(root) and shutil.which("btrfs") else CopyHomeStore
+    elif backend in BACKENDS:
+        cls = BACKENDS[backend]
+    else:
+        raise ValueError(f"unknown home store backend {backend!r}: use auto, {' or '.join(BACKENDS)}")
     return cls(root=str(root), **kwargs).setup(clean=clean)
 
 

@@ -170,6 +170,22 @@ def check_setup(
 ) -> Setup:
     """Check a set-up request (everything, before anything changes); the user's 400/403/404 otherwise.
     Its notes are in `locale`."""
+    _check_request(course, body)
+    students = parse_roster(body["students"])
+    workspace = _workspace_name(body, course)
+    rtype, image = _check_choices(body, course, types, default_type, images)
+    refs = datasets.parse_refs(body.get("datasets"))
+    starter = body.get("starter") or None
+    with db.session() as s:
+        _check_datasets(s, refs, caller, admin)
+        starter_id = _starter_id(s, starter, caller) if starter is not None else None
+        taken = _taken(s, workspace, students, course)
+    notes = [_taken_note(taken, workspace, locale)] if taken else []
+    return Setup(course, students, workspace, rtype, image, [str(r) for r in refs], starter_id, caller, notes)
+
+
+def _check_request(course: str, body: dict) -> None:
+    """The course's name and the request's fields (a roster among them)."""
     if not WORKSPACE_NAME.match(course):
         raise UserError(
             400,
@@ -187,7 +203,10 @@ def check_setup(
         )
     if "students" not in body:
         raise UserError(400, "Give the roster: “students”, a list of usernames (or the roster's text).")
-    students = parse_roster(body["students"])
+
+
+def _workspace_name(body: dict, course: str) -> str:
+    """The students' workspace's name (the course's by default), checked."""
     workspace = body.get("workspace") or course
     if not isinstance(workspace, str) or not WORKSPACE_NAME.match(workspace):
         raise UserError(
@@ -196,6 +215,13 @@ def check_setup(
             "digits, “-”, “_” or “.”, starting with a letter or digit (like “cs101-lab1”).",
             workspace=workspace,
         )
+    return workspace
+
+
+def _check_choices(
+    body: dict, course: str, types: list[resource_types.ResourceType], default_type: str | None, images: list[str]
+) -> tuple[str | None, str | None]:
+    """The resource type and image the course starts with (None: the students choose), checked."""
     rtype = body.get("resource_type") or None
     if rtype is not None:
         if not isinstance(rtype, str):
@@ -210,93 +236,99 @@ def check_setup(
             image=image,
             images=", ".join(images),
         )
-    refs = datasets.parse_refs(body.get("datasets"))
-    starter = body.get("starter") or None
-    with db.session() as s:
-        for ref in refs:
-            if ref.version is not None:
-                raise UserError(
-                    400,
-                    "Give the course's datasets without a version ({owner}/{name}): "
-                    "students get the newest version at each start.",
-                    owner=ref.owner,
-                    name=ref.name,
-                )
-            ds = datasets.find_dataset(s, ref.owner, ref.name)
-            if ds is None or (ds.owner != caller and not admin):
-                raise UserError(
-                    403,
-                    "You can give the course only datasets you own; {owner}/{name} is "
-                    "not yours (its owner can share it with the group instead).",
-                    owner=ref.owner,
-                    name=ref.name,
-                )
-            if not ds.live_versions():
-                raise UserError(400, "The dataset {dataset} has no versions yet: upload one first.", dataset=ds.ref)
-        starter_id = None
-        if starter is not None:
-            if (
-                not isinstance(starter, dict)
-                or not isinstance(starter.get("workspace"), str)
-                or not isinstance(starter.get("number"), int)
-                or isinstance(starter.get("number"), bool)
-            ):
-                raise UserError(
-                    400,
-                    '“starter” must be {"workspace": NAME, "number": N}: one of your '
-                    "executions, whose output each student's first start restores.",
-                )
-            ws = find_workspace(s, caller, starter["workspace"])
-            ex = execution_by_number(s, ws, starter["number"]) if ws is not None else None
-            if ex is None:
-                raise UserError(
-                    404,
-                    "You have no execution #{number} of “{workspace}” to use as the starter.",
-                    number=starter["number"],
-                    workspace=starter["workspace"],
-                )
-            if not ex.has_output:
-                raise UserError(
-                    400,
-                    "Execution #{number} of “{workspace}” has no saved output to use as the "
-                    "starter; stop it (so that its home is saved), or choose another.",
-                    number=ex.number,
-                    workspace=ws.name,
-                )
-            starter_id = ex.id
-        taken = [
-            o
-            for (o,) in s.execute(
-                select(Workspace.owner).where(
-                    Workspace.name == workspace,
-                    Workspace.owner.in_(students),
-                    (Workspace.course.is_(None)) | (Workspace.course != course),
-                )
+    return rtype, image
+
+
+def _check_datasets(s, refs: list, caller: str, admin: bool) -> None:
+    """The course's datasets: unversioned, the caller's own (an admin's: any), each with a version."""
+    for ref in refs:
+        if ref.version is not None:
+            raise UserError(
+                400,
+                "Give the course's datasets without a version ({owner}/{name}): "
+                "students get the newest version at each start.",
+                owner=ref.owner,
+                name=ref.name,
             )
-        ]
-    notes = []
-    if taken:
-        shown = ", ".join(sorted(taken)[:10])
-        if len(taken) > 10:
-            note = i18n.translate(
-                locale,
-                "{count} student(s) already have a workspace “{workspace}” of their own, which is left "
-                "as it is: {students} ….",
-                count=len(taken),
-                workspace=workspace,
-                students=shown,
+        ds = datasets.find_dataset(s, ref.owner, ref.name)
+        if ds is None or (ds.owner != caller and not admin):
+            raise UserError(
+                403,
+                "You can give the course only datasets you own; {owner}/{name} is "
+                "not yours (its owner can share it with the group instead).",
+                owner=ref.owner,
+                name=ref.name,
             )
-        else:
-            note = i18n.translate(
-                locale,
-                "{count} student(s) already have a workspace “{workspace}” of their own, which is left "
-                "as it is: {students}.",
-                count=len(taken),
-                workspace=workspace,
-                students=shown,
+        if not ds.live_versions():
+            raise UserError(400, "The dataset {dataset} has no versions yet: upload one first.", dataset=ds.ref)
+
+
+def _starter_id(s, starter, caller: str) -> int:
+    """The execution whose output each student's first start restores: one of the caller's, with output."""
+    if (
+        not isinstance(starter, dict)
+        or not isinstance(starter.get("workspace"), str)
+        or not isinstance(starter.get("number"), int)
+        or isinstance(starter.get("number"), bool)
+    ):
+        raise UserError(
+            400,
+            '“starter” must be {"workspace": NAME, "number": N}: one of your '
+            "executions, whose output each student's first start restores.",
+        )
+    ws = find_workspace(s, caller, starter["workspace"])
+    ex = execution_by_number(s, ws, starter["number"]) if ws is not None else None
+    if ex is None:
+        raise UserError(
+            404,
+            "You have no execution #{number} of “{workspace}” to use as the starter.",
+            number=starter["number"],
+            workspace=starter["workspace"],
+        )
+    if not ex.has_output:
+        raise UserError(
+            400,
+            "Execution #{number} of “{workspace}” has no saved output to use as the "
+            "starter; stop it (so that its home is saved), or choose another.",
+            number=ex.number,
+            workspace=ws.name,
+        )
+    return ex.id
+
+
+def _taken(s, workspace: str, students: list[str], course: str) -> list[str]:
+    """The students who have a workspace of that name of their own (not the course's)."""
+    return [
+        o
+        for (o,) in s.execute(
+            select(Workspace.owner).where(
+                Workspace.name == workspace,
+                Workspace.owner.in_(students),
+                (Workspace.course.is_(None)) | (Workspace.course != course),
             )
-        notes.append(note)
-    return Setup(course, students, workspace, rtype, image, [str(r) for r in refs], starter_id, caller, notes)
+        )
+    ]
+
+
+def _taken_note(taken: list[str], workspace: str, locale: str) -> str:
+    """The set-up's note that those students' own workspaces are left as they are (ten named at most)."""
+    shown = ", ".join(sorted(taken)[:10])
+    if len(taken) > 10:
+        return i18n.translate(
+            locale,
+            "{count} student(s) already have a workspace “{workspace}” of their own, which is left "
+            "as it is: {students} ….",
+            count=len(taken),
+            workspace=workspace,
+            students=shown,
+        )
+    return i18n.translate(
+        locale,
+        "{count} student(s) already have a workspace “{workspace}” of their own, which is left as it is: {students}.",
+        count=len(taken),
+        workspace=workspace,
+        students=shown,
+    )
 
 
 def apply_setup(db: Database, setup: Setup) -> dict:

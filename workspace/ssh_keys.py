@@ -82,6 +82,28 @@ def _not_accepted(kind: str) -> UserError:
 
 def parse(text) -> tuple[str, str, str]:
     """(canonical key, fingerprint, comment) of one public key line, or the user's 400 saying what is wrong."""
+    line = _one_line(text)
+    parts = line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-")):
+        raise UserError(
+            400,
+            "That is not an OpenSSH public key, which starts with ssh-ed25519, ecdsa-sha2-… or ssh-rsa "
+            "(options such as command= are not accepted). Paste the contents of your public key file (for example "
+            "~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.",
+        )
+    kind, data = parts[0], parts[1]
+    comment = parts[2].strip() if len(parts) > 2 else ""
+    key = _load(kind, data)
+    # re-encoded from the loaded key: trailing bytes or another encoding of the same key are not kept
+    canonical = key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+    blob = base64.b64decode(canonical.split()[1])
+    # a comment is shown back on the pages and the CLI: printable, one line, bounded
+    comment = re.sub(r"[^\x20-\x7e\u00a0-\uffff]", "", comment)[:MAX_COMMENT]
+    return canonical, fingerprint(blob), comment
+
+
+def _one_line(text) -> str:
+    """The pasted text's one line: not empty, not too long, not a private key, not several keys."""
     if not isinstance(text, str) or not text.strip():
         raise UserError(
             400,
@@ -109,17 +131,11 @@ def parse(text) -> tuple[str, str, str]:
             "example ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.",
             lines=len(lines),
         )
-    line = lines[0].strip()
-    parts = line.split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-")):
-        raise UserError(
-            400,
-            "That is not an OpenSSH public key, which starts with ssh-ed25519, ecdsa-sha2-… or ssh-rsa "
-            "(options such as command= are not accepted). Paste the contents of your public key file (for example "
-            "~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.",
-        )
-    kind, data = parts[0], parts[1]
-    comment = parts[2].strip() if len(parts) > 2 else ""
+    return lines[0].strip()
+
+
+def _load(kind: str, data: str):
+    """The public key `data` of type `kind`, loaded by `cryptography`: of an accepted type and size."""
     if kind not in TYPES:
         raise _not_accepted(kind)
     try:
@@ -143,12 +159,7 @@ def parse(text) -> tuple[str, str, str]:
         )
     if not isinstance(key, (rsa.RSAPublicKey, ec.EllipticCurvePublicKey, ed25519.Ed25519PublicKey)):
         raise _not_accepted(kind)
-    # re-encoded from the loaded key: trailing bytes or another encoding of the same key are not kept
-    canonical = key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
-    blob = base64.b64decode(canonical.split()[1])
-    # a comment is shown back on the pages and the CLI: printable, one line, bounded
-    comment = re.sub(r"[^\x20-\x7e\u00a0-\uffff]", "", comment)[:MAX_COMMENT]
-    return canonical, fingerprint(blob), comment
+    return key
 
 
 # -- the records (blocking; the service runs these in threads) -------------------------------------------

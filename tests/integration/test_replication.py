@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from workspace.store.btrfs_send import subvolume_ids
 from workspace.store.homes import BtrfsHomeStore, HomeStoreError, StoreFullError, mount_loop_btrfs
-from workspace.store.replication import _ids, replicate, replicate_dataset
+from workspace.store.replication import replicate, replicate_dataset
 
 from .test_homes import build_home, snapshot_of
 
@@ -86,8 +87,8 @@ def test_full_then_incremental_sends_only_the_change(node):
     assert delta.bytes < full.bytes / 100
     assert snapshot_of(b.snapshot_path("s2")) == snapshot_of(a.snapshot_path("s2"))
 
-    received = _ids(b, b.snapshot_path("s2"))
-    assert received.readonly and received.received_uuid == _ids(a, a.snapshot_path("s2")).uuid
+    received = subvolume_ids(b, b.snapshot_path("s2"))
+    assert received.readonly and received.received_uuid == subvolume_ids(a, a.snapshot_path("s2")).uuid
     with pytest.raises(OSError):
         (b.snapshot_path("s2") / "results.csv").write_text("tampered")
     # the node uses it as it uses its own snapshots
@@ -122,10 +123,10 @@ def test_a_second_send_sends_nothing(node):
     a, b = node("a"), node("b")
     saved(a, "s1", None, first_home)
     replicate(a, "s1", b, [])
-    before = _ids(b, b.snapshot_path("s1"))
+    before = subvolume_ids(b, b.snapshot_path("s1"))
     again = replicate(a, "s1", b, [])
     assert not again.sent and again.bytes == 0
-    assert _ids(b, b.snapshot_path("s1")) == before
+    assert subvolume_ids(b, b.snapshot_path("s1")) == before
 
 
 def test_parents_along_a_chain_of_stores(node):
@@ -211,8 +212,8 @@ def test_a_receive_killed_mid_way_publishes_nothing_and_a_retry_succeeds(node):
 
 SENDER = """
 import sys, time
-from workspace.homes import BtrfsHomeStore
-from workspace.replication import replicate
+from workspace.store.homes import BtrfsHomeStore
+from workspace.store.replication import replicate
 
 def stop(t):
     if t.bytes:
@@ -260,7 +261,7 @@ def test_a_dataset_version_arrives_read_only(node):
     got = b.dataset_path("d1v1")
     assert sent.parent is None and 2 * MB < sent.bytes < 3 * MB
     assert snapshot_of(got) == snapshot_of(a.dataset_path("d1v1"))
-    assert _ids(b, got).readonly
+    assert subvolume_ids(b, got).readonly
     with pytest.raises(OSError):
         (got / "train/new").write_text("x")
     assert not replicate_dataset(a, "d1v1", b).sent

@@ -16,7 +16,7 @@ import requests
 
 from tests.integration.hub import free_port
 from workspace.store import replication
-from workspace.store.agent import AgentStore
+from workspace.store.agent_store import AgentStore
 from workspace.store.homes import HomeStoreError
 
 from .test_replication import node  # noqa: F401  (fixture)

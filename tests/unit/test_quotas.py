@@ -9,7 +9,8 @@ from workspace import lifecycle
 from workspace.errors import UserError
 from workspace.executions import Execution
 from workspace.limits import quotas
-from workspace.limits.quotas import Item, Limit, StorageQuota, footprint
+from workspace.limits.footprints import Item, footprint
+from workspace.limits.quotas import Limit, StorageQuota
 from workspace.outputs import saved as outputs
 from workspace.store.homes import CopyHomeStore
 

@@ -4,20 +4,19 @@ import struct
 
 import pytest
 
-from workspace.store.homes import HomeStoreError
-from workspace.store.replication import (
+from workspace.store.btrfs_send import (
     CMD_HEADER,
     CMD_SNAPSHOT,
     CMD_SUBVOL,
     TLV,
     Ids,
-    Replication,
-    choose_parent,
     crc32c,
     parse_show,
     rename_subvolume_command,
     same_snapshot,
 )
+from workspace.store.homes import HomeStoreError
+from workspace.store.replication import Replication, choose_parent
 
 # Saved on node A: their own UUIDs, no Received UUID.
 A1 = Ids("a1", readonly=True)

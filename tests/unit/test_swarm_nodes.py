@@ -57,7 +57,7 @@ def test_the_port_a_task_publishes_is_read_from_its_own_status():
 
 
 def test_each_node_s_store_is_its_agent_where_it_has_one():
-    from workspace.store.agent import AgentStore
+    from workspace.store.agent_store import AgentStore
     from workspace.store.nodes import NodeStores
 
     central = object()

@@ -144,14 +144,32 @@ class ImageBuilder(LoggingConfigurable):
                 "ok": False,
                 "error": i18n.kept("The base image {image} is not installed any more.", image=job["base_ref"]),
             }
+        config = base.attrs.get("Config") or {}
+        container = self._container(client, base.id, config, name)
+        container.put_archive("/", self.inputs(job))
+        self._current = container
+        state, killed, too_large = self._run(client, container, job, db)
+        kept = tasks.keep(
+            client.api.logs(container.id, stdout=True, stderr=True, stream=True, follow=False, timestamps=True),
+            self.log_path(job["id"]),
+            self.log_limit,
+        )
+        result = {"log_total": kept.total, "log_kept": kept.kept}
+        versions = self._versions(self.log_path(job["id"]))
+        why = self._failure(state, versions, killed, too_large)
+        if why is not None:
+            return {**result, "ok": False, "error": why}
+        return {**result, **self._commit(container, base, config, versions, job)}
+
+    def _container(self, client, base_id: str, config: dict, name: str):
+        """The build's container (created, not started): confined as the module says, on the builds' network."""
         site = egress.Egress(parent=self)
         allowed = [*self.allowed_networks, *site.allowed]
         network = build_network.ensure(client, self.network, self.bridge, allowed, enforce=site.enabled)
-        config = base.attrs.get("Config") or {}
         size = max(1 << 20, self.log_limit)
         command = ["/bin/bash", f"{WORK}/build.sh"]
-        container = client.containers.create(
-            base.id,
+        return client.containers.create(
+            base_id,
             command,
             # a base with an entrypoint of its own would run it around our script
             entrypoint=command if config.get("Entrypoint") else None,
@@ -168,8 +186,10 @@ class ImageBuilder(LoggingConfigurable):
             log_config=docker.types.LogConfig(type="json-file", config={"max-size": str(size), "max-file": "2"}),
             # no labels: a commit keeps the container's, and every workspace of the image would carry them
         )
-        container.put_archive("/", self.inputs(job))
-        self._current = container
+
+    def _run(self, client, container, job: dict, db) -> tuple[dict, threading.Event, threading.Event]:
+        """Start the build and follow it to its end, killed past `timeout` or past `disk`: (its final state,
+        set if it was killed for its time, set if for its disk)."""
         container.start()
         killed, too_large, done = threading.Event(), threading.Event(), threading.Event()
         timer = threading.Timer(self.timeout, self._kill, (container, killed))
@@ -187,39 +207,38 @@ class ImageBuilder(LoggingConfigurable):
         finally:
             timer.cancel()
             done.set()
-        kept = tasks.keep(
-            client.api.logs(container.id, stdout=True, stderr=True, stream=True, follow=False, timestamps=True),
-            self.log_path(job["id"]),
-            self.log_limit,
-        )
-        result = {"log_total": kept.total, "log_kept": kept.kept}
-        versions = self._versions(self.log_path(job["id"]))
+        return state, killed, too_large
+
+    def _failure(
+        self, state: dict, versions: dict | None, killed: threading.Event, too_large: threading.Event
+    ) -> str | None:
+        """Why the build failed (a kept sentence), None if it succeeded."""
         code = state.get("ExitCode")
         if state.get("OOMKilled"):
-            why = i18n.kept("The build ran out of memory ({memory}); read its log.", memory=str(self.memory))
-            return {**result, "ok": False, "error": why}
+            return i18n.kept("The build ran out of memory ({memory}); read its log.", memory=str(self.memory))
         if too_large.is_set():
-            why = i18n.kept(
+            return i18n.kept(
                 "The build wrote more than {size} to its disk and was stopped; install less, or remove "
                 "what the build only needs on the way (downloads, caches).",
                 size=str(self.disk),
             )
-            return {**result, "ok": False, "error": why}
         if code != 0 or versions is None:
             if killed.is_set():
-                why = i18n.kept(
+                return i18n.kept(
                     "The build took longer than {minutes:.0f} minutes and was stopped.", minutes=self.timeout / 60
                 )
-            else:
-                why = i18n.kept("The build failed (exit code {code}); read its log to see which step.", code=code)
-            return {**result, "ok": False, "error": why}
+            return i18n.kept("The build failed (exit code {code}); read its log to see which step.", code=code)
+        return None
+
+    def _commit(self, container, base, config: dict, versions: dict, job: dict) -> dict:
+        """The built container committed as the user's image (the base's user, command and entrypoint
+        restored, its versions labelled): {ok, ref, bytes (its own layer), versions}."""
         ref = self.image_ref(job["id"], job["build"])
         repository, tag = ref.split(":")
         changes = self.restore(config, versions, job["name"], ref)
         image = container.commit(repository=repository, tag=tag, changes=changes)
         image.reload()
         return {
-            **result,
             "ok": True,
             "ref": ref,
             "bytes": max(0, int(image.attrs.get("Size") or 0) - int(base.attrs.get("Size") or 0)),

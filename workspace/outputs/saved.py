@@ -361,42 +361,57 @@ def write_collection(
         folder = item.student.replace("/", "_").replace("\\", "_")
         folder = f"_{folder}" if folder in (".", "..") else folder
         name = f"{top}/students/{folder}" + (f"/{os.fsdecode(rel)}" if rel else "")
-        try:
-            with paths.Tree(item.root) as tree:
-                try:
-                    st = tree.lstat(rel)
-                except paths.Escape:
-                    item.reason = i18n.translate(
-                        locale, "“{path}” leads through a link in the output; links are not followed", path=shown
-                    )
-                    continue
-                except (FileNotFoundError, NotADirectoryError):
-                    item.reason = i18n.translate(
-                        locale, "there is no “{path}” in output #{number}", path=shown, number=item.execution
-                    )
-                    continue
-                if archives.kind_of(st) not in ("file", "dir"):
-                    item.reason = i18n.translate(
-                        locale,
-                        "“{path}” is a {kind} in output #{number}, not collected",
-                        path=shown,
-                        kind=archives.kind_of(st),
-                        number=item.execution,
-                    )
-                    continue
-                got = archives.add_tree(w, tree, rel, name, check)
-        except archives.Cancelled:
-            raise
-        except (OSError, paths.Escape) as e:
-            log.warning("collecting %s's %s #%s: %s", item.student, item.workspace, item.execution, e)
-            item.status = "error"
-            item.reason = i18n.translate(locale, "its output could not be read whole; what was read is in the archive")
-            continue
-        item.status, item.files, item.bytes, item.links = "collected", got.files, got.bytes, got.links
-        if len(got.skipped) == 1:
-            item.reason = i18n.translate(locale, "{count} entry left out (links, pipes)", count=1)
-        elif got.skipped:
-            item.reason = i18n.translate(locale, "{count} entries left out (links, pipes)", count=len(got.skipped))
+        _collect_one(w, item, rel, name, check, locale)
+    _write_manifest(w, items, top)
+    return items
+
+
+def _collect_one(w, item: Collected, rel: bytes, name: str, check: Callable[[], None] | None, locale: str) -> None:
+    """Write one student's `rel` into `w` as `name`; `item` says what was collected, or why not."""
+    try:
+        with paths.Tree(item.root) as tree:
+            reason = _not_collectable(tree, rel, item, locale)
+            if reason is not None:
+                item.reason = reason
+                return
+            got = archives.add_tree(w, tree, rel, name, check)
+    except archives.Cancelled:
+        raise
+    except (OSError, paths.Escape) as e:
+        log.warning("collecting %s's %s #%s: %s", item.student, item.workspace, item.execution, e)
+        item.status = "error"
+        item.reason = i18n.translate(locale, "its output could not be read whole; what was read is in the archive")
+        return
+    item.status, item.files, item.bytes, item.links = "collected", got.files, got.bytes, got.links
+    if len(got.skipped) == 1:
+        item.reason = i18n.translate(locale, "{count} entry left out (links, pipes)", count=1)
+    elif got.skipped:
+        item.reason = i18n.translate(locale, "{count} entries left out (links, pipes)", count=len(got.skipped))
+
+
+def _not_collectable(tree: paths.Tree, rel: bytes, item: Collected, locale: str) -> str | None:
+    """Why `rel` of this output is not collected (through a link, missing, neither file nor directory);
+    None: it is."""
+    shown = item.path
+    try:
+        st = tree.lstat(rel)
+    except paths.Escape:
+        return i18n.translate(locale, "“{path}” leads through a link in the output; links are not followed", path=shown)
+    except (FileNotFoundError, NotADirectoryError):
+        return i18n.translate(locale, "there is no “{path}” in output #{number}", path=shown, number=item.execution)
+    if archives.kind_of(st) not in ("file", "dir"):
+        return i18n.translate(
+            locale,
+            "“{path}” is a {kind} in output #{number}, not collected",
+            path=shown,
+            kind=archives.kind_of(st),
+            number=item.execution,
+        )
+    return None
+
+
+def _write_manifest(w, items: list[Collected], top: str) -> None:
+    """`TOP/manifest.csv` and `TOP/manifest.json`: a row per student."""
     rows = [item.row() for item in items]
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=MANIFEST_FIELDS, lineterminator="\n")
@@ -404,4 +419,3 @@ def write_collection(
     writer.writerows(rows)
     w.data(f"{top}/manifest.csv", text.getvalue().encode())
     w.data(f"{top}/manifest.json", json.dumps(rows, indent=2).encode())
-    return items

@@ -7,13 +7,13 @@ On one machine the hub reaches every node's store as a mount of its own. On a
 swarm of separate machines it cannot: restores, saves and snapshot sends are
 btrfs operations on the node's disk. So each node runs this agent (as root:
 the only privileged code of ours on a node), and the hub (the spawner, the
-service, the culler) calls it through `AgentStore`, which has the home
-store's methods. The agent of the hub's own store (`store_agent_url`) takes
+service, the culler) calls it through `AgentStore` (agent_store.py), which has the
+home store's methods. The agent of the hub's own store (`store_agent_url`) takes
 part in replication like any node's.
 
 **Calls** (`POST /v1/call`, `{"op": ..., "args": {...}}`): an allow-list of
 the store's operations (`OPS`); every argument is checked (store keys by
-`homes._valid_key`, numbers as numbers), so a caller names keys, never
+`homes.valid_key`, numbers as numbers), so a caller names keys, never
 paths. **Snapshots between agents** (`POST /v1/receive`): the target agent
 pulls `GET /v1/send` from the source agent (node to node, not through the
 hub) into `btrfs receive -e --chroot` of a partial subvolume, checks that
@@ -33,7 +33,6 @@ import argparse
 import hmac
 import json
 import logging
-import os
 import socketserver
 import ssl
 import subprocess
@@ -48,9 +47,9 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 import requests
 
-from workspace.store import replication
-from workspace.store.copier import Progress, Transfer, fsync_dir
-from workspace.store.homes import PARTIAL, BtrfsHomeStore, HomeStoreError, StoreFullError, _is_full, _valid_key
+from workspace.store import btrfs_send
+from workspace.store.agent_store import AgentStore, read_token  # noqa: F401  (callers import them here)
+from workspace.store.homes import BtrfsHomeStore, HomeStoreError, StoreFullError, is_full, store_for, valid_key
 
 log = logging.getLogger("workspace.store_agent")
 
@@ -67,7 +66,7 @@ def _key(value) -> str:
     if not isinstance(value, str):
         raise BadCall("a store key must be a string")
     try:
-        return _valid_key(value)
+        return valid_key(value)
     except (ValueError, HomeStoreError) as e:
         raise BadCall(str(e)) from None
 
@@ -174,7 +173,7 @@ class Agent:
         if op == "ids":
             if not path.exists():
                 return None
-            ids = replication._ids(store, path)
+            ids = btrfs_send.subvolume_ids(store, path)
             return {
                 "uuid": ids.uuid,
                 "received_uuid": ids.received_uuid,
@@ -199,21 +198,14 @@ class Agent:
         with tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
             try:
-                head = replication._read_exact(
-                    proc.stdout.fileno(), replication.STREAM_HEADER + replication.CMD_HEADER.size
-                )
-                if not head.startswith(b"btrfs-stream\0"):
+                head = btrfs_send.renamed_head(proc.stdout.fileno(), key)
+                if head is None:
                     proc.wait()
                     err.seek(0)
                     raise HomeStoreError(f"btrfs send failed: {err.read()[-1000:].decode(errors='replace')}")
-                size = replication.CMD_HEADER.unpack_from(head, replication.STREAM_HEADER)[0]
-                payload = replication._read_exact(proc.stdout.fileno(), size)
-                first = replication.rename_subvolume_command(
-                    head[replication.STREAM_HEADER :], payload, os.fsencode(key), os.fsencode(PARTIAL + key)
-                )
                 out.begin()
                 began = True
-                out.write(head[: replication.STREAM_HEADER] + first)
+                out.write(head)
                 while chunk := proc.stdout.read(CHUNK):
                     out.write(chunk)
             finally:
@@ -238,18 +230,11 @@ class Agent:
 
     def _receive(self, area, key, identity, source, parent) -> Iterator[dict]:
         dest = Path(self.store.root) / area
-        final, partial = dest / key, dest / (PARTIAL + key)
-        if final.exists():
-            there = replication._ids(self.store, final)
-            if identity in (there.received_uuid, there.uuid):
-                yield {"done": True, "sent": False, "bytes": 0}
-                return
-            raise HomeStoreError(f"{final} holds another {area[:-1]} of the same name")
-        if partial.exists():
-            self.store._remove(partial)
-        query = urlencode({"area": area, "key": key, **({"parent": parent} if parent else {})})
+        if btrfs_send.held(self.store, dest / key, identity):
+            yield {"done": True, "sent": False, "bytes": 0}
+            return
         sent = 0
-        with tempfile.TemporaryFile() as err:
+        with btrfs_send.receiving(self.store, dest, key, identity), tempfile.TemporaryFile() as err:
             recv = subprocess.Popen(
                 [self.store.btrfs, "receive", "-e", "--chroot", str(dest)],
                 stdin=subprocess.PIPE,
@@ -257,40 +242,40 @@ class Agent:
                 stderr=err,
             )
             try:
-                with requests.get(
-                    f"{source}/v1/send?{query}",
-                    headers={"Authorization": f"Bearer {self.token}"},
-                    stream=True,
-                    timeout=(10, 600),
-                ) as r:
-                    if r.status_code != 200:
-                        raise HomeStoreError(f"the source agent refused the send: {r.status_code} {r.text[:300]}")
-                    last = time.monotonic()
-                    for chunk in r.iter_content(CHUNK):
-                        recv.stdin.write(chunk)
-                        sent += len(chunk)
-                        if time.monotonic() - last >= 0.5:
-                            last = time.monotonic()
-                            yield {"bytes": sent}
+                last = time.monotonic()
+                for sent in self._pull(source, area, key, parent, recv.stdin):
+                    if time.monotonic() - last >= 0.5:
+                        last = time.monotonic()
+                        yield {"bytes": sent}
                 recv.stdin.close()
                 if recv.wait() != 0:
                     err.seek(0)
                     message = err.read()[-1000:].decode(errors="replace")
-                    raise (StoreFullError if _is_full(message) else HomeStoreError)(f"btrfs receive failed: {message}")
-                got = replication._ids(self.store, partial)
-                if not got.readonly or got.received_uuid != identity:
-                    raise HomeStoreError(f"the received {partial.name} is incomplete or another snapshot")
-                os.rename(partial, final)
-                fsync_dir(dest)
-                self.store._sync()
+                    raise (StoreFullError if is_full(message) else HomeStoreError)(f"btrfs receive failed: {message}")
             except BaseException:
                 if recv.poll() is None:
                     recv.kill()
                     recv.wait()
-                if partial.exists():
-                    self.store._remove(partial)
                 raise
         yield {"done": True, "sent": True, "bytes": sent}
+
+    def _pull(self, source: str, area: str, key: str, parent: str | None, into) -> Iterator[int]:
+        """Copy the source agent's send of area/key into `into` (the receive's stdin), yielding the bytes
+        so far after each chunk."""
+        query = urlencode({"area": area, "key": key, **({"parent": parent} if parent else {})})
+        sent = 0
+        with requests.get(
+            f"{source}/v1/send?{query}",
+            headers={"Authorization": f"Bearer {self.token}"},
+            stream=True,
+            timeout=(10, 600),
+        ) as r:
+            if r.status_code != 200:
+                raise HomeStoreError(f"the source agent refused the send: {r.status_code} {r.text[:300]}")
+            for chunk in r.iter_content(CHUNK):
+                into.write(chunk)
+                sent += len(chunk)
+                yield sent
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -426,194 +411,6 @@ def serve(agent: Agent, host: str, port: int, certfile: str | None = None, keyfi
     return server
 
 
-# -- the hub's side -------------------------------------------------------------------------------
-
-
-class AgentStore:
-    """A node's home store reached through its agent: the home store's methods, over HTTP.
-
-    `root` is the store's directory on its node: the paths it gives (`live_path`, `dataset_path`) are
-    for the node's engine (bind mounts), never opened here.
-    """
-
-    kind = "btrfs"
-    remote = True
-
-    def __init__(self, url: str, root: str, token: str, timeout: float = 600):
-        self.url, self.root, self.token, self.timeout = url.rstrip("/"), root, token, timeout
-        self.log = log
-
-    def __repr__(self) -> str:
-        return f"AgentStore({self.url})"
-
-    def setup(self, clean: bool = True) -> "AgentStore":
-        return self  # the agent sets its store up (and cleans partials) at its own start
-
-    def _headers(self) -> dict:
-        return {"Authorization": f"Bearer {self.token}"}
-
-    def call(self, op: str, **args):
-        try:
-            r = requests.post(
-                f"{self.url}/v1/call",
-                json={"op": op, "args": args},
-                headers=self._headers(),
-                timeout=(10, self.timeout),
-            )
-        except requests.RequestException as e:
-            raise HomeStoreError(f"the store agent at {self.url} does not answer ({e})") from e
-        return self._result(r)
-
-    def _result(self, r: requests.Response):
-        try:
-            body = r.json()
-        except ValueError:
-            body = {"error": r.text[:300]}
-        if r.status_code == 200:
-            return body.get("result")
-        message = f"the store agent at {self.url}: {body.get('error') or r.status_code}"
-        raise (StoreFullError if body.get("full") else HomeStoreError)(message)
-
-    # the home store's methods (workspace/store/homes.py)
-    def live_path(self, key: str) -> Path:
-        return Path(self.root) / "live" / _valid_key(key)
-
-    def snapshot_path(self, key: str) -> Path:
-        return Path(self.root) / "snapshots" / _valid_key(key)
-
-    def dataset_path(self, key: str) -> Path:
-        return Path(self.root) / "datasets" / _valid_key(key)
-
-    def restore(self, snapshot: str | None, live: str, progress: Progress | None = None) -> Transfer:
-        return _transfer(self.call("restore", snapshot=snapshot, live=live))
-
-    def save(self, live: str, snapshot: str, parent: str | None, progress: Progress | None = None) -> Transfer:
-        return _transfer(self.call("save", live=live, snapshot=snapshot, parent=parent))
-
-    def release(self, live: str) -> None:
-        self.call("release", live=live)
-
-    def delete(self, snapshot: str) -> None:
-        self.call("delete", snapshot=snapshot)
-
-    def has_live(self, key: str) -> bool:
-        return bool(self.call("has_live", key=key))
-
-    def has_snapshot(self, key: str) -> bool:
-        return bool(self.call("has_snapshot", key=key))
-
-    def has_dataset(self, key: str) -> bool:
-        return bool(self.call("has_dataset", key=key))
-
-    def measure(self, snapshot: str) -> tuple[int, int]:
-        size, files = self.call("measure", snapshot=snapshot)
-        return size, files
-
-    def limit_home(self, live: str, limit: int | None) -> bool:
-        return bool(self.call("limit_home", live=live, limit=limit))
-
-    def home_usage(self, live: str) -> int:
-        return int(self.call("home_usage", live=live))
-
-    def usage(self) -> int:
-        return int(self.call("usage"))
-
-    def count_files(self, live: str, limit: int | None = None) -> int:
-        return int(self.call("count_files", live=live, limit=limit))
-
-    def filesystem(self) -> dict:
-        return self.call("filesystem")
-
-    def ids(self, area: str, key: str) -> replication.Ids | None:
-        found = self.call("ids", area=area, key=key)
-        return replication.Ids(**found) if found else None
-
-    def changes(self, area: str, key: str, since: int) -> int:
-        return int(self.call("changes", area=area, key=key, since=since))
-
-    def receive(self, area: str, key: str, identity: str, source: "AgentStore", parent: str | None) -> Iterator[dict]:
-        """Have this agent pull area/key from `source`'s agent; its progress lines, then the outcome."""
-        body = {"area": area, "key": key, "identity": identity, "source": source.url, "parent": parent}
-        try:
-            with requests.post(
-                f"{self.url}/v1/receive", json=body, headers=self._headers(), stream=True, timeout=(10, self.timeout)
-            ) as r:
-                if r.status_code != 200:
-                    self._result(r)
-                for line in r.iter_lines():
-                    if line:
-                        yield json.loads(line)
-        except requests.RequestException as e:
-            raise HomeStoreError(f"the store agent at {self.url} stopped answering during a receive ({e})") from e
-
-
-def read_token(path: str) -> str:
-    """The agents' token from its file ("" where none is configured)."""
-    return Path(path).read_text().strip() if path else ""
-
-
-def _transfer(d: dict) -> Transfer:
-    t = Transfer(files=d.get("files", 0), bytes=d.get("bytes", 0), seconds=d.get("seconds", 0.0))
-    t.shared_files = d.get("shared_files", 0)
-    return t
-
-
-def replicate(
-    source: AgentStore,
-    target: AgentStore,
-    area: str,
-    key: str,
-    parents: list[str],
-    progress: Progress | None,
-    size: int | None,
-    interval: float,
-) -> replication.Replication:
-    """replication.replicate between two agents: the target pulls from the source, incrementally from the
-    nearest of `parents` both hold as the same snapshot; this process only follows the progress."""
-    for store in (source, target):
-        if not getattr(store, "remote", False):
-            raise HomeStoreError(
-                "a snapshot moves between stores with agents on both sides: give the hub's own store an agent "
-                "(c.SwarmWorkspaceSpawner.store_agent_url)"
-            )
-    mine = source.ids(area, key)
-    if mine is None:
-        raise HomeStoreError(f"{area[:-1]} {key} is not on {source.url}")
-    if not mine.readonly:
-        raise HomeStoreError(f"{key} is not read-only; only saved snapshots can be sent")
-    theirs = target.ids(area, key)
-    if theirs is not None:
-        if replication.same_snapshot(mine, theirs):
-            return replication.Replication(snapshot=key, sent=False)
-        raise HomeStoreError(f"{target.url} holds another {area[:-1]} named {key} (another origin)")
-    parent = replication.choose_parent(parents, lambda k: source.ids(area, k), lambda k: target.ids(area, k))
-    stats = replication.Replication(snapshot=key, parent=parent)
-    if parent is not None:
-        stats.bytes_total = source.changes(area, key, source.ids(area, parent).generation)
-    elif size is not None:
-        stats.bytes_total = size
-    elif area == "snapshots":
-        stats.bytes_total = source.measure(key)[0]
-    if progress is not None:
-        progress(stats)
-    last = time.monotonic()
-    for event in target.receive(area, key, mine.identity, source, parent):
-        if "error" in event:
-            raise (StoreFullError if event.get("full") else HomeStoreError)(f"sending {key} failed: {event['error']}")
-        stats.bytes = event.get("bytes", stats.bytes)
-        stats.tick()
-        if event.get("done"):
-            stats.sent = event.get("sent", True)
-            stats.bytes_total = stats.bytes
-            if progress is not None:
-                progress(stats)
-            return stats
-        if progress is not None and time.monotonic() - last >= interval:
-            progress(stats)
-            last = time.monotonic()
-    raise HomeStoreError(f"the store agent at {target.url} ended the receive of {key} without an outcome")
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="workspace-store-agent", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, help="the node's home store (a btrfs filesystem)")
@@ -624,7 +421,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s store-agent %(levelname)s %(message)s")
     token = Path(args.token_file).read_text().strip()
-    store = BtrfsHomeStore(root=args.root).setup(clean=True)  # this node's saves are this agent's: clean here
+    store = store_for(args.root, clean=True, backend="btrfs")  # this node's saves are this agent's: clean here
     host, _, port = args.listen.rpartition(":")
     server = serve(Agent(store, token), host, int(port), args.certfile, args.keyfile)
     log.info("store agent for %s on %s", args.root, args.listen)

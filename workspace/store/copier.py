@@ -252,110 +252,149 @@ def copy_tree(
     total, early, dirs = first_walk(src, link_from)
     if progress is not None:
         progress(total)  # the totals, at once
-    lock = threading.Lock()
-
-    def copied(n: int) -> None:
-        with lock:
-            total.bytes += n
-
     with (
         Tree(src) as tree,
         _maybe_tree(link_from) as parent,
         ThreadPoolExecutor(max(1, threads), thread_name_prefix="copier") as pool,
     ):
-
-        def copy_batch(batch: list[tuple[bytes, os.stat_result]]) -> None:
-            for rel, st in batch:
-                if _copy_data(tree, rel, _join(dst, rel), st, durable, copied):
-                    with lock:
-                        total.files += 1
-
-        pending: set = set()
-        last_report = time.monotonic()
-
-        def settle(block: bool) -> None:
-            nonlocal pending, last_report
-            while pending:
-                limit = threads * PENDING_PER_THREAD if not block else 0
-                if len(pending) <= limit:
-                    break
-                # while walking, wait only until a batch is done (the walk goes on); at the end, for all
-                done, pending = wait(
-                    pending, timeout=progress_interval, return_when=FIRST_EXCEPTION if block else FIRST_COMPLETED
-                )
-                for f in done:
-                    if f.exception() is not None:
-                        for other in pending:
-                            other.cancel()
-                        raise f.exception()
-                if progress is not None and time.monotonic() - last_report >= progress_interval:
-                    total.tick()
-                    progress(total)
-                    last_report = time.monotonic()
-
-        batch, size = [], 0
-        first_of_inode: dict[tuple[int, int], bytes] = {}  # hard links inside the tree
-        tree_links: list[tuple[bytes, bytes]] = []  # (first copy, another name of it)
-        # The directories first (as found by the first walk); their metadata last, once everything
-        # inside exists (creating entries changes a directory's mtime). Only directories are kept.
-        os.mkdir(dst, 0o700)
-        for rel, _ in dirs:
-            os.mkdir(_join(dst, rel), 0o700)
-        for rel, st in early:  # the large files first, each a task of its own
-            pending.add(pool.submit(copy_batch, [(rel, st)]))
-        started_early = {rel for rel, _ in early}
+        copy = _Copy(tree, parent, dst, pool, total, dirs, durable, threads, progress, progress_interval)
+        copy.make_dirs()
+        copy.start_early(early)
         for e in tree.walk():
-            path = _join(dst, e.rel)
-            mode = e.st.st_mode
-            if stat.S_ISDIR(mode):
-                try:  # made above, unless it is new since the first walk
-                    os.mkdir(path, 0o700)
-                    dirs.append((e.rel, _meta(e.st)))
-                except FileExistsError:
-                    pass
-            elif stat.S_ISLNK(mode):
-                os.symlink(tree.readlink(e.rel), path)
-                os.lchown(path, e.st.st_uid, e.st.st_gid)
-                os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
-            elif stat.S_ISFIFO(mode):
-                os.mkfifo(path, stat.S_IMODE(mode))
-                os.chown(path, e.st.st_uid, e.st.st_gid, follow_symlinks=False)
-                os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
-            elif stat.S_ISREG(mode):
-                if e.rel in started_early:
-                    continue
-                if e.st.st_nlink > 1:
-                    key = (e.st.st_dev, e.st.st_ino)
-                    if key in first_of_inode:
-                        tree_links.append((_join(dst, first_of_inode[key]), path))
-                        continue
-                    first_of_inode[key] = e.rel
-                if _parent_copy(parent, e):
-                    parent.link(e.rel, path)
-                    total.shared_files += 1
-                    continue
-                batch.append((e.rel, e.st))
-                size += e.st.st_size
-                if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
-                    pending.add(pool.submit(copy_batch, batch))
-                    batch, size = [], 0
-                    settle(block=False)
-            # sockets and devices are skipped
-        if batch:
-            pending.add(pool.submit(copy_batch, batch))
-        settle(block=True)
-        # tree links last: their targets (copied by the workers) exist now
-        for existing, new in tree_links:
-            os.link(existing, new, follow_symlinks=False)
-            total.shared_files += 1
-        for rel, meta in reversed(dirs):  # deepest first
-            _set_dir_meta(_join(dst, rel), meta, durable)
+            copy.entry(e)
+        copy.finish()
         root_meta = _meta(os.fstat(tree.fd))
     _set_dir_meta(dst, root_meta, durable)
     total.tick()
     if progress is not None:
         progress(total)
     return total
+
+
+class _Copy:
+    """One `copy_tree` under way: the second walk's entries made in `dst`, the regular files' data copied
+    by the pool in batches, the tree's own hard links and the directories' metadata set once all exists."""
+
+    def __init__(
+        self,
+        tree: Tree,
+        parent: Tree | None,
+        dst: bytes,
+        pool: ThreadPoolExecutor,
+        total: Transfer,
+        dirs: list,
+        durable: bool,
+        threads: int,
+        progress: Progress | None,
+        interval: float,
+    ):
+        self.tree, self.parent, self.dst, self.pool, self.total = tree, parent, dst, pool, total
+        self.dirs = dirs  # (rel, metadata), parents first: their metadata is set last
+        self.durable, self.threads, self.progress, self.interval = durable, threads, progress, interval
+        self.lock = threading.Lock()
+        self.pending: set = set()
+        self.last_report = time.monotonic()
+        self.batch: list[tuple[bytes, os.stat_result]] = []
+        self.size = 0
+        self.first_of_inode: dict[tuple[int, int], bytes] = {}  # hard links inside the tree
+        self.tree_links: list[tuple[bytes, bytes]] = []  # (first copy, another name of it)
+        self.started_early: set[bytes] = set()
+
+    def copied(self, n: int) -> None:
+        with self.lock:
+            self.total.bytes += n
+
+    def copy_batch(self, batch: list[tuple[bytes, os.stat_result]]) -> None:
+        for rel, st in batch:
+            if _copy_data(self.tree, rel, _join(self.dst, rel), st, self.durable, self.copied):
+                with self.lock:
+                    self.total.files += 1
+
+    def settle(self, block: bool) -> None:
+        """Wait while more batches are queued than the walk may run ahead of (`block`: until all are done);
+        a batch's error is raised (the others cancelled), and progress told every interval meanwhile."""
+        while self.pending:
+            limit = self.threads * PENDING_PER_THREAD if not block else 0
+            if len(self.pending) <= limit:
+                break
+            # while walking, wait only until a batch is done (the walk goes on); at the end, for all
+            done, self.pending = wait(
+                self.pending, timeout=self.interval, return_when=FIRST_EXCEPTION if block else FIRST_COMPLETED
+            )
+            for f in done:
+                if f.exception() is not None:
+                    for other in self.pending:
+                        other.cancel()
+                    raise f.exception()
+            if self.progress is not None and time.monotonic() - self.last_report >= self.interval:
+                self.total.tick()
+                self.progress(self.total)
+                self.last_report = time.monotonic()
+
+    def make_dirs(self) -> None:
+        # The directories first (as found by the first walk); their metadata last, once everything
+        # inside exists (creating entries changes a directory's mtime). Only directories are kept.
+        os.mkdir(self.dst, 0o700)
+        for rel, _ in self.dirs:
+            os.mkdir(_join(self.dst, rel), 0o700)
+
+    def start_early(self, early: list[tuple[bytes, os.stat_result]]) -> None:
+        for rel, st in early:  # the large files first, each a task of its own
+            self.pending.add(self.pool.submit(self.copy_batch, [(rel, st)]))
+        self.started_early = {rel for rel, _ in early}
+
+    def entry(self, e: Entry) -> None:
+        """Make the walk's entry `e` in the copy (a regular file's data is queued for the pool)."""
+        path = _join(self.dst, e.rel)
+        mode = e.st.st_mode
+        if stat.S_ISDIR(mode):
+            try:  # made above, unless it is new since the first walk
+                os.mkdir(path, 0o700)
+                self.dirs.append((e.rel, _meta(e.st)))
+            except FileExistsError:
+                pass
+        elif stat.S_ISLNK(mode):
+            os.symlink(self.tree.readlink(e.rel), path)
+            os.lchown(path, e.st.st_uid, e.st.st_gid)
+            os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
+        elif stat.S_ISFIFO(mode):
+            os.mkfifo(path, stat.S_IMODE(mode))
+            os.chown(path, e.st.st_uid, e.st.st_gid, follow_symlinks=False)
+            os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
+        elif stat.S_ISREG(mode) and e.rel not in self.started_early:
+            self._regular_file(e, path)
+        # sockets and devices are skipped
+
+    def _regular_file(self, e: Entry, path: bytes) -> None:
+        """Another name of a file copied already, a link to the parent's copy, or into a batch to copy."""
+        if e.st.st_nlink > 1:
+            key = (e.st.st_dev, e.st.st_ino)
+            if key in self.first_of_inode:
+                self.tree_links.append((_join(self.dst, self.first_of_inode[key]), path))
+                return
+            self.first_of_inode[key] = e.rel
+        if _parent_copy(self.parent, e):
+            self.parent.link(e.rel, path)
+            self.total.shared_files += 1
+            return
+        self.batch.append((e.rel, e.st))
+        self.size += e.st.st_size
+        if len(self.batch) >= BATCH_FILES or self.size >= BATCH_BYTES:
+            self.pending.add(self.pool.submit(self.copy_batch, self.batch))
+            self.batch, self.size = [], 0
+            self.settle(block=False)
+
+    def finish(self) -> None:
+        """Wait for the data, then link the tree's other names and set the directories' metadata."""
+        if self.batch:
+            self.pending.add(self.pool.submit(self.copy_batch, self.batch))
+        self.settle(block=True)
+        # tree links last: their targets (copied by the workers) exist now
+        for existing, new in self.tree_links:
+            os.link(existing, new, follow_symlinks=False)
+            self.total.shared_files += 1
+        for rel, meta in reversed(self.dirs):  # deepest first
+            _set_dir_meta(_join(self.dst, rel), meta, self.durable)
 
 
 def _meta(st: os.stat_result) -> tuple:

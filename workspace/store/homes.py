@@ -57,7 +57,8 @@ class PathEscapeError(HomeStoreError):
         )
 
 
-def _is_full(err: BaseException | str) -> bool:
+def is_full(err: BaseException | str) -> bool:
+    """Whether a failure (an OSError, a failed command or its message) says the filesystem is full."""
     if isinstance(err, OSError):
         return err.errno in (errno.ENOSPC, errno.EDQUOT)
     # a failed command's str() has only its exit status: what it said is in stderr
@@ -65,7 +66,8 @@ def _is_full(err: BaseException | str) -> bool:
     return "No space left" in text or "Disk quota exceeded" in text
 
 
-def _valid_key(key: str) -> str:
+def valid_key(key: str) -> str:
+    """`key` if it names an entry of a store's directory (no path, no hidden name); ValueError otherwise."""
     if not key or "/" in key or key.startswith(".") or key in ("..",):
         raise ValueError(f"invalid store key {key!r}")
     return key
@@ -113,10 +115,10 @@ class HomeStore(LoggingConfigurable):
         return self
 
     def live_path(self, key: str) -> Path:
-        return Path(self.root) / "live" / _valid_key(key)
+        return Path(self.root) / "live" / valid_key(key)
 
     def snapshot_path(self, key: str) -> Path:
-        return Path(self.root) / "snapshots" / _valid_key(key)
+        return Path(self.root) / "snapshots" / valid_key(key)
 
     def has_live(self, key: str) -> bool:
         return self.live_path(key).exists()
@@ -136,7 +138,7 @@ class HomeStore(LoggingConfigurable):
                 return self._create_empty(target)
             return self._restore(self.snapshot_path(snapshot), target, progress)
         except (OSError, subprocess.CalledProcessError) as e:
-            raise (StoreFullError if _is_full(e) else HomeStoreError)(f"restore failed: {e}") from e
+            raise (StoreFullError if is_full(e) else HomeStoreError)(f"restore failed: {e}") from e
 
     def save(self, live: str, snapshot: str, parent: str | None, progress: Progress | None = None) -> Transfer:
         """Save the live home as `snapshot`, sharing unchanged data with `parent`.
@@ -165,7 +167,7 @@ class HomeStore(LoggingConfigurable):
                 except Exception:  # the next setup() removes it
                     self.log.exception("Could not remove partial snapshot %s", partial)
             if isinstance(e, (OSError, subprocess.CalledProcessError)):
-                raise (StoreFullError if _is_full(e) else HomeStoreError)(f"save failed: {e}") from e
+                raise (StoreFullError if is_full(e) else HomeStoreError)(f"save failed: {e}") from e
             raise
         return stats
 
@@ -183,7 +185,7 @@ class HomeStore(LoggingConfigurable):
     # -- dataset versions: immutable trees beside the snapshots -------------------
 
     def dataset_path(self, key: str) -> Path:
-        return Path(self.root) / "datasets" / _valid_key(key)
+        return Path(self.root) / "datasets" / valid_key(key)
 
     def has_dataset(self, key: str) -> bool:
         return self.dataset_path(key).exists()
@@ -260,7 +262,7 @@ class HomeStore(LoggingConfigurable):
             if partial.exists():
                 self._remove(partial)
             if isinstance(e, (OSError, subprocess.CalledProcessError)):
-                raise (StoreFullError if _is_full(e) else HomeStoreError)(f"making the dataset failed: {e}") from e
+                raise (StoreFullError if is_full(e) else HomeStoreError)(f"making the dataset failed: {e}") from e
             raise
 
     def delete_dataset(self, key: str) -> None:
@@ -516,9 +518,23 @@ def is_btrfs(path: str | Path) -> bool:
     return out.stdout.strip() == "btrfs"
 
 
-def store_for(root: str | Path, clean: bool = True, **kwargs) -> HomeStore:
-    """The best backend for `root`: btrfs if it is on btrfs, else copying."""
-    cls = BtrfsHomeStore if is_btrfs(root) and shutil.which("btrfs") else CopyHomeStore
+BACKENDS = {"btrfs": BtrfsHomeStore, "copy": CopyHomeStore}
+
+
+def store_for(root: str | Path, clean: bool = True, backend: str = "auto", **kwargs) -> HomeStore:
+    """The home store at `root`, set up: every process builds its stores here.
+
+    `backend`: "auto" is btrfs if `root` is on btrfs (and btrfs-progs is installed), else copying;
+    "btrfs" or "copy" chooses (a store of record, a node's store and a store agent's are "btrfs").
+    `clean` removes partial saves left by a crash: only the process that saves into the store may
+    (the hub, a store agent). `kwargs` are the store's traits (uid, gid, parent).
+    """
+    if backend == "auto":
+        cls = BtrfsHomeStore if is_btrfs(root) and shutil.which("btrfs") else CopyHomeStore
+    elif backend in BACKENDS:
+        cls = BACKENDS[backend]
+    else:
+        raise ValueError(f"unknown home store backend {backend!r}: use auto, {' or '.join(BACKENDS)}")
     return cls(root=str(root), **kwargs).setup(clean=clean)
 
 

@@ -129,16 +129,15 @@ class NodeStores:
         with self._lock:
             if (root, agent) not in self._stores:
                 if agent:
-                    from workspace.store.agent import AgentStore
+                    from workspace.store.agent_store import AgentStore
 
                     if not self.agent_token:
                         raise RuntimeError(f"{agent} is a store agent, but no agent token is configured")
                     self._stores[(root, agent)] = AgentStore(agent, root, self.agent_token)
                 else:
-                    from workspace.store.homes import BtrfsHomeStore
+                    from workspace.store.homes import store_for
 
-                    store = BtrfsHomeStore(root=root, **self.store_kwargs)
-                    self._stores[(root, agent)] = store.setup(clean=self.clean)
+                    self._stores[(root, agent)] = store_for(root, self.clean, "btrfs", **self.store_kwargs)
             return self._stores[(root, agent)]
 
     def known(self, node: str) -> bool:

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
-import struct
 import subprocess
 import tempfile
 import time
@@ -49,15 +47,15 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from workspace import i18n
-from workspace.store.copier import Progress, Transfer, fsync_dir
+from workspace.store.btrfs_send import Ids, held, receiving, renamed_head, same_snapshot, subvolume_ids, write_all
+from workspace.store.copier import Progress, Transfer
 from workspace.store.homes import (
-    PARTIAL,
     BtrfsHomeStore,
     HomeStore,
     HomeStoreError,
     StoreFullError,
-    _is_full,
-    _valid_key,
+    is_full,
+    valid_key,
 )
 from workspace.store.paths import measure
 
@@ -106,26 +104,6 @@ class Replication(Transfer):
         return {**super().as_dict(), "parent": self.parent, "sent": self.sent}
 
 
-@dataclass(frozen=True)
-class Ids:
-    """What identifies a subvolume across filesystems (from `btrfs subvolume show`)."""
-
-    uuid: str
-    received_uuid: str | None = None
-    generation: int = 0
-    readonly: bool = False
-
-    @property
-    def identity(self) -> str:
-        """The UUID a send stream gives this subvolume (and a receive gives its copy as Received UUID)."""
-        return self.received_uuid or self.uuid
-
-
-def same_snapshot(source: Ids, target: Ids) -> bool:
-    """True if `target` is a copy of `source` (or its origin) as `btrfs receive` finds parents."""
-    return source.identity in (target.received_uuid, target.uuid)
-
-
 def choose_parent(
     candidates: Iterable[str], source: Callable[[str], Ids | None], target: Callable[[str], Ids | None]
 ) -> str | None:
@@ -138,74 +116,6 @@ def choose_parent(
         if theirs is not None and same_snapshot(mine, theirs):
             return key
     return None
-
-
-def parse_show(text: str) -> Ids:
-    """Ids from the output of `btrfs subvolume show`."""
-
-    def field(name: str) -> str | None:
-        m = re.search(rf"^\s*{name}:\s*(\S+)", text, re.M)
-        return m.group(1) if m and m.group(1) != "-" else None
-
-    uuid = field("UUID")
-    if uuid is None:
-        raise HomeStoreError("`btrfs subvolume show` printed no UUID; is btrfs-progs 4.x or newer installed?")
-    flags = re.search(r"^\s*Flags:\s*(.*)$", text, re.M)
-    return Ids(
-        uuid=uuid,
-        received_uuid=field("Received UUID"),
-        generation=int(field("Generation") or 0),
-        readonly=bool(flags and "readonly" in flags.group(1)),
-    )
-
-
-# -- the stream's first command names the subvolume; it is renamed to the partial name ---------
-
-STREAM_HEADER = 17  # "btrfs-stream\0" and a little-endian u32 version
-CMD_HEADER = struct.Struct("<IHI")  # payload length, command, crc32c
-TLV = struct.Struct("<HH")  # attribute, length
-CMD_SUBVOL, CMD_SNAPSHOT, ATTR_PATH = 1, 2, 15
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes, crc: int = 0) -> int:
-    """CRC-32C without the usual inversions, as btrfs checksums stream commands (seed 0)."""
-    for b in data:
-        crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc
-
-
-def rename_subvolume_command(header: bytes, payload: bytes, old: bytes, new: bytes) -> bytes:
-    """The stream's first command (header and payload) with the subvolume's name `old` made `new`."""
-    length, cmd, crc = CMD_HEADER.unpack(header)
-    if cmd not in (CMD_SUBVOL, CMD_SNAPSHOT) or length != len(payload):
-        raise HomeStoreError(f"unexpected btrfs send stream (first command {cmd}); is btrfs-progs too new or old?")
-    if crc32c(CMD_HEADER.pack(length, cmd, 0) + payload) != crc:
-        raise HomeStoreError("the btrfs send stream's first command fails its checksum")
-    out, pos = [], 0
-    while pos < len(payload):
-        attr, size = TLV.unpack_from(payload, pos)
-        value = payload[pos + TLV.size : pos + TLV.size + size]
-        if attr == ATTR_PATH:
-            if value != old:
-                raise HomeStoreError(f"the stream sends {value!r}, not {old!r}")
-            value = new
-        out.append(TLV.pack(attr, len(value)) + value)
-        pos += TLV.size + size
-    body = b"".join(out)
-    return CMD_HEADER.pack(len(body), cmd, crc32c(CMD_HEADER.pack(len(body), cmd, 0) + body)) + body
 
 
 # -- the transfer ---------------------------------------------------------------------------
@@ -259,66 +169,33 @@ def _replicate(
     interval: float,
 ) -> Replication:
     if getattr(source, "remote", False) or getattr(target, "remote", False):
-        from workspace.store import agent as store_agent  # a node's store on another machine: the agents move it
-
-        return store_agent.replicate(source, target, area, key, parents, progress, size, interval)
+        return _between_agents(source, target, area, key, parents, progress, size, interval)
     for store in (source, target):
         if not isinstance(store, BtrfsHomeStore):
             raise HomeStoreError(
                 f"replication needs btrfs home stores on both nodes; {store.root} is a {store.kind} store"
             )
-    key = _valid_key(key)
+    key = valid_key(key)
     src_dir, dst_dir = Path(source.root) / area, Path(target.root) / area
-    snap, final = src_dir / key, dst_dir / key
+    snap = src_dir / key
     if not snap.exists():
         raise HomeStoreError(f"{area[:-1]} {key} does not exist in {source.root}")
-    mine = _ids(source, snap)
+    mine = subvolume_ids(source, snap)
     if not mine.readonly:
         raise HomeStoreError(f"{snap} is not read-only; only saved snapshots can be sent")
-    if final.exists():
-        if same_snapshot(mine, _ids(target, final)):
-            return Replication(snapshot=key, sent=False)
-        raise HomeStoreError(
-            f"{final} holds another {area[:-1]} of the same name (another origin); delete it there or use another key"
-        )
-
-    def lookup(store: BtrfsHomeStore, directory: Path) -> Callable[[str], Ids | None]:
-        def ids(name: str) -> Ids | None:
-            path = directory / _valid_key(name)
-            return _ids(store, path) if path.exists() else None
-
-        return ids
-
-    parent = choose_parent(parents, lookup(source, src_dir), lookup(target, dst_dir))
+    if held(target, dst_dir / key, mine.identity):
+        return Replication(snapshot=key, sent=False)
+    parent = choose_parent(parents, _lookup(source, src_dir), _lookup(target, dst_dir))
     stats = Replication(snapshot=key, parent=parent)
-    if parent is not None:  # what changed since the parent: the delta's data, cheap to find
-        stats.bytes_total = source.changes(snap, _ids(source, src_dir / parent).generation)[0]
-    else:
-        stats.bytes_total = size if size is not None else measure(snap)[0]
-
+    base = src_dir / parent if parent else None
+    stats.bytes_total = _estimate(source, snap, base, size)
     if progress is not None:
         progress(stats)  # the total, at once
-    partial = dst_dir / (PARTIAL + key)
-    if partial.exists():  # left by a crash (setup removes these too)
-        target._remove(partial)
     try:
-        base = src_dir / parent if parent else None
-        _send_receive(source, snap, base, target, dst_dir, key, stats, progress, interval)
-        received = _ids(target, partial)
-        if not received.readonly or received.received_uuid != mine.identity:
-            raise HomeStoreError(f"the received {partial} is incomplete (not read-only or another identity)")
-        os.rename(partial, final)  # one directory: a read-only subvolume may be renamed, not moved
-        fsync_dir(dst_dir)
-        target._sync()
-    except BaseException as e:
-        if partial.exists():
-            try:
-                target._remove(partial)
-            except Exception:  # the target's next setup() removes it
-                target.log.exception("Could not remove partial %s", partial)
-        if isinstance(e, (OSError, subprocess.CalledProcessError)):
-            raise (StoreFullError if _is_full(e) else HomeStoreError)(f"sending {key} failed: {e}") from e
-        raise
+        with receiving(target, dst_dir, key, mine.identity):
+            _send_receive(source, snap, base, target, dst_dir, key, stats, progress, interval)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise (StoreFullError if is_full(e) else HomeStoreError)(f"sending {key} failed: {e}") from e
     stats.bytes_total = stats.bytes  # no longer an estimate
     stats.tick()
     if progress is not None:
@@ -326,11 +203,36 @@ def _replicate(
     return stats
 
 
-def _ids(store: BtrfsHomeStore, path: Path) -> Ids:
-    try:
-        return parse_show(store._run("subvolume", "show", path))
-    except subprocess.CalledProcessError as e:
-        raise HomeStoreError(f"{path} is not a btrfs subvolume ({e.stderr}); only a store's snapshots can be sent")
+def _between_agents(
+    source, target, area: str, key: str, parents: list[str], progress: Progress | None, size: int | None, interval
+) -> Replication:
+    """A node's store on another machine: the agents move it, the target's pulling from the source's node to
+    node (agent_store.py); both need one."""
+    for store in (source, target):
+        if not getattr(store, "remote", False):
+            raise HomeStoreError(
+                "a snapshot moves between stores with agents on both sides: give the hub's own store an agent "
+                "(c.SwarmWorkspaceSpawner.store_agent_url)"
+            )
+    return target.pull(source, area, key, parents, progress, size, interval)
+
+
+def _lookup(store: BtrfsHomeStore, directory: Path) -> Callable[[str], Ids | None]:
+    """The identities of `directory`'s subvolumes by name (None: not there), for `choose_parent`."""
+
+    def ids(name: str) -> Ids | None:
+        path = directory / valid_key(name)
+        return subvolume_ids(store, path) if path.exists() else None
+
+    return ids
+
+
+def _estimate(source: BtrfsHomeStore, snap: Path, parent: Path | None, size: int | None) -> int:
+    """The bytes a send of `snap` will move: what changed since `parent` (the delta's data, cheap to find),
+    else the whole snapshot (`size`, its recorded size, or measured)."""
+    if parent is not None:
+        return source.changes(snap, subvolume_ids(source, parent).generation)[0]
+    return size if size is not None else measure(snap)[0]
 
 
 def _send_receive(
@@ -387,20 +289,18 @@ def _send_receive(
 def _fail(what: str, err, advice: str) -> None:
     err.seek(0)
     message = err.read()[-2000:].decode(errors="replace").strip() or "no message"
-    if _is_full(message):
+    if is_full(message):
         raise StoreFullError(f"{what} failed, the target store is full ({message}): free or grow it, then send again")
     raise HomeStoreError(f"{what} failed ({message}): {advice}, then send again")
 
 
 def _pump(src: int, dst: int, key: str, stats: Replication, progress: Progress | None, interval: float) -> bool:
     """Move the stream from `src` to `dst`; True once the send closed it, False if it never began."""
-    head = _read_exact(src, STREAM_HEADER + CMD_HEADER.size)
-    if len(head) < STREAM_HEADER + CMD_HEADER.size or not head.startswith(b"btrfs-stream\0"):
+    head = renamed_head(src, key)
+    if head is None:
         return False  # the send failed before its stream began; its status and message say why
-    payload = _read_exact(src, CMD_HEADER.unpack_from(head, STREAM_HEADER)[0])
-    first = rename_subvolume_command(head[STREAM_HEADER:], payload, os.fsencode(key), os.fsencode(PARTIAL + key))
-    _write_all(dst, head[:STREAM_HEADER] + first)
-    stats.bytes = STREAM_HEADER + len(first)
+    write_all(dst, head)
+    stats.bytes = len(head)
     last = time.monotonic()
     while True:
         n = os.splice(src, dst, CHUNK)  # pipe to pipe in the kernel: counted, never copied here
@@ -411,20 +311,3 @@ def _pump(src: int, dst: int, key: str, stats: Replication, progress: Progress |
             stats.tick()
             progress(stats)
             last = time.monotonic()
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    """`n` bytes, or fewer where the stream ends."""
-    data = b""
-    while len(data) < n:
-        chunk = os.read(fd, n - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

@@ -287,6 +287,27 @@ def complete(
         dataset_id = writable(s, owner, name, user, groups, admin).id
     up = find(store.uploads_dir, owner, name, upload_id, user, admin)
     meta = up.meta()
+    _check_arrived(up, meta, sha256)
+    label = meta["filename"]
+    room = _room(db, store, quota, up, meta, groups, label)
+
+    def fill(target: Path) -> None:
+        place(up, target, meta["filename"], meta["unpack"], label, sandbox, room)
+
+    def build(key, check):
+        store.dataset_from_files(key, fill, check)
+
+    try:
+        version = dataset_versions.make(db, store, rules, dataset_id, build, "upload", label, user)
+    finally:
+        up.discard()
+    quotas.measure(db, store, meta["user"])
+    return version
+
+
+def _check_arrived(up, meta: dict, sha256: str | None) -> None:
+    """That the upload has all its bytes (a 409) and, where a checksum is given, the right ones (a 400:
+    the upload is discarded)."""
     if up.offset != meta["size"]:
         raise UserError(
             409,
@@ -307,25 +328,16 @@ def complete(
                 actual=actual,
                 expected=expected,
             )
-    label = meta["filename"]
+
+
+def _room(db: Database, store, quota: quotas.StorageQuota, up, meta: dict, groups: set[str], label: str) -> tuple:
+    """(bytes, files) the version may take: what the uploader's quota leaves now, less the uploads they
+    have under way (a 413 where a plain file does not fit)."""
     # what the uploader's quota leaves now bounds the unpacked size and file count (the groups are the
     # caller's: the uploader, or an administrator finishing their upload)
     status = quotas.status(db, store, quota, meta["user"], groups)
     held, _ = reserved(store.uploads_dir, meta["user"], but=up.id)
-    # a plain file's size is known; an archive's expansion is bounded by `room` below
+    # a plain file's size is known; an archive's expansion is bounded by the room returned
     status.refuse_beyond(N_("The version from {label}"), 0 if meta["unpack"] else meta["size"], held, label=label)
     left, files_left = status.room(held)
-    room = (left if left is not None else 1 << 62, files_left if files_left is not None else 1 << 31)
-
-    def fill(target: Path) -> None:
-        place(up, target, meta["filename"], meta["unpack"], label, sandbox, room)
-
-    def build(key, check):
-        store.dataset_from_files(key, fill, check)
-
-    try:
-        version = dataset_versions.make(db, store, rules, dataset_id, build, "upload", label, user)
-    finally:
-        up.discard()
-    quotas.measure(db, store, meta["user"])
-    return version
+    return (left if left is not None else 1 << 62, files_left if files_left is not None else 1 << 31)

@@ -154,7 +154,7 @@ def test_a_start_is_told_the_maximum_run_time_the_culler_will_enforce(tmp_path):
     """The hub's configuration, then the culler's own file (#28): the start's sentence and the culler agree."""
     from traitlets.config import Config
 
-    from workspace.culler.app import runtime_notice, site_policy
+    from workspace.limits.runtime import runtime_notice, site_policy
     from workspace.limits.resource_types import ResourceType
 
     own = tmp_path / "culler_config.py"

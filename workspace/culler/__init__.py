@@ -1,7 +1,8 @@
 """The idle culler: a JupyterHub service that stops idle workspaces and those over their runtime.
 
-Owns: the service (`app`, `python -m workspace.culler`) and the policy that decides from the
-evidence (`idle`: pure, no I/O).
+Owns: the service (`app`, `python -m workspace.culler`) and the decision from the evidence
+(`idle`: pure, no I/O). The idle policy it decides under (`IdlePolicy`) is `limits.runtime`'s: a
+start reads its maximum run time there too.
 
 May import: the ground, the records, `lifecycle`, `store`, `limits`. Never imports the
 service, the gateway, the spawner or the CLI, and none of them imports it.

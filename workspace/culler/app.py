@@ -36,7 +36,6 @@ measures it). Its role holds only the scopes it needs
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 import functools
 import json
@@ -51,15 +50,17 @@ from urllib.parse import quote, urlencode
 from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
-from traitlets.config import Config, PyFileConfigLoader
 
 from workspace import config, i18n, lifecycle, origins, tasks, webhooks
-from workspace.culler import idle
-from workspace.culler.idle import IdlePolicy, Observation, Verdict, Watch
+from workspace.culler.idle import Observation, Verdict, Watch
 from workspace.db import database, utcnow
 from workspace.executions import Execution, UsageSample, Workspace
 from workspace.i18n import N_
 from workspace.limits.quotas import home_files_notice, home_notice
+
+# runtime_notice and site_policy: the spawner's names for them (it imports this module) until it takes them
+# from workspace.limits.runtime
+from workspace.limits.runtime import IdlePolicy, runtime_notice, site_policy  # noqa: F401
 from workspace.store.agent import read_token
 from workspace.store.nodes import NodeStores
 from workspace.usage import ContainerCgroup, CpuMeter
@@ -684,29 +685,6 @@ class Culler(config.HubService):
             except asyncio.TimeoutError:
                 pass
         log.info("culler stopping")
-
-
-def site_policy(hub_config) -> IdlePolicy:
-    """The idle policy as the culler applies it: the hub's configuration (`hub_config`), then the
-    culler's own file (`Culler.config_file`), if there is one. Blocking: it runs that file."""
-    merged = Config({"IdlePolicy": copy.deepcopy(hub_config.IdlePolicy)})
-    path = Path(hub_config.Culler.get("config_file") or "")
-    if path.name and path.is_file():
-        merged.merge(PyFileConfigLoader(path.name, str(path.parent)).load_config())
-    return IdlePolicy(config=merged)
-
-
-def runtime_notice(hub_config, user: str, groups, resource_type, task: bool, locale: str) -> str | None:
-    """What a start tells its user of its maximum run time, as the culler will enforce it (None: none).
-    Blocking (see `site_policy`)."""
-    limits = site_policy(hub_config).limits(
-        user,
-        groups,
-        resource_type.name if resource_type else None,
-        kind="task" if task else "workspace",
-        type_max_runtime=resource_type.max_runtime if resource_type else None,
-    )
-    return idle.runtime_notice(limits.max_runtime, task, locale)
 
 
 def main(argv=None) -> None:

@@ -1,7 +1,9 @@
 """What a start may take and what a user may keep.
 
 Owns: resource types and their parsing (`resource_types`), the queue when a type is full
-(`queue`), storage quotas: bytes and files of snapshots, datasets and images (`quotas`).
+(`queue`), storage quotas: bytes and files of snapshots, datasets and images (`quotas`), a start's
+maximum run time and the idle policy that holds it (`runtime`: the spawner says it, the culler
+enforces it).
 
 May import: the ground, the records (executions, datasets) and `images.user` (images count
 towards a quota). Never imports the spawner, the service, the culler or the CLI.

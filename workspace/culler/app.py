@@ -31,6 +31,9 @@ that has a home size limit, and warns that workspace as its home nears the
 limit (`quotas.home_notice`; btrfs enforces the limit, a copying store only
 measures it). Its role holds only the scopes it needs
 (see jupyterhub_config.py).
+
+Once a cycle it hands the running workspaces to workspace/task_news.py, which
+tells owners in them (and through their webhooks) of their tasks that ended.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from sqlalchemy import select
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Float, Int, Unicode
 
-from workspace import config, i18n, lifecycle, origins, tasks, webhooks
+from workspace import config, i18n, lifecycle, origins, webhooks
 from workspace.culler.idle import Observation, Verdict, Watch
 from workspace.db import database, utcnow
 from workspace.executions import Execution, UsageSample, Workspace
@@ -63,6 +66,7 @@ from workspace.limits.quotas import home_files_notice, home_notice
 from workspace.limits.runtime import IdlePolicy, runtime_notice, site_policy  # noqa: F401
 from workspace.store.agent import read_token
 from workspace.store.nodes import NodeStores
+from workspace.task_news import TaskNews
 from workspace.usage import ContainerCgroup, CpuMeter
 
 log = logging.getLogger("workspace.culler")
@@ -177,10 +181,6 @@ class Tracked:
     home_bytes: int | None = None  # what that walk found
 
 
-# what a task's webhook call says (tasks.ended_since's fields)
-TASK_FIELDS = ("owner", "workspace", "number", "exit_code", "stop_reason", "stopped_at", "message")
-
-
 class Culler(config.HubService):
     name = "workspace-culler"
     description = "Stops idle workspaces (closed tab AND low CPU) after a warning; records usage."
@@ -226,8 +226,9 @@ class Culler(config.HubService):
         self.store_dir = self.store_dir or spawner.store_root
         self._engine_nodes = functools.partial(spawner.spawner_class.engine_nodes, spawner)
         self._agent_token = read_token(getattr(spawner, "store_agent_token_file", ""))
-        self._webhook_networks = webhooks.networks(spawner.webhook_networks)
-        self._webhook_calls: set = set()
+        self.task_news = TaskNews(
+            functools.partial(database, self.db_url, self._key_file), webhooks.networks(spawner.webhook_networks)
+        )
         self.policy = IdlePolicy(parent=self)
         self.tracked: dict[int, Tracked] = {}
         self._unrouted: set[int] = set()  # executions whose server the proxy's table did not show
@@ -390,7 +391,7 @@ class Culler(config.HubService):
         servers = await self.servers()
         await asyncio.get_running_loop().run_in_executor(None, self._attach_executions, servers)
         servers = [s for s in servers if s.execution_id is not None]
-        await self._announce_tasks(servers)
+        await self.task_news.announce(servers, self._show_notice)
         reports = await asyncio.gather(*(self._no_report() if s.task else self.activity(s) for s in servers))
         now = self.clock()
         samples, culls, actions, samples_by_server = [], [], [], []
@@ -587,48 +588,6 @@ class Culler(config.HubService):
     @staticmethod
     async def _no_report() -> None:
         return None
-
-    async def _announce_tasks(self, servers: list[Server]) -> None:
-        """Tell each owner's running workspaces of their tasks that ended since the last look (#17)."""
-        loop = asyncio.get_running_loop()
-        since = getattr(self, "_tasks_since", None)
-        if since is None:
-            self._tasks_since = utcnow()  # what ended before the culler started was told then, or is on the pages
-            return
-        try:
-            ended = await loop.run_in_executor(None, tasks.ended_since, database(self.db_url, self._key_file), since)
-        except Exception as e:
-            log.warning("could not read the tasks that ended: %s", e)
-            return
-        if not ended:
-            return
-        self._tasks_since = max(t["stopped"] for t in ended)
-        shows = [
-            self._show_notice(
-                server, f"task-{t['execution_id']}", t["message"], "", level="success" if t["success"] else "error"
-            )
-            for t in ended
-            for server in servers
-            if server.user == t["owner"] and not server.task and server.execution_id is not None
-        ]
-        # webhooks are strangers' servers: called beside the cycle, so a slow one never delays culling
-        call = asyncio.ensure_future(self._call_webhooks(ended))
-        self._webhook_calls.add(call)
-        call.add_done_callback(self._webhook_calls.discard)
-        await asyncio.gather(*shows, return_exceptions=True)
-
-    async def _call_webhooks(self, ended: list[dict]) -> None:
-        """POST each ended task to its owner's webhook, if they set one (workspace/webhooks.py)."""
-        loop, db = asyncio.get_running_loop(), database(self.db_url, self._key_file)
-        hooks = await loop.run_in_executor(None, webhooks.of_owners, db, {t["owner"] for t in ended})
-        for t in ended:
-            if t["owner"] not in hooks:
-                continue
-            url, secret = hooks[t["owner"]]
-            payload = {"event": "task.ended", **{k: t[k] for k in TASK_FIELDS}}
-            result = await webhooks.deliver(url, secret, payload, self._webhook_networks)
-            log.info("%s: the webhook for task %s #%s: %s", t["owner"], t["workspace"], t["number"], result)
-            await loop.run_in_executor(None, webhooks.record, db, t["owner"], result)
 
     async def _act(self, server: Server, verdict: Verdict, counts: dict) -> None:
         notice_id = f"cull-{verdict.reason}"

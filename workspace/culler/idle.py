@@ -145,6 +145,16 @@ class Watch:
     def decide(self, obs: Observation, limits: Limits, locale: str = i18n.DEFAULT) -> Verdict:
         """Update the memory with `obs` and say what to do now (the user's messages in `locale`)."""
         self.observe(obs, limits)
+        verdict = self.max_runtime_verdict(obs, limits, locale)
+        if verdict is not None:
+            return verdict
+        if self.warning is not None and self.warning.kind == "max_runtime":
+            return Verdict("keep")
+        return self.idle_verdict(obs, limits, locale)
+
+    def max_runtime_verdict(self, obs: Observation, limits: Limits, locale: str) -> Verdict | None:
+        """Cull past the maximum run time, whatever the workspace does; warn once, `warn_before` ahead of it.
+        None: neither (no maximum, or not near it)."""
         now = obs.now
         if limits.max_runtime > 0:
             end = obs.started + limits.max_runtime
@@ -179,15 +189,21 @@ class Watch:
                         maximum=duration(limits.max_runtime, locale),
                     ),
                 )
-        if self.warning is not None and self.warning.kind == "max_runtime":
-            return Verdict("keep")
+        return None
 
-        active_since_warning = self.warning is not None and (
+    def active_since_warning(self) -> bool:
+        """Whether a browser, the CPU or a GPU was busy after the idle warning (False: no warning)."""
+        return self.warning is not None and (
             self.last_browser > self.warning.at
             or self.cpu_busy_at > self.warning.at
             or (self.gpu_busy_at is not None and self.gpu_busy_at > self.warning.at)
         )
-        if active_since_warning:
+
+    def idle_verdict(self, obs: Observation, limits: Limits, locale: str) -> Verdict:
+        """Withdraw the idle warning on activity; cull once the warned time came (at once without warnings);
+        warn ahead of the predicted idle time."""
+        now = obs.now
+        if self.active_since_warning():
             self.warning = None
             return Verdict(
                 "withdraw", "idle", message=i18n.translate(locale, "Activity seen: this workspace keeps running.")
@@ -206,20 +222,23 @@ class Watch:
         # with cpu_window < warn_before, warnings would flap every cycle).
         busy_now = self.cpu_busy_at >= now or (self.gpu_busy_at is not None and self.gpu_busy_at >= now)
         if now >= idle_at - limits.warn_before and not busy_now:
-            stop_at = max(idle_at, now + limits.warn_before)
-            self.warning = Warning("idle", now, stop_at)
-            return Verdict(
-                "warn",
-                "idle",
-                stop_at=stop_at,
-                message=i18n.translate(
-                    locale,
-                    "This workspace seems idle (no open tab, CPU under {threshold:g} %) and will be "
-                    "stopped at {time} (in {left}) to free its resources. "
-                    "Open it in your browser or keep a program running to keep it. Your home is saved when it stops.",
-                    threshold=limits.cpu_threshold,
-                    time=clock_time(stop_at),
-                    left=duration(stop_at - now, locale),
-                ),
-            )
+            return self.idle_warning(now, max(idle_at, now + limits.warn_before), limits, locale)
         return Verdict("keep")
+
+    def idle_warning(self, now: float, stop_at: float, limits: Limits, locale: str) -> Verdict:
+        """Warn that the workspace, idle, is stopped at `stop_at`; remember the warning."""
+        self.warning = Warning("idle", now, stop_at)
+        return Verdict(
+            "warn",
+            "idle",
+            stop_at=stop_at,
+            message=i18n.translate(
+                locale,
+                "This workspace seems idle (no open tab, CPU under {threshold:g} %) and will be "
+                "stopped at {time} (in {left}) to free its resources. "
+                "Open it in your browser or keep a program running to keep it. Your home is saved when it stops.",
+                threshold=limits.cpu_threshold,
+                time=clock_time(stop_at),
+                left=duration(stop_at - now, locale),
+            ),
+        )

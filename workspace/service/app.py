@@ -58,6 +58,7 @@ from workspace.service import (
     tasks_api,
     uploads_api,
     webhook_api,
+    workspaces_page,
 )
 from workspace.service.api import handlers
 from workspace.service.metrics_api import handlers as metrics_handlers
@@ -149,6 +150,7 @@ class WorkspaceService(Application):
             [
                 (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
                 *pages.handlers(prefix),
+                *workspaces_page.handlers(prefix),
                 *language_page.handlers(prefix),
                 *outputs_page.handlers(prefix),
                 *handlers(prefix),

@@ -100,7 +100,7 @@ def record_store(root: str | None):
     return BtrfsHomeStore(root=root) if root else None
 
 
-def _pool_run(fn, *args):
+def pool_run(fn, *args):
     return asyncio.get_running_loop().run_in_executor(POOL, fn, *args)
 
 
@@ -251,12 +251,12 @@ class FilesHandler(OutputsHandler):
         out = await self.blocking(
             outputs.locate, self.db, self.store, self.node_stores, owner, name, number, self.record_store
         )
-        st, target = await _pool_run(_stat, out.root, rel)
+        st, target = await pool_run(_stat, out.root, rel)
         if archives.kind_of(st) == "dir":
             if kind:
                 top = output_files.archive_name(out.label, rel)
                 return await self.stream_archive(_tree_archive(out.root, rel, top), kind, top)
-            page = await _pool_run(_listing, out.root, rel, offset, limit)
+            page = await pool_run(_listing, out.root, rel, offset, limit)
             return self.write_json(
                 {"owner": owner, "workspace": name, "number": out.number, "saved": out.saved, **page}
             )
@@ -266,7 +266,7 @@ class FilesHandler(OutputsHandler):
             raise UserError(
                 400, "“{path}” is not a directory; download it without “archive”.", path=output_files.shown(rel)
             )
-        fd, st = await _pool_run(_open, out.root, rel)
+        fd, st = await pool_run(_open, out.root, rel)
         try:
             await self.send_file(fd, st.st_size, rel, inline)
         finally:
@@ -303,7 +303,7 @@ class FilesHandler(OutputsHandler):
         pos = start
         try:
             while pos < end:
-                block = await _pool_run(os.pread, fd, min(archives.CHUNK, end - pos), pos)
+                block = await pool_run(os.pread, fd, min(archives.CHUNK, end - pos), pos)
                 if not block:  # shorter than it said: cut the response rather than pad it
                     log.error("%s ended at %d of %d bytes", output_files.shown(rel), pos, end)
                     self.request.connection.close()

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-import functools
 import logging
 import os
 import re
@@ -49,7 +48,6 @@ from workspace.outputs import saved as outputs
 from workspace.reports import accounting
 from workspace.service.api import READ_SCOPE, APIHandler
 from workspace.store import paths
-from workspace.store.homes import BtrfsHomeStore
 
 log = logging.getLogger("workspace.service")
 
@@ -95,11 +93,6 @@ class Pipe:
         self.gone.set()
 
 
-@functools.lru_cache(maxsize=4)
-def record_store(root: str | None):
-    return BtrfsHomeStore(root=root) if root else None
-
-
 def pool_run(fn, *args):
     return asyncio.get_running_loop().run_in_executor(POOL, fn, *args)
 
@@ -116,7 +109,7 @@ class OutputsHandler(APIHandler):
     @property
     def record_store(self):
         """The store of record, where outputs are copied after their save (None: none configured)."""
-        return record_store(self.settings.get("record_store_root"))
+        return self.settings.get("record_store")
 
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
         # a path in an output need not be UTF-8 (a name is bytes): its other bytes become surrogate escapes

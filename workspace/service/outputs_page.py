@@ -20,7 +20,7 @@ from workspace.executions import number_of
 from workspace.outputs import archives
 from workspace.outputs import files as output_files
 from workspace.outputs import saved as outputs
-from workspace.service.outputs_api import pool_run, record_store
+from workspace.service.outputs_api import pool_run
 from workspace.service.pages import PageHandler, env
 from workspace.store import paths
 
@@ -86,7 +86,7 @@ class OutputPage(PageHandler):
             owner,
             name,
             n,
-            record_store(self.settings.get("record_store_root")),
+            self.settings.get("record_store"),
         )
         shown = await pool_run(_load, out.root, rel, offset, limit, self.lang)
         base = f"workspaces/{quote(name, safe='')}/executions/{out.number}/files"

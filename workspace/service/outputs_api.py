@@ -155,30 +155,28 @@ class OutputsHandler(APIHandler):
         loop = asyncio.get_running_loop()
         pipe = Pipe(loop)
         finished = loop.create_future()
-
-        def run():
-            try:
-                w = archives.writer(kind, pipe.put)
-                produce(w, pipe.check)
-                w.close()
-                pipe.put(None)
-            except archives.Cancelled:
-                pass
-            except BaseException as e:  # the handler says so, and logs it
-                try:
-                    pipe.put(e)
-                except archives.Cancelled:
-                    pass
-            finally:
-                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
-
         self.set_header("Content-Type", archives.CONTENT_TYPES[kind])
         self.set_header("Content-Disposition", output_files.disposition(os.fsencode(f"{name}.{kind}"), False))
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
         _archives_of[who] += 1
         # a thread of its own, not the pool's: a download that waits on a slow client holds only itself
-        threading.Thread(target=run, name=f"archive {who}", daemon=True).start()
+        writer = threading.Thread(
+            target=write_archive, args=(produce, kind, pipe, finished), name=f"archive {who}", daemon=True
+        )
+        writer.start()
+        try:
+            await self.relay(pipe, name)
+        finally:
+            pipe.close()
+            await finished
+            _archives_of[who] -= 1
+            if not _archives_of[who]:
+                del _archives_of[who]
+
+    async def relay(self, pipe: Pipe, name: str) -> None:
+        """Send the archive's chunks from `pipe` until its end; an error before the first byte is the
+        response's, after it the download is cut."""
         sent = 0
         try:
             while True:
@@ -198,12 +196,25 @@ class OutputsHandler(APIHandler):
                 sent += len(item)
         except StreamClosedError:
             log.info("the download of %s stopped after %d bytes: the client went away", name, sent)
-        finally:
-            pipe.close()
-            await finished
-            _archives_of[who] -= 1
-            if not _archives_of[who]:
-                del _archives_of[who]
+
+
+def write_archive(produce, kind: str, pipe: Pipe, finished: asyncio.Future) -> None:
+    """(the archive's own thread) Write the archive `produce` makes into `pipe`, then None, or the error in
+    its place; `finished` is done once the thread is."""
+    try:
+        w = archives.writer(kind, pipe.put)
+        produce(w, pipe.check)
+        w.close()
+        pipe.put(None)
+    except archives.Cancelled:
+        pass
+    except BaseException as e:  # the handler says so, and logs it
+        try:
+            pipe.put(e)
+        except archives.Cancelled:
+            pass
+    finally:
+        pipe.loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
 
 
 def _open(root, rel: bytes):

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_shorthand_names_an_option_that_exists():
     classes = {cls.__name__: cls for cls in [*reference.configurables(), JupyterHub, InstitutionAuthenticator, Culler]}
-    from workspace.culler.idle import IdlePolicy
+    from workspace.limits.runtime import IdlePolicy
 
     classes["IdlePolicy"] = IdlePolicy
     for var in config.ENVIRONMENT:

@@ -119,7 +119,7 @@ def test_no_hub_token_reaches_a_workspace_and_a_hostile_report_affects_only_its_
 
 
 def test_clean_report_bounds_every_field():
-    from workspace.culler.app import clean_report
+    from workspace.culler.report import clean_report
 
     now = 1_000_000.0
     assert clean_report(None, now) is None and clean_report([], now) is None
@@ -154,8 +154,8 @@ def test_a_start_is_told_the_maximum_run_time_the_culler_will_enforce(tmp_path):
     """The hub's configuration, then the culler's own file (#28): the start's sentence and the culler agree."""
     from traitlets.config import Config
 
-    from workspace.culler.app import runtime_notice, site_policy
     from workspace.limits.resource_types import ResourceType
+    from workspace.limits.runtime import runtime_notice, site_policy
 
     own = tmp_path / "culler_config.py"
     own.write_text('c.IdlePolicy.overrides = {"kind:task": {"max_runtime": 7200}}\n')

@@ -4,7 +4,9 @@ import re
 
 import pytest
 
-from workspace.culler.idle import IdlePolicy, Limits, Observation, Watch, duration, runtime_notice
+from workspace.culler.idle import Observation, Watch
+from workspace.limits.runtime import IdlePolicy, Limits, duration
+from workspace.limits.runtime import max_runtime_notice as runtime_notice
 
 T0 = 1_800_000_000.0
 LIMITS = Limits(

@@ -3,7 +3,7 @@
     python -m workspace.culler        (started by the hub, see jupyterhub_config.py)
 
 Once a cycle (`interval`) it takes every ready server from the hub's REST
-API and, for each, observes:
+API (`hub_api.py`) and, for each, observes:
 
 - the browser: kernel and terminal websockets and the last browser request,
   from the workspace extension in the container (`api/workspace/activity`,
@@ -11,9 +11,9 @@ API and, for each, observes:
   hub's proxy table so that the culler's own requests never count as the
   user's activity; the hub's `last_activity` when the extension cannot answer.
   The culler shows the extension the execution's own report key, never its
-  hub token: the student controls whatever listens on that port. Reports
-  are hostile input (`clean_report`), and one workspace's bad answer
-  affects only its own verdict;
+  hub token: the student controls whatever listens on that port
+  (`extension.py`). Reports are hostile input (`report.clean_report`), and
+  one workspace's bad answer affects only its own verdict;
 - CPU from the container's cgroup counters on this host (workspace/usage.py;
   `docker stats` would take a second per container), or the extension's own
   figure where the container runs elsewhere;
@@ -28,140 +28,47 @@ path, which saves the home first.
 It also writes one usage sample per execution every `sample_interval`
 (the execution page draws them), with the size of the home of an execution
 that has a home size limit, and warns that workspace as its home nears the
-limit (`quotas.home_notice`; btrfs enforces the limit, a copying store only
-measures it). Its role holds only the scopes it needs
+limit (`homes.py`, `quotas.home_notice`; btrfs enforces the limit, a copying
+store only measures it). Its role holds only the scopes it needs
 (see jupyterhub_config.py).
+
+Once a cycle it hands the running workspaces to workspace/task_news.py, which
+tells owners in them (and through their webhooks) of their tasks that ended.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import datetime as dt
 import functools
-import json
 import logging
 import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from sqlalchemy import select
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httpclient import HTTPClientError
 from traitlets import Float, Int, Unicode
-from traitlets.config import Config, PyFileConfigLoader
 
-from workspace import config, i18n, lifecycle, origins, tasks, webhooks
-from workspace.culler import idle
-from workspace.culler.idle import IdlePolicy, Observation, Verdict, Watch
+from workspace import config, i18n, lifecycle, webhooks
+from workspace.culler.extension import WorkspaceExtension
+from workspace.culler.homes import HomeWatch
+from workspace.culler.hub_api import HubApi, Server
+from workspace.culler.idle import Observation, Verdict, Watch
+from workspace.culler.report import epoch
 from workspace.db import database, utcnow
 from workspace.executions import Execution, UsageSample, Workspace
-from workspace.i18n import N_
-from workspace.limits.quotas import home_files_notice, home_notice
+from workspace.limits.runtime import IdlePolicy, runtime_notice, site_policy  # noqa: F401
 from workspace.spawner.options import SpawnerOptions
 from workspace.store.agent import read_token
-from workspace.store.nodes import NodeStores
+from workspace.task_news import TaskNews
 from workspace.usage import ContainerCgroup, CpuMeter
 
 log = logging.getLogger("workspace.culler")
 
-# what a workspace's notice says when its home is back under a limit
-FILES_BACK = N_("Your home is back under its file limit.")
-SIZE_BACK = N_("Your home is back under its size limit.")
-
-
-def _epoch(t: dt.datetime | str | None) -> float | None:
-    """A stored UTC time (naive) or an ISO 8601 string from an API, as seconds since the epoch."""
-    if t is None:
-        return None
-    if isinstance(t, str):
-        t = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return t.timestamp()
-
-
 STOP_TIMEOUT = 60  # seconds to wait for the hub's answer to a stop
-MAX_REPORT = 256 << 10  # bytes of a workspace's report read at most
-REPORT_SCHEME = "workspace-report"
-
-
-def _number(value, low: float, high: float) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        return None
-    return float(min(max(value, low), high))
-
-
-def clean_report(raw, now: float) -> dict | None:
-    """A workspace's activity report, validated and bounded; None when it is not one.
-
-    It comes from inside the workspace, which its student controls: every
-    field is checked, numbers are clamped, a browser time in the future counts
-    as now. A faked report can only keep that one workspace up (to its
-    maximum run time); the host's CPU reading stays the ground truth.
-    """
-    if not isinstance(raw, dict):
-        return None
-    kernels = _number(raw.get("kernel_connections"), 0, 10_000)
-    terminals = _number(raw.get("terminal_connections"), 0, 10_000)
-    if kernels is None or terminals is None:
-        return None
-    ssh = _number(raw.get("ssh_connections", 0), 0, 10_000) or 0  # absent from images before #16
-    last = raw.get("last_browser_request")
-    try:
-        last = min(_epoch(last), now) if isinstance(last, str) and len(last) <= 64 else None
-    except (ValueError, TypeError, OverflowError):
-        last = None
-    usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else {}
-    gpu = usage.get("gpu") if isinstance(usage.get("gpu"), dict) else {}
-    gpus = []
-    for g in (gpu.get("gpus") if isinstance(gpu.get("gpus"), list) else [])[:64]:
-        if isinstance(g, dict) and _number(g.get("utilization_percent"), 0, 100) is not None:
-            gpus.append(
-                {
-                    "utilization_percent": _number(g["utilization_percent"], 0, 100),
-                    "memory_used_bytes": int(_number(g.get("memory_used_bytes"), 0, 1 << 50) or 0),
-                }
-            )
-    memory = _number(usage.get("memory_bytes"), 0, 1 << 50)
-    return {
-        # an open SSH session (through the gateway, or from another of the owner's workspaces) counts as a browser
-        "browser_connections": int(kernels + terminals + ssh),
-        "last_browser": last,
-        "cpu_percent": _number(usage.get("cpu_percent"), 0, 100_000),
-        "memory_bytes": int(memory) if memory is not None else None,
-        "gpus": gpus,
-    }
-
-
-@dataclass
-class Server:
-    """A ready workspace server, as the hub and the workspace database know it."""
-
-    user: str
-    name: str
-    groups: list[str]
-    last_activity: float | None
-    url: str | None  # the single-user server's base URL, reached directly (None: not in the proxy)
-    execution_id: int | None = None
-    number: int | None = None
-    container_id: str | None = None
-    started: float | None = None
-    resource_type: str | None = None
-    max_runtime: float | None = None  # the resource type's, recorded on the execution
-    live_key: str | None = None
-    node: str | None = None  # where it runs (whose store holds its live home)
-    home_limit: int | None = None  # bytes
-    home_files: int | None = None  # files its home may hold
-    report_key: str | None = None  # the execution's own secret for its extension
-    task: bool = False  # a task (#17): never idle, no extension to ask; its maximum run time applies
-    locale: str = i18n.DEFAULT  # the language it was started in: its warnings and stop's evidence are said in it
-
-    @property
-    def label(self) -> str:
-        return f"{self.user}:{self.name}" if self.name else self.user
 
 
 @dataclass
@@ -177,11 +84,7 @@ class Tracked:
     home_bytes: int | None = None  # what that walk found
 
 
-# what a task's webhook call says (tasks.ended_since's fields)
-TASK_FIELDS = ("owner", "workspace", "number", "exit_code", "stop_reason", "stopped_at", "message")
-
-
-class Culler(config.HubService):
+class Culler(HubApi, WorkspaceExtension, HomeWatch, config.HubService):
     name = "workspace-culler"
     description = "Stops idle workspaces (closed tab AND low CPU) after a warning; records usage."
     classes = [IdlePolicy]
@@ -226,77 +129,15 @@ class Culler(config.HubService):
         self.store_dir = self.store_dir or spawner.store_root
         self._engine_nodes = functools.partial(spawner.spawner_class.engine_nodes, spawner)
         self._agent_token = read_token(getattr(spawner, "store_agent_token_file", ""))
-        self._webhook_networks = webhooks.networks(spawner.webhook_networks)
-        self._webhook_calls: set = set()
+        self.task_news = TaskNews(
+            functools.partial(database, self.db_url, self._key_file), webhooks.networks(spawner.webhook_networks)
+        )
         self.policy = IdlePolicy(parent=self)
         self.tracked: dict[int, Tracked] = {}
         self._unrouted: set[int] = set()  # executions whose server the proxy's table did not show
         self._http = None
         self._semaphore = asyncio.Semaphore(self.concurrency)
         self.clock = time.time
-
-    @property
-    def http(self) -> AsyncHTTPClient:
-        if self._http is None:  # made on the running loop
-            self._http = AsyncHTTPClient(
-                force_instance=True, max_clients=max(self.concurrency, 2), max_body_size=MAX_REPORT
-            )
-        return self._http
-
-    # -- the hub -------------------------------------------------------------------
-
-    async def hub(self, method: str, path: str, body=None, paginated: bool = False, timeout: float | None = None):
-        headers = {"Authorization": f"token {self.api_token}"}
-        if paginated:
-            headers["Accept"] = "application/jupyterhub-pagination+json"
-        req = HTTPRequest(
-            self.hub_api_url.rstrip("/") + path,
-            method=method,
-            headers=headers,
-            body=None if body is None else json.dumps(body),
-            request_timeout=timeout or self.request_timeout,
-            allow_nonstandard_methods=True,
-        )
-        resp = await self.http.fetch(req)
-        return json.loads(resp.body) if resp.body else None
-
-    async def _paged(self, path: str) -> list:
-        """Every item of a paginated hub list (users), following `_pagination.next`."""
-        items, offset = [], 0
-        while True:
-            sep = "&" if "?" in path else "?"
-            page = await self.hub("GET", f"{path}{sep}offset={offset}&limit=200", paginated=True)
-            if isinstance(page, list):  # an older hub: no pagination
-                return page
-            items.extend(page["items"])
-            nxt = (page.get("_pagination") or {}).get("next")
-            if not nxt:
-                return items
-            offset = nxt["offset"]
-
-    async def _routes(self) -> dict:
-        page = await self.hub("GET", "/proxy?offset=0&limit=100000", paginated=True)
-        return page.get("items", page) if isinstance(page, dict) and "_pagination" in page else page
-
-    async def servers(self) -> list[Server]:
-        users, routes = await asyncio.gather(self._paged("/users?state=ready"), self._routes())
-        out = []
-        for user in users:
-            for name, s in (user.get("servers") or {}).items():
-                if not s.get("ready") or s.get("pending"):
-                    continue
-                # its public URL is a path, or a URL on the user's subdomain
-                url = origins.server_address(s.get("url") or "", routes)
-                out.append(
-                    Server(
-                        user=user["name"],
-                        name=name,
-                        groups=list(user.get("groups") or []),
-                        last_activity=_epoch(s.get("last_activity")),
-                        url=url,
-                    )
-                )
-        return out
 
     # -- the workspace database --------------------------------------------------------
 
@@ -313,7 +154,7 @@ class Culler(config.HubService):
                 ex = running.get((server.user, server.name))
                 if ex is not None:
                     server.execution_id, server.number = ex.id, ex.number
-                    server.container_id, server.started = ex.container_id, _epoch(ex.started)
+                    server.container_id, server.started = ex.container_id, epoch(ex.started)
                     server.resource_type, server.max_runtime = ex.resource_type, ex.max_runtime
                     server.live_key, server.home_limit, server.node = ex.live_key, ex.home_limit, ex.node
                     server.home_files = ex.home_files
@@ -330,59 +171,6 @@ class Culler(config.HubService):
                 if ex is not None and ex.state == "running":
                     ex.stop_reason, ex.stop_detail = reason, evidence
 
-    # -- the workspace extension -------------------------------------------------------
-
-    async def _extension(self, server: Server, method: str, path: str, body=None, query=None):
-        """Call the workspace's extension with the execution's report key: never a hub credential.
-
-        Whatever answers on the workspace's port is the student's to choose,
-        so it gets nothing it could use elsewhere; no redirect is followed.
-        """
-        if not server.report_key:
-            raise HTTPClientError(403, message="this execution has no report key")
-        url = f"{server.url.rstrip('/')}/api/workspace/{path}"
-        if query:
-            url += "?" + urlencode(query)
-        req = HTTPRequest(
-            url,
-            method=method,
-            headers={"Authorization": f"{REPORT_SCHEME} {server.report_key}"},
-            body=None if body is None else json.dumps(body),
-            request_timeout=self.request_timeout,
-            allow_nonstandard_methods=True,
-            follow_redirects=False,
-        )
-        resp = await self.http.fetch(req, raise_error=False)
-        if resp.code >= 400 or resp.code == 599:
-            raise HTTPClientError(resp.code, response=resp)
-        return json.loads(resp.body) if resp.body else None
-
-    async def activity(self, server: Server) -> dict | None:
-        """The extension's report, or None when the workspace cannot tell (old image, not answering)."""
-        if server.url is None:
-            # said once per execution: a server the proxy's table does not show is judged by the hub's last
-            # activity, which lags by minutes (#28: a route key of the wrong form hid every open tab)
-            if server.execution_id not in self._unrouted:
-                self._unrouted.add(server.execution_id)
-                log.warning("%s: not in the proxy's table; judged by the hub's last activity", server.label)
-            return None
-        async with self._semaphore:
-            try:
-                report = clean_report(await self._extension(server, "GET", "activity"), self.clock())
-            except Exception as e:  # anything a hostile server answers: this workspace only
-                log.info("%s: no activity report (%s); using the hub's last activity", server.label, e)
-                return None
-            if report is None:
-                log.info("%s: its activity report is malformed; using the hub's last activity", server.label)
-            return report
-
-    async def notify(self, server: Server, verdict: Verdict, notice_id: str) -> None:
-        if verdict.action == "warn":
-            stop_at = dt.datetime.fromtimestamp(verdict.stop_at, dt.timezone.utc).isoformat()
-            await self._show_notice(server, notice_id, verdict.message, "", stop_at=stop_at)
-        else:
-            await self._show_notice(server, notice_id, None, verdict.message)
-
     # -- one cycle -------------------------------------------------------------------
 
     async def cycle(self) -> dict:
@@ -390,7 +178,7 @@ class Culler(config.HubService):
         servers = await self.servers()
         await asyncio.get_running_loop().run_in_executor(None, self._attach_executions, servers)
         servers = [s for s in servers if s.execution_id is not None]
-        await self._announce_tasks(servers)
+        await self.task_news.announce(servers, self.show_notice)
         reports = await asyncio.gather(*(self._no_report() if s.task else self.activity(s) for s in servers))
         now = self.clock()
         samples, culls, actions, samples_by_server = [], [], [], []
@@ -485,150 +273,9 @@ class Culler(config.HubService):
             tracked.last_sample, tracked.sample_cpu = now, []
         return verdict, sample
 
-    @property
-    def store(self):
-        if getattr(self, "_store", None) is None:
-            from workspace.store.homes import store_for
-
-            self._store = store_for(self.store_dir, clean=False)
-        return self._store
-
-    def store_of(self, server: Server):
-        """The store holding the server's live home: its node's (a swarm's node has its own)."""
-        if getattr(self, "_stores", None) is None:
-            nodes = getattr(self, "_engine_nodes", None) or list
-            self._stores = NodeStores(self.store, nodes, getattr(self, "_agent_token", ""))
-        return self._stores.of(server.node)
-
-    async def _watch_home(self, server: Server, sample: UsageSample) -> None:
-        """Measure a limited home into its sample; show, change or withdraw its notices."""
-        if server.home_files:
-            await self._count_files(server)
-        if server.home_limit:
-            await self._measure_bytes(server, sample)
-
-    async def _count_files(self, server: Server) -> None:
-        """Every `files_interval`: count the home's files (up to the limit) and warn near or over it."""
-        tracked = self.tracked.get(server.execution_id)
-        now = self.clock()
-        if tracked is None or now - tracked.files_counted < self.files_interval:
-            return
-        tracked.files_counted = now
-        store = self.store_of(server)
-        try:  # in its node's store (through its agent, on another machine)
-            files = await asyncio.get_running_loop().run_in_executor(
-                None, store.count_files, server.live_key, server.home_files
-            )
-        except Exception as e:  # its live home went (a stop under way)
-            log.info("%s: the home's files could not be counted: %s", server.label, e)
-            return
-        message = home_files_notice(files, server.home_files, self.home_warn_fraction, server.locale)
-        back = i18n.translate(server.locale, FILES_BACK)
-        if message != tracked.files_notice and await self._show_notice(server, "home-files", message, back):
-            log.info(
-                "%s #%s: home has %s%d files (limit %d)",
-                server.label,
-                server.number,
-                "more than " if files > server.home_files else "",
-                files,
-                server.home_files,
-            )
-            tracked.files_notice = message
-
-    async def _show_notice(self, server: Server, notice_id: str, message: str | None, withdrawn: str, **extra) -> bool:
-        """Post `message` as a notice in the workspace (with `extra` fields), or with None withdraw it,
-        telling `withdrawn`; False if it did not arrive."""
-        if server.url is None:
-            return True
-        try:
-            if message:
-                body = {"id": notice_id, "level": "warning", "message": message, **extra}
-                await self._extension(server, "POST", "report/notices", body=body)
-            else:
-                await self._extension(server, "DELETE", "report/notices", query={"id": notice_id, "message": withdrawn})
-        except Exception as e:
-            log.warning("%s: the notice %s did not reach the workspace: %s", server.label, notice_id, e)
-            return False
-        return True
-
-    async def _measure_bytes(self, server: Server, sample: UsageSample) -> None:
-        loop = asyncio.get_running_loop()
-        tracked = self.tracked.get(server.execution_id)
-        store = self.store_of(server)
-        enforced = store.kind == "btrfs"  # its qgroup counts the bytes: reading them costs nothing
-        if not enforced and tracked is not None and self.clock() - tracked.bytes_walked < self.files_interval:
-            # a store that keeps no count is walked: every home has a limit (the quota's rest, #28), and a
-            # walk of each one at every sample would read every file of every running home each minute
-            sample.home_bytes = tracked.home_bytes
-            return
-        try:
-            used = await loop.run_in_executor(None, store.home_usage, server.live_key)
-        except Exception as e:  # its live home went (a stop under way)
-            log.info("%s: the home could not be measured: %s", server.label, e)
-            return
-        sample.home_bytes = used
-        if tracked is not None and not enforced:
-            tracked.bytes_walked, tracked.home_bytes = self.clock(), used
-        message = home_notice(used, server.home_limit, enforced, self.home_warn_fraction, server.locale)
-        if tracked is None or message == tracked.home_notice:
-            return
-        if not await self._show_notice(server, "home-limit", message, i18n.translate(server.locale, SIZE_BACK)):
-            return
-        log.info(
-            "%s #%s: home %d of %d bytes: %s",
-            server.label,
-            server.number,
-            used,
-            server.home_limit,
-            message or "back under the warning",
-        )
-        tracked.home_notice = message
-
     @staticmethod
     async def _no_report() -> None:
         return None
-
-    async def _announce_tasks(self, servers: list[Server]) -> None:
-        """Tell each owner's running workspaces of their tasks that ended since the last look (#17)."""
-        loop = asyncio.get_running_loop()
-        since = getattr(self, "_tasks_since", None)
-        if since is None:
-            self._tasks_since = utcnow()  # what ended before the culler started was told then, or is on the pages
-            return
-        try:
-            ended = await loop.run_in_executor(None, tasks.ended_since, database(self.db_url, self._key_file), since)
-        except Exception as e:
-            log.warning("could not read the tasks that ended: %s", e)
-            return
-        if not ended:
-            return
-        self._tasks_since = max(t["stopped"] for t in ended)
-        shows = [
-            self._show_notice(
-                server, f"task-{t['execution_id']}", t["message"], "", level="success" if t["success"] else "error"
-            )
-            for t in ended
-            for server in servers
-            if server.user == t["owner"] and not server.task and server.execution_id is not None
-        ]
-        # webhooks are strangers' servers: called beside the cycle, so a slow one never delays culling
-        call = asyncio.ensure_future(self._call_webhooks(ended))
-        self._webhook_calls.add(call)
-        call.add_done_callback(self._webhook_calls.discard)
-        await asyncio.gather(*shows, return_exceptions=True)
-
-    async def _call_webhooks(self, ended: list[dict]) -> None:
-        """POST each ended task to its owner's webhook, if they set one (workspace/webhooks.py)."""
-        loop, db = asyncio.get_running_loop(), database(self.db_url, self._key_file)
-        hooks = await loop.run_in_executor(None, webhooks.of_owners, db, {t["owner"] for t in ended})
-        for t in ended:
-            if t["owner"] not in hooks:
-                continue
-            url, secret = hooks[t["owner"]]
-            payload = {"event": "task.ended", **{k: t[k] for k in TASK_FIELDS}}
-            result = await webhooks.deliver(url, secret, payload, self._webhook_networks)
-            log.info("%s: the webhook for task %s #%s: %s", t["owner"], t["workspace"], t["number"], result)
-            await loop.run_in_executor(None, webhooks.record, db, t["owner"], result)
 
     async def _act(self, server: Server, verdict: Verdict, counts: dict) -> None:
         notice_id = f"cull-{verdict.reason}"
@@ -685,29 +332,6 @@ class Culler(config.HubService):
             except asyncio.TimeoutError:
                 pass
         log.info("culler stopping")
-
-
-def site_policy(hub_config) -> IdlePolicy:
-    """The idle policy as the culler applies it: the hub's configuration (`hub_config`), then the
-    culler's own file (`Culler.config_file`), if there is one. Blocking: it runs that file."""
-    merged = Config({"IdlePolicy": copy.deepcopy(hub_config.IdlePolicy)})
-    path = Path(hub_config.Culler.get("config_file") or "")
-    if path.name and path.is_file():
-        merged.merge(PyFileConfigLoader(path.name, str(path.parent)).load_config())
-    return IdlePolicy(config=merged)
-
-
-def runtime_notice(hub_config, user: str, groups, resource_type, task: bool, locale: str) -> str | None:
-    """What a start tells its user of its maximum run time, as the culler will enforce it (None: none).
-    Blocking (see `site_policy`)."""
-    limits = site_policy(hub_config).limits(
-        user,
-        groups,
-        resource_type.name if resource_type else None,
-        kind="task" if task else "workspace",
-        type_max_runtime=resource_type.max_runtime if resource_type else None,
-    )
-    return idle.runtime_notice(limits.max_runtime, task, locale)
 
 
 def main(argv=None) -> None:

@@ -1,6 +1,7 @@
-"""When is a workspace idle? The culler's policy, its memory and its evidence.
+"""When is a workspace idle? The culler's memory and its evidence, under the idle policy.
 
-Pure logic, no I/O: `workspace/culler/app.py` observes every running execution
+The policy (`IdlePolicy`, its `Limits`) is in workspace/limits/runtime.py: a start reads its maximum run
+time there too. Pure logic, no I/O: `workspace/culler/app.py` observes every running execution
 once a cycle and asks `Watch.decide()` what to do. Times are seconds since
 the epoch, from a clock the caller passes in (tests move it).
 
@@ -20,111 +21,9 @@ import datetime as dt
 from collections import deque
 from dataclasses import dataclass, field
 
-from traitlets import Dict, Float
-from traitlets.config import Configurable
-
 from workspace import i18n
 
-DEFAULT_MAX_RUNTIME = 24 * 3600  # seconds: a day, for workspaces and tasks alike
-POLICY_FIELDS = ("browser_timeout", "cpu_threshold", "cpu_window", "gpu_threshold", "max_runtime", "warn_before")
-
-
-class IdlePolicy(Configurable):
-    """The idle policy, with overrides per resource type, group and user."""
-
-    browser_timeout = Float(
-        1800,
-        config=True,
-        help="""Seconds without a browser attached (no kernel or terminal
-        websocket, no request from a JupyterLab tab) before a workspace may be
-        culled.""",
-    )
-    cpu_threshold = Float(
-        5.0,
-        config=True,
-        help="""CPU use, in percent of one core, under which a workspace counts
-        as idle (measured from its container's cgroup).""",
-    )
-    cpu_window = Float(
-        1800,
-        config=True,
-        help="""Seconds the CPU (and GPU) use must stay under the threshold
-        before a workspace may be culled.""",
-    )
-    gpu_threshold = Float(
-        10.0,
-        config=True,
-        help="""GPU utilisation, in percent, at or above which a workspace with
-        GPUs is busy (training keeps it alive with the tab closed).""",
-    )
-    max_runtime = Float(
-        DEFAULT_MAX_RUNTIME,
-        config=True,
-        help="""Seconds after which a workspace or a task is stopped whatever it
-        does (its home saved, stop reason `max_runtime`); the start says it.
-        A resource type's own `max_runtime` replaces it for that type (and
-        `overrides` may set it per kind, type, group or user). 0: no limit, so that one
-        start may hold its CPU, memory and GPUs forever.""",
-    )
-    warn_before = Float(
-        300,
-        config=True,
-        help="""Seconds between the warning (a JupyterLab notification and a
-        line in every terminal) and the cull. 0: no warning.""",
-    )
-    overrides = Dict(
-        {},
-        config=True,
-        help="""Policy values for some workspaces, keyed `kind:task` or
-        `kind:workspace`, `resource_type:NAME`, `group:NAME` or `user:NAME`, e.g.
-        `{"kind:task": {"max_runtime": 259200}, "resource_type:debug": {"max_runtime": 10800},
-        "group:thesis": {"browser_timeout": 7200}}`. They apply in that order
-        (kind, resource type, then groups in name order, then the user), each
-        over the previous; a resource type's own `max_runtime` comes after the
-        kind's and before the type's overrides.""",
-    )
-
-    def limits(
-        self,
-        user: str = "",
-        groups=(),
-        resource_type: str | None = None,
-        kind: str = "workspace",
-        type_max_runtime: float | None = None,
-    ) -> "Limits":
-        """The limits of one execution, the more specific winning: these options, the overrides of its
-        kind, its resource type's own maximum run time (`type_max_runtime`, recorded on the execution),
-        then the overrides of its type, its groups (in name order) and its user."""
-        values = {name: getattr(self, name) for name in POLICY_FIELDS}
-        self._override(values, f"kind:{kind}")
-        if type_max_runtime:
-            values["max_runtime"] = float(type_max_runtime)
-        keys = (
-            ([f"resource_type:{resource_type}"] if resource_type else [])
-            + [f"group:{g}" for g in sorted(groups)]
-            + [f"user:{user}"]
-        )
-        for key in keys:
-            self._override(values, key)
-        return Limits(**values)
-
-    def _override(self, values: dict, key: str) -> None:
-        for name, value in (self.overrides.get(key) or {}).items():
-            if name not in POLICY_FIELDS:
-                raise ValueError(
-                    f"IdlePolicy.overrides[{key!r}]: unknown setting {name!r}; use one of {', '.join(POLICY_FIELDS)}"
-                )
-            values[name] = float(value)
-
-
-@dataclass(frozen=True)
-class Limits:
-    browser_timeout: float
-    cpu_threshold: float
-    cpu_window: float
-    gpu_threshold: float
-    max_runtime: float
-    warn_before: float
+from workspace.limits.runtime import Limits, duration
 
 
 @dataclass
@@ -161,34 +60,6 @@ class Verdict:
     message: str | None = None  # for the user
     evidence: str | None = None  # for the record: why
     stop_at: float | None = None
-
-
-def duration(seconds: float, locale: str = i18n.DEFAULT) -> str:
-    """`45 s`, `31 min`, `3 h 5 min` (in `locale`)."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 120:
-        return i18n.translate(locale, "{seconds} s", seconds=seconds)
-    minutes = seconds // 60
-    if minutes < 120:
-        return i18n.translate(locale, "{minutes} min", minutes=minutes)
-    hours, minutes = divmod(minutes, 60)
-    if minutes:
-        return i18n.translate(locale, "{hours} h {minutes} min", hours=hours, minutes=minutes)
-    return i18n.translate(locale, "{hours} h", hours=hours)
-
-
-def runtime_notice(max_runtime: float, task: bool, locale: str = i18n.DEFAULT) -> str | None:
-    """What a start tells its user of its maximum run time (None: it has none)."""
-    if max_runtime <= 0:
-        return None
-    if task:
-        text = i18n.N_("This task is stopped after {maximum} at the latest (its maximum run time); its home is saved.")
-    else:
-        text = i18n.N_(
-            "This workspace is stopped after {maximum} at the latest (its maximum run time); "
-            "its home is saved, and you can start it again."
-        )
-    return i18n.translate(locale, text, maximum=duration(max_runtime, locale))
 
 
 def clock_time(t: float) -> str:
@@ -272,6 +143,16 @@ class Watch:
     def decide(self, obs: Observation, limits: Limits, locale: str = i18n.DEFAULT) -> Verdict:
         """Update the memory with `obs` and say what to do now (the user's messages in `locale`)."""
         self.observe(obs, limits)
+        verdict = self.max_runtime_verdict(obs, limits, locale)
+        if verdict is not None:
+            return verdict
+        if self.warning is not None and self.warning.kind == "max_runtime":
+            return Verdict("keep")
+        return self.idle_verdict(obs, limits, locale)
+
+    def max_runtime_verdict(self, obs: Observation, limits: Limits, locale: str) -> Verdict | None:
+        """Cull past the maximum run time, whatever the workspace does; warn once, `warn_before` ahead of it.
+        None: neither (no maximum, or not near it)."""
         now = obs.now
         if limits.max_runtime > 0:
             end = obs.started + limits.max_runtime
@@ -306,15 +187,21 @@ class Watch:
                         maximum=duration(limits.max_runtime, locale),
                     ),
                 )
-        if self.warning is not None and self.warning.kind == "max_runtime":
-            return Verdict("keep")
+        return None
 
-        active_since_warning = self.warning is not None and (
+    def active_since_warning(self) -> bool:
+        """Whether a browser, the CPU or a GPU was busy after the idle warning (False: no warning)."""
+        return self.warning is not None and (
             self.last_browser > self.warning.at
             or self.cpu_busy_at > self.warning.at
             or (self.gpu_busy_at is not None and self.gpu_busy_at > self.warning.at)
         )
-        if active_since_warning:
+
+    def idle_verdict(self, obs: Observation, limits: Limits, locale: str) -> Verdict:
+        """Withdraw the idle warning on activity; cull once the warned time came (at once without warnings);
+        warn ahead of the predicted idle time."""
+        now = obs.now
+        if self.active_since_warning():
             self.warning = None
             return Verdict(
                 "withdraw", "idle", message=i18n.translate(locale, "Activity seen: this workspace keeps running.")
@@ -333,20 +220,23 @@ class Watch:
         # with cpu_window < warn_before, warnings would flap every cycle).
         busy_now = self.cpu_busy_at >= now or (self.gpu_busy_at is not None and self.gpu_busy_at >= now)
         if now >= idle_at - limits.warn_before and not busy_now:
-            stop_at = max(idle_at, now + limits.warn_before)
-            self.warning = Warning("idle", now, stop_at)
-            return Verdict(
-                "warn",
-                "idle",
-                stop_at=stop_at,
-                message=i18n.translate(
-                    locale,
-                    "This workspace seems idle (no open tab, CPU under {threshold:g} %) and will be "
-                    "stopped at {time} (in {left}) to free its resources. "
-                    "Open it in your browser or keep a program running to keep it. Your home is saved when it stops.",
-                    threshold=limits.cpu_threshold,
-                    time=clock_time(stop_at),
-                    left=duration(stop_at - now, locale),
-                ),
-            )
+            return self.idle_warning(now, max(idle_at, now + limits.warn_before), limits, locale)
         return Verdict("keep")
+
+    def idle_warning(self, now: float, stop_at: float, limits: Limits, locale: str) -> Verdict:
+        """Warn that the workspace, idle, is stopped at `stop_at`; remember the warning."""
+        self.warning = Warning("idle", now, stop_at)
+        return Verdict(
+            "warn",
+            "idle",
+            stop_at=stop_at,
+            message=i18n.translate(
+                locale,
+                "This workspace seems idle (no open tab, CPU under {threshold:g} %) and will be "
+                "stopped at {time} (in {left}) to free its resources. "
+                "Open it in your browser or keep a program running to keep it. Your home is saved when it stops.",
+                threshold=limits.cpu_threshold,
+                time=clock_time(stop_at),
+                left=duration(stop_at - now, locale),
+            ),
+        )

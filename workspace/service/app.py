@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
@@ -58,12 +59,13 @@ from workspace.service import (
     tasks_api,
     uploads_api,
     webhook_api,
+    workspaces_page,
 )
 from workspace.service.api import handlers
 from workspace.service.metrics_api import handlers as metrics_handlers
 from workspace.spawner.options import SpawnerOptions
 from workspace.store.agent import read_token
-from workspace.store.homes import BtrfsHomeStore, store_for
+from workspace.store.homes import BtrfsHomeStore, HomeStore, store_for
 from workspace.store.nodes import NodeStores
 from workspace.uploads import staging as uploads
 from workspace.uploads.sandbox import Sandbox
@@ -143,45 +145,99 @@ class WorkspaceService(Application):
     def images(self) -> list[str]:
         return list(self.image_refs)
 
+    @functools.cached_property
+    def home_stores(self) -> HomeStores:
+        """The home stores, made once: the handlers find them in the app's settings, the retries use them."""
+        return home_stores(self.spawner)
+
     def make_app(self) -> web.Application:
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/workspace/")
-        spawner = self.spawner
         return web.Application(
-            [
-                (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
-                *pages.handlers(prefix),
-                *language_page.handlers(prefix),
-                *outputs_page.handlers(prefix),
-                *handlers(prefix),
-                *datasets_api.handlers(prefix),
-                *uploads_api.handlers(prefix),
-                *storage_api.handlers(prefix),
-                *accounting_api.handlers(prefix),
-                *activity_api.handlers(prefix),
-                *resource_types_api.handlers(prefix),
-                *courses_api.handlers(prefix),
-                *outputs_api.handlers(prefix),
-                *ssh_keys_api.handlers(prefix),
-                *ssh_page.handlers(prefix),
-                *tasks_api.handlers(prefix),
-                *images_api.handlers(prefix),
-                *images_page.handlers(prefix),
-                *webhook_api.handlers(prefix),
-                *metrics_handlers(prefix, self.authenticate_prometheus),
-            ],
+            self.routes(prefix),
             prefix=prefix,
             # an address no handler has: the page's 404 (or the API's JSON one), in the user's language
             default_handler_class=pages.NotFoundPage,
+            **self.hub_settings(),
+            **self.store_settings(),
+            **self.start_settings(),
+            **self.image_settings(),
+            courses=self.courses,
+            followers=streams.Followers(self.max_followers_per_user),  # the logs followed now, per user
+            webhook_networks=webhooks.networks(self.spawner.webhook_networks),
+            cookie_secret=os.urandom(32),
+        )
+
+    def routes(self, prefix: str) -> list:
+        """Every page and API of the service, under `prefix`."""
+        return [
+            (url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler),
+            *pages.handlers(prefix),
+            *workspaces_page.handlers(prefix),
+            *language_page.handlers(prefix),
+            *outputs_page.handlers(prefix),
+            *handlers(prefix),
+            *datasets_api.handlers(prefix),
+            *uploads_api.handlers(prefix),
+            *storage_api.handlers(prefix),
+            *accounting_api.handlers(prefix),
+            *activity_api.handlers(prefix),
+            *resource_types_api.handlers(prefix),
+            *courses_api.handlers(prefix),
+            *outputs_api.handlers(prefix),
+            *ssh_keys_api.handlers(prefix),
+            *ssh_page.handlers(prefix),
+            *tasks_api.handlers(prefix),
+            *images_api.handlers(prefix),
+            *images_page.handlers(prefix),
+            *webhook_api.handlers(prefix),
+            *metrics_handlers(prefix, self.authenticate_prometheus),
+        ]
+
+    def hub_settings(self) -> dict:
+        """Where the hub is, and what it configures that the pages show."""
+        return dict(
             hub_prefix=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/",
             hub_api_url=os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
+            # users' servers on their own subdomains (workspace/origins.py); None: on the hub's origin
+            subdomain_host=self.config.JupyterHub.get("subdomain_host") or None,
+            # what the hub's pages are given (the navigation they share: NativeAuthenticator's pages)
+            template_vars=dict(self.config.JupyterHub.get("template_vars") or {}),
+            hub_config=self.config,  # what the hub configures for others: the SSH gateway's address and keys
+        )
+
+    def store_settings(self) -> dict:
+        """The database and the home stores, and the rules of what users keep there."""
+        spawner, stores = self.spawner, self.home_stores
+        return dict(
             workspace_db=database(spawner.db_url, spawner.secret_key_file),
-            workspace_store=store_for(spawner.store_root, clean=False),
+            workspace_store=stores.central,
+            node_stores=stores.nodes,
+            record_store=stores.record,
+            record_store_root=spawner.record_store_root,
+            own_node_stores=spawner.spawner_class.nodes_have_own_stores,  # a swarm's: replicated to the hub's
             dataset_rules=self.dataset_rules,
             upload_policy=self.upload_policy,
             sandbox=Sandbox(image=spawner.image, deployment=spawner.deployment),
             storage_quota=self.storage_quota,
+        )
+
+    def start_settings(self) -> dict:
+        """What a start may choose and where it runs: the resource types, the engine's nodes and logs."""
+        spawner = self.spawner
+        return dict(
             resource_types=spawner.parsed_resource_types(),
             default_resource_type=spawner.default_resource_type,
+            # the nodes starts are placed on, with their GPUs (blocking: a swarm's manager is asked)
+            engine_nodes=functools.partial(spawner.spawner_class.engine_nodes, spawner),
+            # a running task's log, from the engine (blocking), and where the hub keeps finished ones
+            engine_log=functools.partial(spawner.spawner_class.engine_log, spawner),
+            execution_log_root=spawner.execution_log_root,
+        )
+
+    def image_settings(self) -> dict:
+        """The site's images, the users' images and their builder."""
+        spawner = self.spawner
+        return dict(
             image=spawner.image,
             images=self.images,
             image_refs=self.image_refs,
@@ -189,26 +245,24 @@ class WorkspaceService(Application):
             user_images_offered=getattr(spawner.spawner_class, "offers_user_images", False),
             image_builder=self.image_builder,
             image_build_wake=asyncio.Event(),  # set by a build request: the builder looks at once
-            # users' servers on their own subdomains (workspace/origins.py); None: on the hub's origin
-            subdomain_host=self.config.JupyterHub.get("subdomain_host") or None,
-            courses=self.courses,
-            # what the hub's pages are given (the navigation they share: NativeAuthenticator's pages)
-            template_vars=dict(self.config.JupyterHub.get("template_vars") or {}),
-            hub_config=self.config,  # what the hub configures for others: the SSH gateway's address and keys
-            # the nodes starts are placed on, with their GPUs (blocking: a swarm's manager is asked)
-            engine_nodes=functools.partial(spawner.spawner_class.engine_nodes, spawner),
             # what each image holds (blocking: the engine is asked; cached a minute)
             describe_images=functools.partial(spawner.spawner_class.describe_images, spawner),
-            # a running task's log, from the engine (blocking), and where the hub keeps finished ones
-            engine_log=functools.partial(spawner.spawner_class.engine_log, spawner),
-            execution_log_root=spawner.execution_log_root,
-            followers=streams.Followers(self.max_followers_per_user),  # the logs followed now, per user
-            webhook_networks=webhooks.networks(spawner.webhook_networks),
-            node_stores=node_stores(spawner, store_for(spawner.store_root, clean=False)),
-            record_store_root=spawner.record_store_root,
-            own_node_stores=spawner.spawner_class.nodes_have_own_stores,  # a swarm's: replicated to the hub's
-            cookie_secret=os.urandom(32),
         )
+
+
+@dataclass
+class HomeStores:
+    """The home stores this process reaches."""
+
+    central: HomeStore  # this host's (the hub's)
+    nodes: NodeStores  # each node's: a swarm's nodes have their own; a single host's is `central`
+    record: BtrfsHomeStore | None  # the store of record, where saved outputs are copied (None: none configured)
+
+
+def home_stores(spawner) -> HomeStores:
+    central = store_for(spawner.store_root, clean=False)
+    record = BtrfsHomeStore(root=spawner.record_store_root) if spawner.record_store_root else None
+    return HomeStores(central, node_stores(spawner, central), record)
 
 
 def node_stores(spawner, central) -> NodeStores:
@@ -221,13 +275,13 @@ async def retry_saves(service: WorkspaceService) -> None:
     """Forever: finish the saves that failed or were interrupted; end queued starts whose hub is gone."""
     spawner = service.spawner
     db = database(spawner.db_url, spawner.secret_key_file)
-    store = store_for(spawner.store_root, clean=False)
+    store = service.home_stores.central
     expire_after = service.upload_policy.expire_after
     # each node's store (a swarm's nodes have their own; a single host's is `store`)
-    stores = node_stores(spawner, store)
+    stores = service.home_stores.nodes
     record = None
-    if spawner.record_store_root:  # the store of record: outputs whose save did not replicate them
-        record = BtrfsHomeStore(root=spawner.record_store_root).setup(clean=False)
+    if service.home_stores.record is not None:  # the store of record: outputs whose save did not replicate them
+        record = service.home_stores.record.setup(clean=False)
     elif spawner.spawner_class.nodes_have_own_stores:
         # on a swarm the hub's own store is the store of record (through its agent where nodes have agents)
         agent = getattr(spawner, "store_agent_url", "")

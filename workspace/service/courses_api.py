@@ -66,6 +66,26 @@ class CourseActions:
     async def set_up_course(self, course: str, body: dict) -> dict:
         """Check a course set-up, then make the hub's users and group match the roster and record the
         template (courses.py); what changed, with a sentence."""
+        setup = await self.checked_setup(course, body)
+        group, members = await self.course_group(course)
+        created = await self.create_students(setup.students)
+        added, removed = sorted(set(setup.students) - members), sorted(members - set(setup.students))
+        await self.change_members(course, group, added, removed)
+        applied = await self.blocking(courses.apply_setup, self.db, setup)
+        return {
+            "course": course,
+            "students": setup.students,
+            "created_users": created,
+            "added": added,
+            "removed": removed,
+            **applied,
+            "notes": setup.notes,
+            "message": self.setup_message(course, setup, created, added, removed, applied),
+        }
+
+    async def checked_setup(self, course: str, body: dict) -> courses.Setup:
+        """The set-up `body` asks for, checked (courses.check_setup): 403 for one who may not set the course
+        up, or for a roster that names someone who is not a student."""
         if not self.may_manage(course):
             raise UserError(
                 403, "Only the instructors of “{course}” (and administrators) may set it up.", course=course
@@ -99,15 +119,23 @@ class CourseActions:
                 "roster and send it again (nothing was changed).",
                 names=shown,
             )
+        return setup
+
+    async def course_group(self, course: str) -> tuple[str, set[str]]:
+        """The course's group in the hub (made if there is none): its API path and its members now."""
         group = f"/groups/{quote(course, safe='')}"
         code, model = await self.service_hub_call("GET", group)
         if code == 404:
             code, model = await self.service_hub_call("POST", group)
         if code not in (200, 201):
             raise UserError(502, "The hub refused to create the group “{course}” ({code}).", course=course, code=code)
+        return group, set((model or {}).get("users") or [])
+
+    async def create_students(self, students: list[str]) -> list[str]:
+        """Make the hub's users of the roster that it does not have yet; their names."""
         created: list[str] = []
-        if setup.students:
-            code, made = await self.service_hub_call("POST", "/users", {"usernames": setup.students})
+        if students:
+            code, made = await self.service_hub_call("POST", "/users", {"usernames": students})
             if code == 201:
                 created = sorted(u["name"] for u in made or [])
             elif code == 400:
@@ -118,8 +146,10 @@ class CourseActions:
                 )
             elif code != 409:  # 409: all exist already
                 raise UserError(502, "The hub refused to create the roster's users ({code}).", code=code)
-        before = set((model or {}).get("users") or [])
-        added, removed = sorted(set(setup.students) - before), sorted(before - set(setup.students))
+        return created
+
+    async def change_members(self, course: str, group: str, added: list[str], removed: list[str]) -> None:
+        """Add and remove the course group's members (`group`: its API path)."""
         for method, names in (("POST", added), ("DELETE", removed)):
             if names:
                 code, _ = await self.service_hub_call(method, f"{group}/users", {"users": names})
@@ -127,7 +157,11 @@ class CourseActions:
                     raise UserError(
                         502, "The hub refused to change the members of “{course}” ({code}).", course=course, code=code
                     )
-        applied = await self.blocking(courses.apply_setup, self.db, setup)
+
+    def setup_message(
+        self, course: str, setup: courses.Setup, created: list, added: list, removed: list, applied: dict
+    ) -> str:
+        """What the set-up did, in a sentence (the caller's language)."""
         message = i18n.translate(
             self.lang,
             "{course}: {students} student(s) ({created} new user(s), {added} added, "
@@ -146,16 +180,7 @@ class CourseActions:
             )
         if setup.notes:
             message += " " + " ".join(setup.notes)
-        return {
-            "course": course,
-            "students": setup.students,
-            "created_users": created,
-            "added": added,
-            "removed": removed,
-            **applied,
-            "notes": setup.notes,
-            "message": message,
-        }
+        return message
 
 
 class CoursesHandler(CourseActions, APIHandler):

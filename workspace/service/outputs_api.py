@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-import functools
 import logging
 import os
 import re
@@ -49,7 +48,6 @@ from workspace.outputs import saved as outputs
 from workspace.reports import accounting
 from workspace.service.api import READ_SCOPE, APIHandler
 from workspace.store import paths
-from workspace.store.homes import BtrfsHomeStore
 
 log = logging.getLogger("workspace.service")
 
@@ -95,12 +93,7 @@ class Pipe:
         self.gone.set()
 
 
-@functools.lru_cache(maxsize=4)
-def record_store(root: str | None):
-    return BtrfsHomeStore(root=root) if root else None
-
-
-def _pool_run(fn, *args):
+def pool_run(fn, *args):
     return asyncio.get_running_loop().run_in_executor(POOL, fn, *args)
 
 
@@ -116,7 +109,7 @@ class OutputsHandler(APIHandler):
     @property
     def record_store(self):
         """The store of record, where outputs are copied after their save (None: none configured)."""
-        return record_store(self.settings.get("record_store_root"))
+        return self.settings.get("record_store")
 
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
         # a path in an output need not be UTF-8 (a name is bytes): its other bytes become surrogate escapes
@@ -162,30 +155,28 @@ class OutputsHandler(APIHandler):
         loop = asyncio.get_running_loop()
         pipe = Pipe(loop)
         finished = loop.create_future()
-
-        def run():
-            try:
-                w = archives.writer(kind, pipe.put)
-                produce(w, pipe.check)
-                w.close()
-                pipe.put(None)
-            except archives.Cancelled:
-                pass
-            except BaseException as e:  # the handler says so, and logs it
-                try:
-                    pipe.put(e)
-                except archives.Cancelled:
-                    pass
-            finally:
-                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
-
         self.set_header("Content-Type", archives.CONTENT_TYPES[kind])
         self.set_header("Content-Disposition", output_files.disposition(os.fsencode(f"{name}.{kind}"), False))
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Cache-Control", "no-store")
         _archives_of[who] += 1
         # a thread of its own, not the pool's: a download that waits on a slow client holds only itself
-        threading.Thread(target=run, name=f"archive {who}", daemon=True).start()
+        writer = threading.Thread(
+            target=write_archive, args=(produce, kind, pipe, finished), name=f"archive {who}", daemon=True
+        )
+        writer.start()
+        try:
+            await self.relay(pipe, name)
+        finally:
+            pipe.close()
+            await finished
+            _archives_of[who] -= 1
+            if not _archives_of[who]:
+                del _archives_of[who]
+
+    async def relay(self, pipe: Pipe, name: str) -> None:
+        """Send the archive's chunks from `pipe` until its end; an error before the first byte is the
+        response's, after it the download is cut."""
         sent = 0
         try:
             while True:
@@ -205,12 +196,25 @@ class OutputsHandler(APIHandler):
                 sent += len(item)
         except StreamClosedError:
             log.info("the download of %s stopped after %d bytes: the client went away", name, sent)
-        finally:
-            pipe.close()
-            await finished
-            _archives_of[who] -= 1
-            if not _archives_of[who]:
-                del _archives_of[who]
+
+
+def write_archive(produce, kind: str, pipe: Pipe, finished: asyncio.Future) -> None:
+    """(the archive's own thread) Write the archive `produce` makes into `pipe`, then None, or the error in
+    its place; `finished` is done once the thread is."""
+    try:
+        w = archives.writer(kind, pipe.put)
+        produce(w, pipe.check)
+        w.close()
+        pipe.put(None)
+    except archives.Cancelled:
+        pass
+    except BaseException as e:  # the handler says so, and logs it
+        try:
+            pipe.put(e)
+        except archives.Cancelled:
+            pass
+    finally:
+        pipe.loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
 
 
 def _open(root, rel: bytes):
@@ -251,12 +255,12 @@ class FilesHandler(OutputsHandler):
         out = await self.blocking(
             outputs.locate, self.db, self.store, self.node_stores, owner, name, number, self.record_store
         )
-        st, target = await _pool_run(_stat, out.root, rel)
+        st, target = await pool_run(_stat, out.root, rel)
         if archives.kind_of(st) == "dir":
             if kind:
                 top = output_files.archive_name(out.label, rel)
                 return await self.stream_archive(_tree_archive(out.root, rel, top), kind, top)
-            page = await _pool_run(_listing, out.root, rel, offset, limit)
+            page = await pool_run(_listing, out.root, rel, offset, limit)
             return self.write_json(
                 {"owner": owner, "workspace": name, "number": out.number, "saved": out.saved, **page}
             )
@@ -266,7 +270,7 @@ class FilesHandler(OutputsHandler):
             raise UserError(
                 400, "“{path}” is not a directory; download it without “archive”.", path=output_files.shown(rel)
             )
-        fd, st = await _pool_run(_open, out.root, rel)
+        fd, st = await pool_run(_open, out.root, rel)
         try:
             await self.send_file(fd, st.st_size, rel, inline)
         finally:
@@ -303,7 +307,7 @@ class FilesHandler(OutputsHandler):
         pos = start
         try:
             while pos < end:
-                block = await _pool_run(os.pread, fd, min(archives.CHUNK, end - pos), pos)
+                block = await pool_run(os.pread, fd, min(archives.CHUNK, end - pos), pos)
                 if not block:  # shorter than it said: cut the response rather than pad it
                     log.error("%s ended at %d of %d bytes", output_files.shown(rel), pos, end)
                     self.request.connection.close()

@@ -20,8 +20,8 @@ from workspace.executions import number_of
 from workspace.outputs import archives
 from workspace.outputs import files as output_files
 from workspace.outputs import saved as outputs
-from workspace.service.outputs_api import _pool_run, record_store
-from workspace.service.pages import PageHandler, _env
+from workspace.service.outputs_api import pool_run
+from workspace.service.pages import PageHandler, env
 from workspace.store import paths
 
 
@@ -35,7 +35,7 @@ def human(n: int | None) -> str:
     return f"{n} B"
 
 
-_env.filters["bytes"] = human
+env.filters["bytes"] = human
 
 
 def _load(root, rel: bytes, offset: int, limit: int, locale: str = i18n.DEFAULT) -> dict:
@@ -86,9 +86,9 @@ class OutputPage(PageHandler):
             owner,
             name,
             n,
-            record_store(self.settings.get("record_store_root")),
+            self.settings.get("record_store"),
         )
-        shown = await _pool_run(_load, out.root, rel, offset, limit, self.lang)
+        shown = await pool_run(_load, out.root, rel, offset, limit, self.lang)
         base = f"workspaces/{quote(name, safe='')}/executions/{out.number}/files"
         user_q = f"user={quote(owner, safe='')}" if owner != me else ""
         crumbs, parts = [], rel.split(b"/") if rel else []

@@ -40,7 +40,7 @@ def configurables() -> list[type]:
 def reference() -> str:
     """docs/configuration.md: every option of ours, from its help string, with its WORKSPACE_* shorthand."""
     from workspace.culler.app import Culler
-    from workspace.culler.idle import IdlePolicy
+    from workspace.limits.runtime import IdlePolicy
     from workspace.gateway.server import SshGateway
 
     lines = [

@@ -22,7 +22,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from workspace import i18n
-
 from workspace.limits.runtime import Limits, duration
 
 

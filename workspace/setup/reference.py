@@ -40,8 +40,8 @@ def configurables() -> list[type]:
 def reference() -> str:
     """docs/configuration.md: every option of ours, from its help string, with its WORKSPACE_* shorthand."""
     from workspace.culler.app import Culler
-    from workspace.limits.runtime import IdlePolicy
     from workspace.gateway.server import SshGateway
+    from workspace.limits.runtime import IdlePolicy
 
     lines = [
         "# Configuration reference",

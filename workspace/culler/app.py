@@ -62,7 +62,7 @@ from workspace.db import database, utcnow
 from workspace.executions import Execution, UsageSample, Workspace
 from workspace.limits.runtime import IdlePolicy, runtime_notice, site_policy  # noqa: F401
 from workspace.spawner.options import SpawnerOptions
-from workspace.store.agent import read_token
+from workspace.store.agent_store import read_token
 from workspace.task_news import TaskNews
 from workspace.usage import ContainerCgroup, CpuMeter
 

@@ -19,6 +19,7 @@ from workspace.culler.hub_api import Server
 from workspace.executions import UsageSample
 from workspace.i18n import N_
 from workspace.limits.quotas import home_files_notice, home_notice
+from workspace.store.homes import store_for
 from workspace.store.nodes import NodeStores
 
 log = logging.getLogger("workspace.culler")
@@ -34,8 +35,6 @@ class HomeWatch:
     @property
     def store(self):
         if getattr(self, "_store", None) is None:
-            from workspace.store.homes import store_for
-
             self._store = store_for(self.store_dir, clean=False)
         return self._store
 

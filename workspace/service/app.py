@@ -64,7 +64,7 @@ from workspace.service import (
 from workspace.service.api import handlers
 from workspace.service.metrics_api import handlers as metrics_handlers
 from workspace.spawner.options import SpawnerOptions
-from workspace.store.agent import read_token
+from workspace.store.agent_store import read_token
 from workspace.store.homes import BtrfsHomeStore, HomeStore, store_for
 from workspace.store.nodes import NodeStores
 from workspace.uploads import staging as uploads
@@ -260,8 +260,8 @@ class HomeStores:
 
 
 def home_stores(spawner) -> HomeStores:
-    central = store_for(spawner.store_root, clean=False)
-    record = BtrfsHomeStore(root=spawner.record_store_root) if spawner.record_store_root else None
+    central = store_for(spawner.store_root, clean=False, backend=spawner.store_backend)
+    record = store_for(spawner.record_store_root, clean=False, backend="btrfs") if spawner.record_store_root else None
     return HomeStores(central, node_stores(spawner, central), record)
 
 

@@ -2,56 +2,43 @@
 
 `WorkspaceMixin` (mixed in before an engine's spawner class) makes every
 start a new execution: its options checked once (workspace/start_request.py),
-its place in the queue, its home restored from the chosen earlier execution
-and saved at its stop (workspace/lifecycle.py), the environment that makes
-installs land in the home, and the replayable progress stream.
+its place in the queue (placement.py), its home restored from the chosen
+earlier execution and saved at its stop (home_stores.py, workspace/lifecycle.py),
+the environment that makes installs land in the home, and the replayable
+progress stream (progress.py). It keeps every option (traitlets config is read
+by class name: `c.DockerWorkspaceSpawner.x`, `c.WorkspaceMixin.x`); the parts
+it is made of are mixins without options of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
 import inspect
-import logging
-import threading
 import time
-from pathlib import Path
 
 from traitlets import Dict, Float, Instance, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from workspace import courses, datasets, i18n, lifecycle, ssh_identities, start_request, tasks
+import workspace.spawner.form as spawnform
+from workspace import courses, datasets, i18n, lifecycle, ssh_identities, start_request
 from workspace.culler import app as culler
-from workspace.db import database
 from workspace.errors import UserError
-from workspace.executions import find_workspace, get_or_create_workspace, parse_continue_from
-from workspace.images import catalog as image_catalog
-from workspace.limits import queue, quotas, resource_types
-from workspace.spawner import form as spawnform
+from workspace.executions import get_or_create_workspace, parse_continue_from
+from workspace.limits import quotas, resource_types
+from workspace.spawner.execution_logs import ExecutionLogsMixin
+from workspace.spawner.home_stores import HomeStoresMixin
+from workspace.spawner.placement import PlacementMixin
+from workspace.spawner.progress import ProgressMixin, ready_in_users_language
+from workspace.spawner.start_options import StartOptionsMixin
 from workspace.start_request import StartRequest, StartState
-from workspace.store import nodes
-from workspace.store.copier import Transfer
-from workspace.store.homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
-from workspace.store.nodes import Node
 
 # where the images keep a labconfig per language (images/base/rootfs/etc/workspace/lang/<locale>/)
 LAB_LANGUAGES = "/etc/workspace/lang"
 
 
-def _ready_in_users_language(spawner, event: dict) -> dict:
-    """The progress stream's last event (the hub's "Server ready at …") in the language the start was asked in."""
-    url = event.get("url") or ""
-    message = spawner.localized("Your workspace is ready at {url}", url=url)
-    return {
-        **event,
-        "message": message,
-        "html_message": html.escape(message).replace(
-            html.escape(url), f'<a href="{html.escape(url)}">{html.escape(url)}</a>', 1
-        ),
-    }
-
-
-class WorkspaceMixin(LoggingConfigurable):
+class WorkspaceMixin(
+    ProgressMixin, StartOptionsMixin, PlacementMixin, HomeStoresMixin, ExecutionLogsMixin, LoggingConfigurable
+):
     """Engine-independent behaviour of a workspace server.
 
     Mix in before the engine's spawner class:
@@ -259,54 +246,6 @@ class WorkspaceMixin(LoggingConfigurable):
     def _default_options_from_form(self):
         return spawnform.options_from_form
 
-    async def _render_options_form(self, spawner) -> str:
-        # the very fields and defaults of the service's "New workspace" and "Start" (spawnform.page_form):
-        # one start form, whichever page a student starts from
-        await self.drop_entry_made_by_a_look()
-        groups = {g.name for g in self.user.groups}
-        types = self.parsed_resource_types()
-        await self.load_user_images()
-        images = self.image_choices()
-        return await self.run_blocking(
-            spawnform.page_form,
-            self.db,
-            self.user.name,
-            groups,
-            bool(self.user.admin),
-            self.name,
-            types=types,
-            nodes=await self.run_blocking(self.cluster_nodes) if types else [],
-            images=images,
-            image=self.site_image,
-            default_type=self.default_resource_type,
-            image_labels=await self.run_blocking(self.image_labels, images) if len(images) > 1 else None,
-            image_refs=self.image_refs() or {i: i for i in images},
-            locale=self.locale,
-        )
-
-    async def load_user_images(self) -> None:
-        """Read the images users defined that this user may start (engine-specific: none here)."""
-
-    def image_choices(self) -> list[str]:
-        """Images the user may choose from (engine-specific)."""
-        return [self.image]
-
-    def image_refs(self) -> dict[str, str]:
-        """{name a user chooses: the engine's image} where the two differ (engine-specific)."""
-        return {}
-
-    def image_labels(self, images: list[str]) -> dict[str, str]:
-        """{image: its size and versions} for a form (blocking)."""
-        return image_catalog.labels(
-            lambda names: self.describe_images(self, names), images, self.image_refs(), locale=self.locale
-        )
-
-    @classmethod
-    def describe_images(cls, options, names: list[str]) -> list[dict]:
-        """What each image holds (image_catalog.describe; blocking; engine-specific: nothing known here).
-        `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
-        return [{"name": n, "available": True, "size": None, "created": None, "versions": {}} for n in names]
-
     storage_quota = Instance(quotas.StorageQuota, help="The storage quota policy (configured as `c.StorageQuota`).")
 
     @default("storage_quota")
@@ -326,59 +265,6 @@ class WorkspaceMixin(LoggingConfigurable):
         if status.over and not cleanup:
             raise status.refusal(self.storage_page_url())
         return status.warning(self.locale), status.room()[0]
-
-    # -- records and store ------------------------------------------------------
-
-    _stores: dict = {}
-    _stores_lock = threading.Lock()
-
-    @property
-    def db(self):
-        return database(self.db_url, self.secret_key_file)
-
-    @property
-    def home_store(self) -> HomeStore:
-        """The store of this hub process, set up (and cleaned of partial saves) once."""
-        key = (self.store_root, self.store_backend)
-        # Setting up cleans partial saves: it must happen once, never while
-        # another thread of this hub is saving.
-        with WorkspaceMixin._stores_lock:
-            return self._home_store(key)
-
-    def _home_store(self, key) -> HomeStore:
-        if key not in WorkspaceMixin._stores:
-            kwargs = {"uid": self.home_uid, "gid": self.home_gid, "parent": self}
-            clean = self.cleans_home_store
-            if self.store_backend == "auto":
-                store = store_for(self.store_root, clean=clean, **kwargs)
-            else:
-                cls = {"btrfs": BtrfsHomeStore, "copy": CopyHomeStore}[self.store_backend]
-                store = cls(root=self.store_root, **kwargs).setup(clean=clean)
-            self.log.info("Home store: %s at %s", store.kind, self.store_root)
-            # workspace.* loggers (lifecycle, homes) write to the hub's log
-            logging.getLogger("workspace").parent = self.log
-            WorkspaceMixin._stores[key] = store
-        return WorkspaceMixin._stores[key]
-
-    @property
-    def cleans_home_store(self) -> bool:
-        """Whether this hub removes its store's partial saves at its start: it does when it is the one
-        that writes them."""
-        return True
-
-    def store_of(self, node: str | None) -> HomeStore:
-        """The store where executions placed on `node` keep their homes (one store here: `home_store`)."""
-        return self.home_store
-
-    @property
-    def execution_store(self) -> HomeStore:
-        """The store of the current execution's node."""
-        return self.store_of(self.node or None)
-
-    @property
-    def home_dir(self) -> Path:
-        """The host directory of the current execution's live home."""
-        return self.execution_store.live_path(self.live_key)
 
     def get_state(self):
         state = super().get_state()
@@ -459,93 +345,9 @@ class WorkspaceMixin(LoggingConfigurable):
             return ["workspace-start", "workspace-task"]
         return await super().get_command()
 
-    # -- progress -----------------------------------------------------------
-    # JupyterHub calls progress() anew on every page load of the spawn page,
-    # so events are kept in a list and every call replays it from the start.
-
-    def _reset_progress(self):
-        old = getattr(self, "_progress_changed", None)
-        self._progress_events = []
-        self._progress_changed = asyncio.Event()
-        if old is not None:
-            # a listener that came before this start began waits on the last one's: it reads this one's
-            old.set()
-
-    @property
-    def locale(self) -> str:
-        """The language of the user who asked for this start (the request's language cookie or
-        Accept-Language; the workspace service passes its user's on): its progress is said in it."""
-        request = getattr(getattr(self, "handler", None), "request", None)
-        if request is not None:
-            # kept: JupyterHub lets go of the handler once the start returns, and the progress stream's
-            # last event (progress_ready_hook) is said after that
-            self._locale = i18n.of_request(request)
-        return getattr(self, "_locale", i18n.DEFAULT)
-
     @default("progress_ready_hook")
     def _default_progress_ready_hook(self):
-        return _ready_in_users_language
-
-    def localized(self, message: str, **params) -> str:
-        """`message` (a literal with `{placeholders}`: Babel's keyword `localized`) in the user's language."""
-        return i18n.translate(self.locale, message, **params)
-
-    def in_user_language(self, e: UserError) -> None:
-        """Make what JupyterHub shows of `e` (its `jupyterhub_message`: the spawn request's answer, the
-        progress stream's failure) the sentence in the user's language."""
-        e.jupyterhub_message = e.in_locale(self.locale)
-
-    def say_start_failure(self, e: Exception) -> None:
-        """Make the progress page's last line of a failed start the user's language: the hub writes its
-        English "Spawn failed: " before `jupyterhub_message`, but shows `jupyterhub_html_message` as it is."""
-        if isinstance(e, UserError):
-            self.in_user_language(e)
-        reason = getattr(e, "jupyterhub_message", None) or str(e) or type(e).__name__
-        try:
-            e.jupyterhub_html_message = html.escape(
-                self.localized("The workspace could not start: {reason}", reason=reason)
-            )
-        except AttributeError:  # an exception without a __dict__ keeps the hub's words
-            pass
-
-    async def _generate_progress(self):
-        """The hub's stream of a start's events, its first one ("Server requested", written by JupyterHub's
-        private `Spawner._generate_progress`, which this wraps) said in the user's language."""
-        events = super()._generate_progress()
-        try:
-            async for event in events:
-                if event.get("message") == "Server requested":
-                    event = {**event, "message": self.localized("Workspace requested")}
-                yield event
-        finally:
-            await events.aclose()
-
-    def emit_progress(self, progress: int, message: str, **extra) -> None:
-        """Record a progress event (0-100) and wake up the listeners."""
-        if not hasattr(self, "_progress_events"):
-            self._reset_progress()
-        event = {"progress": progress, "message": message, **extra}
-        self._progress_events.append(event)
-        self.log.info("%s: %s", self._log_name, message)
-        self._progress_changed.set()
-
-    async def progress(self):
-        if not hasattr(self, "_progress_events"):
-            self._reset_progress()
-        events, sent = self._progress_events, 0
-        while True:
-            if self._progress_events is not events:  # a start began since: its events, from the first
-                events, sent = self._progress_events, 0
-            while sent < len(events):
-                yield events[sent]
-                sent += 1
-            # JupyterHub stops iterating once the spawn future is done.
-            changed = self._progress_changed
-            if self._progress_events is events:
-                changed.clear()
-                await changed.wait()
-
-    # -- validation: bad input is a 400 before anything happens ---------------
+        return ready_in_users_language
 
     # -- starts: only by a POST that says what it wants (SECURITY.md, "Starts") -------
 
@@ -553,57 +355,6 @@ class WorkspaceMixin(LoggingConfigurable):
         super().__init__(*args, **kwargs)
         # options a hub before this rule kept (a link's image, "fresh") are not a later start's
         self.forget_start_options()
-
-    def forget_start_options(self) -> None:
-        """Drop the options JupyterHub keeps in its database as the next start's defaults (it hands them to a
-        start that names none): a start gets only what its own request says, and the workspace's defaults
-        (its course's, the site's) for the rest, so an image or "fresh" chosen once never comes back."""
-        orm = getattr(self, "orm_spawner", None)
-        if orm is not None and orm.user_options:
-            orm.user_options = {}
-
-    @property
-    def site_image(self) -> str:
-        """The image configured for this spawner, which a start that names none runs (its course's aside):
-        dockerspawner keeps a start's chosen image in `image`, where a later start would find it again."""
-        if not hasattr(self, "_site_image"):
-            self._site_image = self.image  # read before any start changed it
-        return self._site_image
-
-    async def drop_entry_made_by_a_look(self) -> None:
-        """JupyterHub adds a named server to the user's list when its start form is only looked at (a GET of
-        /hub/spawn/OWNER/NAME), so a page of another site that sends a student there adds names to their
-        list (and uses up their `named_server_limit_per_user`). Such an entry (no workspace of that name, no
-        server) is removed again once its form is shown; the form's POST makes it anew."""
-        request = getattr(getattr(self, "handler", None), "request", None)
-        orm = getattr(self, "orm_spawner", None)
-        if not self.name or orm is None or orm.server is not None or request is None or request.method != "GET":
-            return
-        if await self.run_blocking(self._has_workspace_record):
-            return
-        self.user.spawners.pop(self.name, None)
-        self.user.db.delete(orm)
-        self.user.db.commit()
-
-    def _has_workspace_record(self) -> bool:
-        with self.db.session() as s:
-            return find_workspace(s, self.user.name, self.name) is not None
-
-    def options_from_query(self, query_data):
-        # JupyterHub starts a server from a spawn URL's arguments (`/hub/spawn/u/w?opt-image=…`) on a GET,
-        # which needs only the login cookie: any page could start a student's workspace with its choices.
-        # A link only opens the start form (JupyterHub shows it with this sentence and the 400), whose POST
-        # carries the XSRF token.
-        e = UserError(400, "A link cannot start a workspace: check the choices on this form, then press Start.")
-        self.in_user_language(e)
-        raise e
-
-    def refuse_start_by_link(self) -> None:
-        """A start asked by anything but a POST (a page the user was sent to) is the user's 400: a start
-        changes state, and only a POST carries the XSRF token (or is an API call with a token)."""
-        request = getattr(getattr(self, "handler", None), "request", None)
-        if request is not None and request.method != "POST":
-            raise UserError(400, "A link cannot start a workspace: open it on your workspaces page and press Start.")
 
     async def run_pre_spawn_hook(self):
         # Runs inside the spawn request (within slow_spawn_timeout), so a
@@ -827,212 +578,8 @@ class WorkspaceMixin(LoggingConfigurable):
             self._start_script = asyncio.ensure_future(self._show_start_script(self.container_record_id()))
         return result
 
-    START_SCRIPT_LINES = 200  # shown as progress at most (the rest is in the execution's log)
-
-    async def _show_start_script(self, record_id: str) -> None:
-        """While the hub waits for the server: the home's start script's lines (`[start.sh] ...`, written by
-        the image's workspace-start) as progress events. What a student's script prints is theirs: each
-        line is cut to 300 characters, and the page shows it as text."""
-        loop = asyncio.get_running_loop()
-        deadline = time.monotonic() + self.http_timeout
-        done = threading.Event()
-        shown = [0]
-        # said now: the hub forgets the start's request once start() has returned
-        rest = self.localized("[start.sh] … (the rest is in this execution's log)")
-
-        def show(text: str) -> None:
-            if shown[0] < self.START_SCRIPT_LINES:
-                self.emit_progress(92, text[:300])
-            elif shown[0] == self.START_SCRIPT_LINES:
-                self.emit_progress(92, rest)
-            shown[0] += 1
-
-        def waiting() -> bool:
-            return time.monotonic() < deadline and not done.is_set() and getattr(self, "_spawn_pending", False)
-
-        def follow() -> None:
-            lines = tasks.follow(lambda since: self.engine_log(self, record_id, since), waiting, done.is_set)
-            for line in lines:
-                text = line.decode(errors="replace").rstrip("\n").partition(" ")[2]
-                if not text.startswith("[start.sh] "):
-                    continue
-                loop.call_soon_threadsafe(show, text)
-                if text.startswith(("[start.sh] done", "[start.sh] failed", "[start.sh] stopped")):
-                    done.set()
-
-        # a thread of its own: a class starting at once must not hold the shared pool's threads while waiting
-        finished: asyncio.Future = loop.create_future()
-
-        def run() -> None:
-            try:
-                follow()
-                loop.call_soon_threadsafe(finished.set_result, None)
-            except Exception as e:
-                loop.call_soon_threadsafe(finished.set_exception, e)
-
-        threading.Thread(target=run, name="workspace-start-script", daemon=True).start()
-        try:
-            await finished
-        except Exception as e:  # the progress page only misses the script's lines; its log keeps them
-            self.log.warning("Could not follow the start script of %s: %s", self._log_name, e)
-
-    async def _choose_node(self, plan, rtype: resource_types.ResourceType | None, queued: bool) -> str:
-        """The node this start runs on, chosen before its home is restored (the home is restored into
-        that node's store): by admission for a type that may wait, else the least busy node; nodes
-        that hold the home's snapshot first."""
-        inventories = await self.run_blocking(self.gpu_inventories, rtype)
-        prefer = await self.run_blocking(self.nodes_holding, plan.restore_snapshot, list(inventories))
-        if queued:
-            return await self._wait_in_queue(plan, rtype, inventories, prefer)
-        # a start without GPUs: CPU-only nodes first, so that GPU nodes stay free for GPU work
-        names = sorted(inventories, key=lambda n: (bool(inventories[n]), n))
-        return await self.run_blocking(queue.spread, self.db, plan.execution_id, names, prefer)
-
-    def nodes_holding(self, snapshot: str | None, names: list[str]) -> list[str]:
-        """Of the nodes `names`, those whose store holds `snapshot` (blocking)."""
-        if not snapshot:
-            return []
-        return [n for n in names if self.store_of(n).has_snapshot(snapshot)]
-
-    async def receive_inputs(self, plan, mounts: list[dict]) -> None:
-        """Bring what the start needs (the snapshot it restores, its dataset versions) into the store of
-        its node; with one store (here) everything is there already."""
-
-    async def _wait_in_queue(
-        self, plan, rtype: resource_types.ResourceType, inventories: dict[str, list[str]], prefer: list[str]
-    ) -> str:
-        """Wait (state `queued`) until admitted; report the position when it changes; the node."""
-        largest = max((len(ids) for ids in inventories.values()), default=0)
-        if rtype.gpus > largest:
-            await self.run_blocking(
-                lifecycle.discard,
-                self.db,
-                self.home_store,
-                plan.execution_id,
-                "failed",
-                self.localized("not enough GPUs on any node"),
-                "error",
-            )
-            raise UserError(
-                503,
-                "“{name}” needs {gpus} GPU(s) but no node of this server has more than {largest}; "
-                "choose another resource type, or ask your administrator.",
-                name=rtype.name,
-                gpus=rtype.gpus,
-                largest=largest,
-            )
-        shown = None
-        deadline = time.monotonic() + self.queue_timeout
-        while True:
-            admission = await self.run_blocking(
-                queue.admit_execution, self.db, plan.execution_id, rtype, inventories, prefer
-            )
-            if admission.admitted:
-                self.current.gpu_ids = gpus = admission.gpu_ids
-                self.emit_progress(8, self._admitted(rtype.name, admission.node, len(inventories) > 1, gpus))
-                return admission.node
-            text = admission.describe(rtype, self.locale)
-            if text != shown:
-                self.emit_progress(3, text, queue_position=admission.position)
-                shown = text
-            if time.monotonic() > deadline:
-                await self.run_blocking(
-                    lifecycle.discard,
-                    self.db,
-                    self.home_store,
-                    plan.execution_id,
-                    "stopped",
-                    self.localized("waited too long in the queue"),
-                    "user",
-                )
-                raise UserError(
-                    503,
-                    "No “{name}” became free in {hours:g} h; please try again later.",
-                    name=rtype.name,
-                    hours=self.queue_timeout / 3600,
-                )
-            await asyncio.sleep(self.queue_poll_interval)
-
-    def _admitted(self, name: str, node: str, several_nodes: bool, gpus: list[str]) -> str:
-        """The progress event of an admission: the type, the node where there are several, the GPUs."""
-        ids = ", ".join(gpus)
-        if several_nodes and gpus:
-            return self.localized("Admitted as “{name}” on {node}, GPU(s) {gpus}", name=name, node=node, gpus=ids)
-        if several_nodes:
-            return self.localized("Admitted as “{name}” on {node}", name=name, node=node)
-        if gpus:
-            return self.localized("Admitted as “{name}”, GPU(s) {gpus}", name=name, gpus=ids)
-        return self.localized("Admitted as “{name}”", name=name)
-
-    @classmethod
-    def engine_nodes(cls, options) -> list[Node]:
-        """The nodes this engine places starts on (blocking): here, this host with its GPUs.
-        `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
-        return [Node(queue.node_name(), gpus=queue.gpu_inventory(options.gpu_inventory))]
-
-    def cluster_nodes(self) -> list[Node]:
-        return self.engine_nodes(self)
-
-    def gpu_inventories(self, rtype: resource_types.ResourceType | None = None) -> dict[str, list[str]]:
-        """{node: GPU IDs} of the nodes that take a start of `rtype` now (blocking)."""
-        return nodes.inventories(self.cluster_nodes(), rtype.gpu_model if rtype is not None and rtype.gpus else None)
-
     def apply_limits(self, limits: dict) -> None:
         """CPU, memory and process limits of this start (engine-specific: see DockerWorkspaceSpawner)."""
-
-    async def _restore(self, plan) -> None:
-        if plan.restore_snapshot:
-            self.emit_progress(15, self.localized("Restoring the home of #{number}", number=plan.restore_from))
-        loop = asyncio.get_running_loop()
-
-        def report(t: Transfer) -> None:
-            done = t.bytes / t.bytes_total if t.bytes_total else 1
-            text = self.localized("Restoring the home: {transfer}", transfer=t.describe(self.locale))
-            loop.call_soon_threadsafe(self.emit_progress, 15 + int(45 * done), text)
-
-        store = self.execution_store
-        self.current.restore = self.executor.submit(
-            lifecycle.restore, self.db, store, plan, report if plan.restore_snapshot else None
-        )
-        stats = await asyncio.wrap_future(self.current.restore)
-        if plan.restore_snapshot and stats.shared_files:
-            self.emit_progress(
-                60,
-                self.localized(
-                    "Restored #{number}'s home: {files:,} files, {mb:,.1f} MB in {seconds:.2f} s, "
-                    "sharing {shared:,} files (snapshot)",
-                    number=plan.restore_from,
-                    files=stats.files,
-                    mb=stats.bytes / 1e6,
-                    seconds=stats.seconds,
-                    shared=stats.shared_files,
-                ),
-            )
-        elif plan.restore_snapshot:
-            self.emit_progress(
-                60,
-                self.localized(
-                    "Restored #{number}'s home: {files:,} files, {mb:,.1f} MB in {seconds:.2f} s",
-                    number=plan.restore_from,
-                    files=stats.files,
-                    mb=stats.bytes / 1e6,
-                    seconds=stats.seconds,
-                ),
-            )
-        else:
-            self.emit_progress(60, self.localized("Created an empty home"))
-        self.current.home_limit = limit = await self.run_blocking(lifecycle.limit_home, self.db, store, plan)
-        if limit.describe(self.locale):
-            self.emit_progress(62, limit.describe(self.locale))
-
-    async def _wait_restore(self) -> None:
-        """Wait for a restore still running in a thread (its awaiter may have been cancelled)."""
-        future = self.current.restore
-        if future is not None and not future.done():
-            try:
-                await asyncio.wrap_future(future)
-            except Exception:
-                pass
 
     async def prepare_image(self) -> None:
         """Check that the image is there (engine-specific; see DockerWorkspaceSpawner)."""
@@ -1081,101 +628,6 @@ class WorkspaceMixin(LoggingConfigurable):
 
     async def remove_dead_container(self) -> None:
         """Remove the container of an execution that died (engine-specific)."""
-
-    # -- tasks: what is kept of a task's container before it is removed -----------
-
-    @classmethod
-    def engine_log(cls, options, record_id: str, since: float | None = None):
-        """The log of the container (or service) `record_id` with the engine's times, from `since` (UNIX
-        time) to now, as a blocking iterator of byte chunks; engine-specific (see DockerWorkspaceSpawner).
-        `options`: a spawner, or the `SpawnerOptions` of a process that only reads. To follow a log:
-        tasks.follow."""
-        return iter(())
-
-    async def container_exit_code(self) -> int | None:
-        """The exit code of the current execution's stopped container (engine-specific)."""
-        return None
-
-    async def keep_log(self) -> None:
-        """Before an execution's container is removed: keep the tail of its log (a task's output; a
-        server's log and its start script's output) and record its exit code. The engines call this
-        from their removal; a failure here never blocks the save."""
-        execution_id, record_id = self.execution_id, self.container_record_id()
-        if not record_id or execution_id is None:
-            return
-        if await self.run_blocking(lifecycle.log_kept, self.db, execution_id):
-            return  # kept already: a second removal (a stop, then the post-stop hook) finds nothing to keep
-        try:
-            code = await self.container_exit_code()
-            path = tasks.log_path(self.execution_log_root, execution_id)
-            kept = await self.run_blocking(
-                lambda: tasks.keep(self.engine_log(self, record_id), path, self.execution_log_limit)
-            )
-            if code is None:
-                code = kept.exit_code
-            await self.run_blocking(
-                lifecycle.record_log, self.db, execution_id, code, max(kept.total, kept.wrote or 0), kept.kept
-            )
-        except Exception:
-            self.log.exception("Keeping the log of %s failed", self._log_name)
-
-    async def _end_execution(self, execution_id: int | None, reason: str, detail: str | None, node: str) -> None:
-        """Save the home of an execution that ran on `node`; drop the home of one that never did."""
-        if execution_id is None:
-            return
-        db = self.db
-        store = await self.run_blocking(self.store_of, node or None)
-        state = await self.run_blocking(lifecycle.state_of, db, execution_id)
-        if state in ("stopped", "failed"):
-            return
-        if state in ("queued", "preparing", "pulling", "restoring"):
-            message = (
-                self.localized("Left the queue: nothing ran, so there is no output to save.")
-                if state == "queued"
-                else self.localized("Closed while preparing: nothing ran, so there is no output to save.")
-            )
-            await self.run_blocking(lifecycle.discard, db, store, execution_id, "stopped", message, "user")
-            return
-        if reason == "completed":  # a task's command ended: say how, from its recorded exit code
-            detail = await self.run_blocking(lifecycle.task_ending, db, execution_id)
-        final = await self.run_blocking(lifecycle.save, db, store, execution_id, reason, detail)
-        if final == "stopped":
-            # the size of the snapshot is for the record; measure it off the stop path
-            self.executor.submit(self._after_save, execution_id, store)
-
-    @property
-    def replicates(self) -> bool:
-        """Whether saved outputs are sent to a store of record (`record_store_root`)."""
-        return bool(self.record_store_root)
-
-    def _after_save(self, execution_id: int, store: HomeStore) -> None:
-        """Off the stop path: record the output's size, replicate the output, measure the owner's storage."""
-        try:
-            lifecycle.record_snapshot_size(self.db, store, execution_id)
-        except Exception:
-            self.log.exception("Measuring the snapshot of execution %s failed", execution_id)
-        if self.replicates:
-            try:  # off the stop path too; a failure is recorded and retried
-                key = lifecycle.snapshot_key_of(self.db, execution_id)
-                if key:
-                    lifecycle.replicate(self.db, store, self.record_store, key)
-            except Exception:
-                self.log.exception("Replicating the output of execution %s failed", execution_id)
-        try:
-            # the user's storage changed: measure it now, so that the next start need not wait for it
-            quotas.measure(self.db, self.home_store, self.user.name)
-        except Exception:
-            self.log.exception("Measuring the storage of %s failed", self.user.name)
-
-    @property
-    def record_store(self) -> HomeStore:
-        """The store of record (`record_store_root`), set up once per hub process."""
-        with WorkspaceMixin._stores_lock:
-            key = (self.record_store_root, "record")
-            if key not in WorkspaceMixin._stores:
-                store = BtrfsHomeStore(root=self.record_store_root, uid=self.home_uid, gid=self.home_gid)
-                WorkspaceMixin._stores[key] = store.setup()
-            return WorkspaceMixin._stores[key]
 
     async def run_blocking(self, fn, *args, **kwargs):
         """Run blocking work in the spawner's thread pool, off the event loop."""

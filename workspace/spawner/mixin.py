@@ -21,7 +21,6 @@ from traitlets.config import LoggingConfigurable
 
 import workspace.spawner.form as spawnform
 from workspace import courses, datasets, i18n, lifecycle, ssh_identities, start_request
-from workspace.culler import app as culler
 from workspace.errors import UserError
 from workspace.executions import get_or_create_workspace, parse_continue_from
 from workspace.limits import quotas, resource_types
@@ -34,6 +33,15 @@ from workspace.start_request import StartRequest, StartState
 
 # where the images keep a labconfig per language (images/base/rootfs/etc/workspace/lang/<locale>/)
 LAB_LANGUAGES = "/etc/workspace/lang"
+
+
+def runtime_notice(hub_config, user: str, groups, resource_type, task: bool, locale: str) -> str | None:
+    """What a start tells its user of its maximum run time (None: none), from the site's idle policy
+    (workspace/limits/runtime.py; blocking). The culler enforces it; the spawner, below the culler, never
+    imports it."""
+    from workspace.limits import runtime  # lazily: only a start reads the idle policy
+
+    return runtime.runtime_notice(hub_config, user, groups, resource_type, task, locale)
 
 
 class WorkspaceMixin(
@@ -521,7 +529,7 @@ class WorkspaceMixin(
             )
         groups, task = {g.name for g in self.user.groups}, request.task is not None
         args = (self.config, self.user.name, groups, rtype, task, self.locale)
-        if runtime := await self.run_blocking(culler.runtime_notice, *args):
+        if runtime := await self.run_blocking(runtime_notice, *args):
             self.emit_progress(5, runtime)  # the culler stops it then (#28)
         self.node = await self._choose_node(plan, rtype, request.queued)
         try:

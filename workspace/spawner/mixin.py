@@ -20,9 +20,9 @@ from traitlets import Dict, Float, Instance, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 import workspace.spawner.form as spawnform
-from workspace import courses, datasets, i18n, lifecycle, ssh_identities, start_request
+from workspace import i18n, lifecycle, ssh_identities, start_request
 from workspace.errors import UserError
-from workspace.executions import get_or_create_workspace, parse_continue_from
+from workspace.executions import get_or_create_workspace
 from workspace.limits import quotas, resource_types
 from workspace.spawner.execution_logs import ExecutionLogsMixin
 from workspace.spawner.home_stores import HomeStoresMixin
@@ -264,16 +264,6 @@ class WorkspaceMixin(
         base = self.hub.base_url[: -len("hub/")] if self.hub.base_url.endswith("hub/") else "/"
         return f"{base}services/workspace/storage"
 
-    async def check_storage(self, cleanup: bool) -> tuple[str | None, int | None]:
-        """The user's storage against their quota: over it, a start is refused (but in cleanup mode);
-        (a warning or None, the bytes the quota has left: what the live home may grow by; None: no limit)."""
-        groups = {g.name for g in self.user.groups}
-        policy, user = self.storage_quota, self.user.name
-        status = await self.run_blocking(lambda: quotas.status(self.db, self.home_store, policy, user, groups))
-        if status.over and not cleanup:
-            raise status.refusal(self.storage_page_url())
-        return status.warning(self.locale), status.room()[0]
-
     def get_state(self):
         state = super().get_state()
         if self.execution_id is not None:
@@ -374,8 +364,7 @@ class WorkspaceMixin(
         self.image = self.site_image  # a start that names no image runs the configured one, not the last start's
         self.start_request = None
         try:
-            self.refuse_start_by_link()
-            self.start_request = await self.check_start()
+            self.start_request = await self.check_start(self.spawn_method())
         except UserError as e:
             self.in_user_language(e)
             raise
@@ -391,74 +380,50 @@ class WorkspaceMixin(
         if inspect.isawaitable(result):
             await result
 
-    async def check_start(self) -> StartRequest:
-        """This start's options, checked once (the user's 400/403/409 on bad input; nothing recorded)."""
-        owner, name, db = self.user.name, self.name, self.db
-        groups = {g.name for g in self.user.groups}
-        # a course's workspace: the course's resource type, image and datasets unless this start chose
-        defaults = await self.run_blocking(courses.start_defaults, db, owner, name)
-        if defaults:
-            self.user_options = {**defaults, **(self.user_options or {})}
-        options = self.user_options or {}
-        choice = parse_continue_from(options.get("continue_from"))
-        cleanup = start_request.parse_cleanup(options.get("cleanup", False))
-        task = start_request.parse_task(options.get("task"), cleanup)
-        await self.run_blocking(start_request.check_continuation, db, owner, name, choice)
-        refs = datasets.parse_refs(options.get("datasets"))
-        mounts = (
-            await self.run_blocking(start_request.resolve_datasets, db, refs, owner, groups, bool(self.user.admin))
-            if refs
-            else []
-        )
-        rtype = self.chosen_resource_type(cleanup, options.get("resource_type"), groups)
-        limits = self.limits(rtype)
-        if not cleanup:
-            await self.run_blocking(start_request.check_home_files, db, owner, name, choice, limits["home_files"])
-        self.check_running_limit()
-        if rtype is not None:
-            await self.run_blocking(start_request.within_per_user_limit, db, owner, name, rtype)
-        warning, room = await self.check_storage(cleanup)
-        request = StartRequest(choice, rtype, cleanup, tuple(mounts), limits, warning, task, quota_room=room)
-        if request.queued:
-            await self.run_blocking(start_request.one_queued_per_user, db, owner, name, rtype)
+    async def check_start(self, method: str | None = None) -> StartRequest:
+        """This start's options, checked once (start_request.check: the user's 400/403/409 on bad input;
+        nothing recorded); `method`: the spawn request's, whose start only a POST may ask. The options
+        get the course's defaults under them."""
+        who = self.asker(method)
+        request = await self.run_blocking(lambda: start_request.check(self.db, who, self.rules(), self.user_options))
+        self.user_options = dict(request.options)
         return request
 
-    def check_running_limit(self) -> None:
-        """At most `max_running_per_user` workspaces at once (the user's 403 beyond)."""
-        if not self.max_running_per_user or self.user.admin:
-            return
-        unnamed = self.localized("(default)")  # the server without a name
-        others = sorted(name or unnamed for name, sp in self.user.spawners.items() if sp is not self and sp.active)
-        if len(others) >= self.max_running_per_user:
-            raise UserError(
-                403,
-                "You already run {count} workspaces ({names}), the most one "
-                "person may run at once; stop one of them first.",
-                count=len(others),
-                names=", ".join(others),
-            )
+    def asker(self, method: str | None = None) -> start_request.Asker:
+        """Who asks for this start, read from the hub's records of the user (on the hub's loop)."""
+        return start_request.Asker(
+            owner=self.user.name,
+            name=self.name,
+            groups={g.name for g in self.user.groups},
+            admin=bool(self.user.admin),
+            locale=self.locale,
+            running=tuple(name for name, sp in self.user.spawners.items() if sp is not self and sp.active),
+            method=method,
+        )
+
+    def rules(self) -> start_request.Rules:
+        """The site's rules a start is checked against: this spawner's options (blocking: the store)."""
+        return start_request.Rules(
+            resource_types=tuple(self.parsed_resource_types()),
+            default_resource_type=self.default_resource_type,
+            default_limits=self.default_limits,
+            max_running_per_user=self.max_running_per_user,
+            storage_quota=self.storage_quota,
+            home_store=self.home_store,
+            storage_page=self.storage_page_url(),
+            user_images=self.offers_user_images,
+        )
+
+    # the engine builds users' images and may start them (DockerWorkspaceSpawner; #28)
+    offers_user_images = False
 
     def limits(self, rtype: resource_types.ResourceType | None) -> dict:
         """cpu (cores), memory (bytes), pids and home_files of a start: its type's, else `default_limits`
         (None: no limit)."""
-        default = resource_types.ResourceType.from_config({"name": "default", **self.default_limits})
-        out = {}
-        for field in ("cpu", "memory", "pids", "home_files"):
-            value = getattr(rtype, field) if rtype is not None else None
-            if value is None:
-                value = getattr(default, field)
-            out[field] = value or None  # 0: no limit
-        return out
+        return start_request.limits_of(rtype, self.default_limits)
 
     def parsed_resource_types(self) -> list[resource_types.ResourceType]:
         return [resource_types.ResourceType.from_config(d) for d in self.resource_types]
-
-    def chosen_resource_type(self, cleanup: bool, wanted, groups) -> resource_types.ResourceType | None:
-        """The resource type of a start (`user_options["resource_type"]`), or the user's 400/403."""
-        if cleanup:
-            return self.storage_quota.cleanup_resource_type()
-        wanted = start_request.parse_resource_type_name(wanted)
-        return resource_types.choose(self.parsed_resource_types(), wanted, self.default_resource_type, groups)
 
     # -- start ----------------------------------------------------------------
 

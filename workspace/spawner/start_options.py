@@ -108,9 +108,8 @@ class StartOptionsMixin:
         self.in_user_language(e)
         raise e
 
-    def refuse_start_by_link(self) -> None:
-        """A start asked by anything but a POST (a page the user was sent to) is the user's 400: a start
-        changes state, and only a POST carries the XSRF token (or is an API call with a token)."""
+    def spawn_method(self) -> str | None:
+        """The HTTP method of the request that asks for this start (None: a start asked without one); only a
+        POST may start (start_request.refuse_start_by_link)."""
         request = getattr(getattr(self, "handler", None), "request", None)
-        if request is not None and request.method != "POST":
-            raise UserError(400, "A link cannot start a workspace: open it on your workspaces page and press Start.")
+        return request.method if request is not None else None

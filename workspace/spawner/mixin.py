@@ -440,8 +440,24 @@ class WorkspaceMixin(
         started = time.monotonic()
         # checked in the spawn request (run_pre_spawn_hook); only a start called without it checks here
         request, self.start_request = self.start_request or await self.check_start(), None
-        self.current = current = StartState()
-        rtype, mounts = request.resource_type, list(request.mounts)
+        self.current = StartState()
+        plan = await self._begin_execution(request)
+        await self._announce(request, plan)
+        self.node = await self._choose_node(plan, request.resource_type, request.queued)
+        try:
+            result = await self._run_container(plan, list(request.mounts))
+        except asyncio.CancelledError:
+            # closed while preparing: stop() ends the execution without output
+            raise
+        except Exception as e:
+            await self._fail_execution(plan, e)
+            raise
+        self._announce_container(request, time.monotonic() - started)
+        return result
+
+    async def _begin_execution(self, request: StartRequest):
+        """The execution's record (lifecycle.begin: its number, its home's keys) and what the start sets up
+        from it; the plan."""
         db, store = self.db, await self.run_blocking(lambda: self.home_store)
         # A save that failed earlier is retried first, so "latest" can include it.
         await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name, self.store_of)
@@ -453,8 +469,8 @@ class WorkspaceMixin(
                 self.name,
                 request.continue_from,
                 self.image,
-                mounts,
-                rtype,
+                list(request.mounts),
+                request.resource_type,
                 cleanup,
                 home_files=request.limits["home_files"],
                 task=request.task,
@@ -462,11 +478,20 @@ class WorkspaceMixin(
                 locale=self.locale,
             )
         )
+        current = self.current
         self.execution_id, self.live_key, self.node = plan.execution_id, plan.live_key, ""
         current.number, current.report_key = plan.number, plan.report_key or ""
         current.task = request.task
+        current.gpu_ids = []
+        self.apply_limits(request.limits)
+        return plan
+
+    async def _announce(self, request: StartRequest, plan) -> None:
+        """The progress events of what this start will have: its execution, cleanup mode, the storage
+        warning, its datasets, its resource type and its longest run time."""
+        rtype = request.resource_type
         self.emit_progress(5, plan.describe(self.locale))
-        if cleanup is not None:
+        if request.cleanup:
             self.emit_progress(
                 5,
                 self.localized(
@@ -476,15 +501,13 @@ class WorkspaceMixin(
             )
         if request.storage_warning:
             self.emit_progress(5, request.storage_warning)
-        for m in mounts:
+        for m in request.mounts:
             self.emit_progress(
                 5,
                 self.localized(
                     "Dataset {dataset} will be mounted read-only at {mount}", dataset=m["ref"], mount=m["mount"]
                 ),
             )
-        current.gpu_ids = []
-        self.apply_limits(request.limits)
         if rtype is not None:
             self.emit_progress(
                 5,
@@ -496,50 +519,53 @@ class WorkspaceMixin(
         args = (self.config, self.user.name, groups, rtype, task, self.locale)
         if runtime := await self.run_blocking(runtime_notice, *args):
             self.emit_progress(5, runtime)  # the culler stops it then (#28)
-        self.node = await self._choose_node(plan, rtype, request.queued)
-        try:
-            await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
-            await self.prepare_image()
-            await self.receive_inputs(plan, mounts)
-            store = self.execution_store
-            current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
-            await self._restore(plan)
-            result = await super().start()
-            ssh_address = await self.ssh_address(result)
-            await self.run_blocking(
-                lambda: lifecycle.transition(
-                    db,
-                    plan.execution_id,
-                    "running",
-                    container_id=self.container_record_id(),
-                    node=self.node,
-                    image=self.image,
-                    ssh_address=ssh_address,
-                )
-            )
-        except asyncio.CancelledError:
-            # closed while preparing: stop() ends the execution without output
-            raise
-        except Exception as e:
-            if isinstance(e, UserError):
-                message = e.in_locale(self.locale)
-            else:
-                message = getattr(e, "jupyterhub_message", None) or self.localized(
-                    "The workspace could not be started."
-                )
-            await self._wait_restore()
-            await self.run_blocking(
-                lifecycle.discard,
+
+    async def _run_container(self, plan, mounts: list[dict]):
+        """On the chosen node: the image, the inputs, the restored home, then the engine's start; the
+        execution runs (the engine's start's result: the server's address)."""
+        db, current = self.db, self.current
+        await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
+        await self.prepare_image()
+        await self.receive_inputs(plan, mounts)
+        store = self.execution_store
+        current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
+        await self._restore(plan)
+        result = await super().start()
+        ssh_address = await self.ssh_address(result)
+        await self.run_blocking(
+            lambda: lifecycle.transition(
                 db,
-                self.execution_store,
                 plan.execution_id,
-                "failed",
-                str(e),
-                "error",
-                message,
+                "running",
+                container_id=self.container_record_id(),
+                node=self.node,
+                image=self.image,
+                ssh_address=ssh_address,
             )
-            raise
-        seconds = time.monotonic() - started
+        )
+        return result
+
+    async def _fail_execution(self, plan, e: Exception) -> None:
+        """A start that failed once its execution was recorded: the execution fails, its home dropped, with
+        the reason said in the user's language."""
+        if isinstance(e, UserError):
+            message = e.in_locale(self.locale)
+        else:
+            message = getattr(e, "jupyterhub_message", None) or self.localized("The workspace could not be started.")
+        await self._wait_restore()
+        await self.run_blocking(
+            lifecycle.discard,
+            self.db,
+            self.execution_store,
+            plan.execution_id,
+            "failed",
+            str(e),
+            "error",
+            message,
+        )
+
+    def _announce_container(self, request: StartRequest, seconds: float) -> None:
+        """The container runs: how long it took; a server's start script's lines follow as progress."""
         if request.task is not None:
             text = self.localized("Container started {seconds:.1f} s after the request; the task runs", seconds=seconds)
         else:
@@ -549,7 +575,6 @@ class WorkspaceMixin(
         self.emit_progress(90, text)
         if request.task is None:
             self._start_script = asyncio.ensure_future(self._show_start_script(self.container_record_id()))
-        return result
 
     def apply_limits(self, limits: dict) -> None:
         """CPU, memory and process limits of this start (engine-specific: see DockerWorkspaceSpawner)."""

@@ -2,7 +2,7 @@
 
 mixin: `WorkspaceMixin`, what does not depend on the engine (executions,
 homes, the queue, progress), made of progress, start_options, placement,
-home_stores and execution_logs. docker_spawner: `DockerWorkspaceSpawner`, the
+home_stores, execution_logs and environment. docker_spawner: `DockerWorkspaceSpawner`, the
 Docker engine's. swarm_spawner: `SwarmWorkspaceSpawner`, a Docker Swarm's (a service per
 execution on a chosen node). `c.JupyterHub.spawner_class = "workspace.spawner.DockerWorkspaceSpawner"`.
 """

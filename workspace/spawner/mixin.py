@@ -4,8 +4,8 @@
 start a new execution: its options checked once (workspace/start_request.py),
 its place in the queue (placement.py), its home restored from the chosen
 earlier execution and saved at its stop (home_stores.py, workspace/lifecycle.py),
-the environment that makes installs land in the home, and the replayable
-progress stream (progress.py). It keeps every option (traitlets config is read
+the environment that makes installs land in the home (environment.py), and the
+replayable progress stream (progress.py). It keeps every option (traitlets config is read
 by class name: `c.DockerWorkspaceSpawner.x`, `c.WorkspaceMixin.x`); the parts
 it is made of are mixins without options of their own.
 """
@@ -20,19 +20,16 @@ from traitlets import Dict, Float, Instance, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 import workspace.spawner.form as spawnform
-from workspace import i18n, lifecycle, ssh_identities, start_request
+from workspace import lifecycle, start_request
 from workspace.errors import UserError
-from workspace.executions import get_or_create_workspace
 from workspace.limits import quotas, resource_types
+from workspace.spawner.environment import EnvironmentMixin
 from workspace.spawner.execution_logs import ExecutionLogsMixin
 from workspace.spawner.home_stores import HomeStoresMixin
 from workspace.spawner.placement import PlacementMixin
 from workspace.spawner.progress import ProgressMixin, ready_in_users_language
 from workspace.spawner.start_options import StartOptionsMixin
 from workspace.start_request import StartRequest, StartState
-
-# where the images keep a labconfig per language (images/base/rootfs/etc/workspace/lang/<locale>/)
-LAB_LANGUAGES = "/etc/workspace/lang"
 
 
 def runtime_notice(hub_config, user: str, groups, resource_type, task: bool, locale: str) -> str | None:
@@ -45,7 +42,13 @@ def runtime_notice(hub_config, user: str, groups, resource_type, task: bool, loc
 
 
 class WorkspaceMixin(
-    ProgressMixin, StartOptionsMixin, PlacementMixin, HomeStoresMixin, ExecutionLogsMixin, LoggingConfigurable
+    ProgressMixin,
+    StartOptionsMixin,
+    PlacementMixin,
+    HomeStoresMixin,
+    ExecutionLogsMixin,
+    EnvironmentMixin,
+    LoggingConfigurable,
 ):
     """Engine-independent behaviour of a workspace server.
 
@@ -283,65 +286,6 @@ class WorkspaceMixin(
         self.execution_id = None
         self.live_key = ""
         self.node = ""
-
-    def workspace_env(self) -> dict[str, str]:
-        home = self.home_mount
-        return {
-            "HOME": home,
-            "SHELL": "/bin/bash",
-            "PYTHONUSERBASE": f"{home}/.local",
-            "CONDA_ENVS_PATH": f"{home}/.conda/envs",
-            "CONDA_PKGS_DIRS": f"{home}/.conda/pkgs",
-            "TORCH_HOME": f"{home}/.cache/torch",
-            "WORKSPACE_NAME": self.name or "",
-            "WORKSPACE_EXECUTION": str(self.current.number or ""),
-            # the home's size limit in bytes (empty: none), for the workspace's own display
-            "WORKSPACE_HOME_LIMIT": str(getattr(self.current.home_limit, "bytes", None) or ""),
-            # what the culler shows the workspace extension instead of a hub token
-            "WORKSPACE_REPORT_KEY": self.current.report_key,
-            # the home's start script must end before the hub stops waiting for the server
-            "WORKSPACE_START_TIMEOUT": str(int(max(10, self.http_timeout - 30))),
-        }
-
-    def ssh_environment(self, gateway_from: str | None, by_name: bool) -> dict[str, str]:
-        """The execution's SSH identity (blocking; ssh_identities.execution_env), or none without a gateway."""
-        if not self.ssh_gateway_key:
-            return {}
-        with self.db.session() as s:
-            workspace = get_or_create_workspace(s, self.user.name, self.name)
-            return ssh_identities.execution_env(s, workspace, self.ssh_gateway_key, gateway_from, by_name)
-
-    async def ssh_address(self, ip_and_port) -> str | None:
-        """Where the SSH gateway reaches this execution's sshd (`host:port`), from the server's address
-        (`start`'s result); None without sshd."""
-        if not self.current.ssh_env:
-            return None
-        return f"{ip_and_port[0]}:{ssh_identities.WORKSPACE_PORT}"
-
-    def get_env(self):
-        env = super().get_env()
-        env.update(self.workspace_env())
-        env.update(self.current.ssh_env)
-        if self.current.task is not None:
-            env["WORKSPACE_TASK_COMMAND"] = self.current.task
-            base = self.hub.base_url[: -len("hub/")] if self.hub and self.hub.base_url.endswith("hub/") else "/"
-            env["WORKSPACE_TASK_PAGE"] = f"{base}services/workspace/workspaces/{self.name}"
-        gpus = self.current.gpu_ids
-        if gpus is not None and self.parsed_resource_types():
-            # also with device_requests: CUDA programs see exactly these, by the same IDs
-            env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
-        if self.locale != i18n.DEFAULT:
-            # JupyterLab in the user's language: the image's language pack, chosen by a labconfig
-            # default there (images/base/rootfs/etc/workspace/lang/); the user's own choice in JupyterLab's
-            # settings is kept in their home and wins
-            env["JUPYTER_CONFIG_PATH"] = f"{LAB_LANGUAGES}/{self.locale}"
-        return env
-
-    async def get_command(self):
-        if self.current.task is not None:
-            # the image's runner (workspace-task) runs the command, after workspace-start's set-up
-            return ["workspace-start", "workspace-task"]
-        return await super().get_command()
 
     @default("progress_ready_hook")
     def _default_progress_ready_hook(self):

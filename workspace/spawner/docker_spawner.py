@@ -17,12 +17,13 @@ from docker.utils import kwargs_from_env
 from dockerspawner import DockerSpawner
 from traitlets import Bool, Dict, Float, Int, Unicode, default
 
+import workspace.spawner.networks as networks
+import workspace.spawner.scratch as scratch
 from workspace import egress
 from workspace.errors import UserError
 from workspace.i18n import N_
 from workspace.images import catalog as image_catalog
 from workspace.images import user as user_images
-from workspace.spawner import networks, scratch
 from workspace.spawner.mixin import WorkspaceMixin
 
 EGRESS_UNAVAILABLE = N_(

@@ -53,10 +53,11 @@ from docker.types import (
 from dockerspawner import SwarmSpawner
 from traitlets import Float, List, Unicode, default
 
+import workspace.spawner.networks as networks
+import workspace.spawner.scratch as scratch
 from workspace import lifecycle, ssh_identities
 from workspace.errors import UserError
 from workspace.executions import Snapshot
-from workspace.spawner import networks, scratch
 from workspace.spawner.docker_spawner import DockerWorkspaceSpawner, engine_client
 from workspace.store import replication
 from workspace.store.agent import read_token

@@ -243,50 +243,65 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
 
         key = plan.restore_snapshot
         if key and not await self.run_blocking(store.has_snapshot, key):
-            sources = [self.record_store] + [self.store_of(n) for n in await self.run_blocking(self._holders, key)]
-            number = plan.restore_from
+            await self._receive_home(plan, store, node, reporter)
+        await self._receive_datasets(mounts, store, node, reporter)
 
-            def sending(transfer: str) -> str:
-                if number:
-                    return self.localized(
-                        "Sending the home of #{number} to {node}: {transfer}",
-                        number=number,
-                        node=node,
-                        transfer=transfer,
-                    )
+    async def _receive_home(self, plan, store: HomeStore, node: str, reporter) -> None:
+        """Bring the snapshot the start restores into `store` (the node's), from the store of record or the
+        node that saved it; the user's 503 when none can send it."""
+        key = plan.restore_snapshot
+        sources = [self.record_store] + [self.store_of(n) for n in await self.run_blocking(self._holders, key)]
+        number = plan.restore_from
+
+        def sending(transfer: str) -> str:
+            if number:
                 return self.localized(
-                    "Sending the home of the course's starter to {node}: {transfer}", node=node, transfer=transfer
-                )
-
-            def receive():
-                with self._receive_lock(store, key):
-                    if store.has_snapshot(key):
-                        return None
-                    return lifecycle.receive(self.db, key, store, sources, reporter(12, sending))
-
-            try:
-                stats = await self.run_blocking(receive)
-            except HomeStoreError as e:
-                if number:
-                    raise UserError(
-                        503,
-                        "The saved home of #{number} could not be brought to {node} ({error}). If the node that "
-                        "saved it is down, its copy reaches the central store once it is back; try again later, "
-                        "or continue from an earlier execution.",
-                        number=number,
-                        node=node,
-                        error=str(e),
-                    ) from e
-                raise UserError(
-                    503,
-                    "The saved home of the course's starter could not be brought to {node} ({error}). If the node "
-                    "that saved it is down, its copy reaches the central store once it is back; try again later, "
-                    "or continue from an earlier execution.",
+                    "Sending the home of #{number} to {node}: {transfer}",
+                    number=number,
                     node=node,
-                    error=str(e),
-                ) from e
-            if stats is not None:
-                self.emit_progress(14, self._received(number, node, stats))
+                    transfer=transfer,
+                )
+            return self.localized(
+                "Sending the home of the course's starter to {node}: {transfer}", node=node, transfer=transfer
+            )
+
+        def receive():
+            with self._receive_lock(store, key):
+                if store.has_snapshot(key):
+                    return None
+                return lifecycle.receive(self.db, key, store, sources, reporter(12, sending))
+
+        try:
+            stats = await self.run_blocking(receive)
+        except HomeStoreError as e:
+            raise self._not_received(number, node, e) from e
+        if stats is not None:
+            self.emit_progress(14, self._received(number, node, stats))
+
+    def _not_received(self, number: int | None, node: str, e: HomeStoreError) -> UserError:
+        """The user's 503 for a home that could not be brought to `node` (from #`number`; None: the course's
+        starter)."""
+        if number:
+            return UserError(
+                503,
+                "The saved home of #{number} could not be brought to {node} ({error}). If the node that "
+                "saved it is down, its copy reaches the central store once it is back; try again later, "
+                "or continue from an earlier execution.",
+                number=number,
+                node=node,
+                error=str(e),
+            )
+        return UserError(
+            503,
+            "The saved home of the course's starter could not be brought to {node} ({error}). If the node "
+            "that saved it is down, its copy reaches the central store once it is back; try again later, "
+            "or continue from an earlier execution.",
+            node=node,
+            error=str(e),
+        )
+
+    async def _receive_datasets(self, mounts: list[dict], store: HomeStore, node: str, reporter) -> None:
+        """Bring the dataset versions the start mounts into `store` (the node's) from the central store."""
         for m in mounts:
             version = m["key"]
             if await self.run_blocking(store.has_dataset, version):

@@ -224,6 +224,8 @@ class WorkspaceMixin(
     # whether the engine's nodes keep homes in stores of their own (a swarm's), which the service then
     # replicates from and cleans
     nodes_have_own_stores = False
+    # whether users' images may be started here (the engine builds them: DockerWorkspaceSpawner; #28)
+    offers_user_images = False
 
     execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
     live_key = Unicode("", help="Store key of the current execution's live home.")
@@ -257,6 +259,10 @@ class WorkspaceMixin(
     def _default_options_from_form(self):
         return spawnform.options_from_form
 
+    @default("progress_ready_hook")
+    def _default_progress_ready_hook(self):
+        return ready_in_users_language
+
     storage_quota = Instance(quotas.StorageQuota, help="The storage quota policy (configured as `c.StorageQuota`).")
 
     @default("storage_quota")
@@ -286,10 +292,6 @@ class WorkspaceMixin(
         self.execution_id = None
         self.live_key = ""
         self.node = ""
-
-    @default("progress_ready_hook")
-    def _default_progress_ready_hook(self):
-        return ready_in_users_language
 
     # -- starts: only by a POST that says what it wants (SECURITY.md, "Starts") -------
 
@@ -357,9 +359,6 @@ class WorkspaceMixin(
             storage_page=self.storage_page_url(),
             user_images=self.offers_user_images,
         )
-
-    # the engine builds users' images and may start them (DockerWorkspaceSpawner; #28)
-    offers_user_images = False
 
     def limits(self, rtype: resource_types.ResourceType | None) -> dict:
         """cpu (cores), memory (bytes), pids and home_files of a start: its type's, else `default_limits`

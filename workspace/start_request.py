@@ -12,18 +12,21 @@ between, and the resource type is the one whose limits were checked.
 and report key, its GPUs, mounts, home limit), read by the engine when it
 creates the container; a new start begins with a new one.
 
-The checks here block (database, no file system) and run in the spawner's
-thread pool.
+Every check of a start is here, in the order `check` asks them: the
+spawner hands it who asks (`Asker`, what the hub knows of the user) and the
+site's rules (`Rules`, its options) once. The checks block (database, the
+storage quota's measure) and run in the spawner's thread pool.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
-from workspace import datasets, tasks
+from workspace import courses, datasets, i18n, tasks
 from workspace.db import Database
 from workspace.errors import UserError
 from workspace.executions import (
@@ -31,9 +34,11 @@ from workspace.executions import (
     execution_by_number,
     find_workspace,
     get_or_create_workspace,
+    parse_continue_from,
     plan_continuation,
 )
-from workspace.limits import queue
+from workspace.images import user as user_images
+from workspace.limits import queue, quotas, resource_types
 from workspace.limits.resource_types import ResourceType
 
 
@@ -49,6 +54,7 @@ class StartRequest:
     storage_warning: str | None = None  # the user's storage is near their quota
     task: str | None = None  # a task's command (workspace/tasks.py); None: a Jupyter server
     quota_room: int | None = None  # bytes left in the owner's storage quota (None: no limit): the home's bound
+    options: Mapping = field(default_factory=dict)  # the options checked, with the course's defaults under them
 
     @property
     def queued(self) -> bool:
@@ -169,3 +175,135 @@ def within_per_user_limit(db: Database, owner: str, name: str, rtype: ResourceTy
         return
     with db.session() as s:
         queue.check_per_user(s, owner, name, rtype)
+
+
+# -- who asks, under which rules ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Asker:
+    """Who asks for a start, as the hub knows them (read on the hub's loop, before the checks run)."""
+
+    owner: str
+    name: str  # the workspace ('' for the default server)
+    groups: set[str]
+    admin: bool
+    locale: str  # the language the start was asked in (its errors are said in it)
+    running: tuple[str, ...] = ()  # the owner's other servers that run or start now ('': the default one)
+    method: str | None = None  # the spawn request's HTTP method; None: a start asked without one
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The site's rules a start is checked against: the spawner's options."""
+
+    resource_types: tuple[ResourceType, ...]
+    default_resource_type: str | None
+    default_limits: Mapping  # cpu, memory, pids, home_files where a type sets none
+    max_running_per_user: int  # 0: no limit
+    storage_quota: quotas.StorageQuota
+    home_store: object  # the store the user's storage is measured in
+    storage_page: str  # the storage page's address, which a refusal over the quota names
+    user_images: bool = False  # whether users' images may be started (DockerWorkspaceSpawner.offers_user_images)
+
+
+def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> StartRequest:
+    """A start's options (`user_options`), checked once, in this order (blocking): the user's 400/403/409 on
+    bad input, and nothing recorded. A course's workspace gets the course's resource type, image and
+    datasets unless the start chose its own (`StartRequest.options`)."""
+    refuse_start_by_link(who.method)
+    # a course's workspace: the course's resource type, image and datasets unless this start chose
+    defaults = courses.start_defaults(db, who.owner, who.name)
+    if defaults:
+        options = {**defaults, **(options or {})}
+    options = options or {}
+    choice = parse_continue_from(options.get("continue_from"))
+    cleanup = parse_cleanup(options.get("cleanup", False))
+    task = parse_task(options.get("task"), cleanup)
+    check_continuation(db, who.owner, who.name, choice)
+    refs = datasets.parse_refs(options.get("datasets"))
+    mounts = resolve_datasets(db, refs, who.owner, who.groups, who.admin) if refs else []
+    rtype = chosen_resource_type(rules, cleanup, options.get("resource_type"), who.groups)
+    limits = limits_of(rtype, rules.default_limits)
+    if not cleanup:
+        check_home_files(db, who.owner, who.name, choice, limits["home_files"])
+    within_per_user_limits(db, who, rules.max_running_per_user, rtype)
+    warning, room = check_storage(db, who, rules, cleanup)
+    request = StartRequest(
+        choice, rtype, cleanup, tuple(mounts), limits, warning, task, quota_room=room, options=dict(options)
+    )
+    if request.queued:
+        one_queued_per_user(db, who.owner, who.name, rtype)
+    if rules.user_images:
+        check_user_image(db, who, options.get("image"))
+    return request
+
+
+def refuse_start_by_link(method: str | None) -> None:
+    """A start asked by anything but a POST (a page the user was sent to) is the user's 400: a start
+    changes state, and only a POST carries the XSRF token (or is an API call with a token)."""
+    if method is not None and method != "POST":
+        raise UserError(400, "A link cannot start a workspace: open it on your workspaces page and press Start.")
+
+
+def limits_of(rtype: ResourceType | None, default_limits: Mapping) -> dict:
+    """cpu (cores), memory (bytes), pids and home_files of a start: its type's, else `default_limits`
+    (None: no limit)."""
+    default = resource_types.ResourceType.from_config({"name": "default", **default_limits})
+    out = {}
+    for part in ("cpu", "memory", "pids", "home_files"):
+        value = getattr(rtype, part) if rtype is not None else None
+        if value is None:
+            value = getattr(default, part)
+        out[part] = value or None  # 0: no limit
+    return out
+
+
+def chosen_resource_type(rules: Rules, cleanup: bool, wanted, groups) -> ResourceType | None:
+    """The resource type of a start (`user_options["resource_type"]`), or the user's 400/403."""
+    if cleanup:
+        return rules.storage_quota.cleanup_resource_type()
+    wanted = parse_resource_type_name(wanted)
+    return resource_types.choose(list(rules.resource_types), wanted, rules.default_resource_type, groups)
+
+
+def within_per_user_limits(db: Database, who: Asker, max_running: int, rtype: ResourceType | None) -> None:
+    """How much one user may run at once: at most `max_running` workspaces of any type (administrators are
+    not limited; 0: no limit), then the type's own per-user limit (`within_per_user_limit`)."""
+    within_running_limit(who, max_running)
+    if rtype is not None:
+        within_per_user_limit(db, who.owner, who.name, rtype)
+
+
+def within_running_limit(who: Asker, max_running: int) -> None:
+    """At most `max_running` workspaces at once (the user's 403 beyond)."""
+    if not max_running or who.admin:
+        return
+    unnamed = i18n.translate(who.locale, "(default)")  # the server without a name
+    others = sorted(name or unnamed for name in who.running)
+    if len(others) >= max_running:
+        raise UserError(
+            403,
+            "You already run {count} workspaces ({names}), the most one "
+            "person may run at once; stop one of them first.",
+            count=len(others),
+            names=", ".join(others),
+        )
+
+
+def check_storage(db: Database, who: Asker, rules: Rules, cleanup: bool) -> tuple[str | None, int | None]:
+    """The user's storage against their quota: over it, a start is refused (but in cleanup mode);
+    (a warning or None, the bytes the quota has left: what the live home may grow by; None: no limit)."""
+    status = quotas.status(db, rules.home_store, rules.storage_quota, who.owner, who.groups)
+    if status.over and not cleanup:
+        raise status.refusal(rules.storage_page)
+    return status.warning(who.locale), status.room()[0]
+
+
+def check_user_image(db: Database, who: Asker, image) -> None:
+    """A user's image names its owner's code, run here as this user: only one they may start (their own,
+    or another's build approved for them), refused with a sentence before anything is recorded (#28).
+    The start itself (the engine's prepare_image) offers the approved builds only, so a rebuild meanwhile
+    is refused too."""
+    if isinstance(image, str) and "/" in image:
+        user_images.check_startable(db, image, who.owner, who.groups)

@@ -60,7 +60,7 @@ from workspace.culler.idle import Observation, Verdict, Watch
 from workspace.culler.report import epoch
 from workspace.db import database, utcnow
 from workspace.executions import Execution, UsageSample, Workspace
-from workspace.limits.runtime import IdlePolicy, runtime_notice, site_policy  # noqa: F401
+from workspace.limits.runtime import IdlePolicy
 from workspace.spawner.options import SpawnerOptions
 from workspace.store.agent_store import read_token
 from workspace.task_news import TaskNews

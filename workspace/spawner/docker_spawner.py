@@ -17,12 +17,13 @@ from docker.utils import kwargs_from_env
 from dockerspawner import DockerSpawner
 from traitlets import Bool, Dict, Float, Int, Unicode, default
 
+import workspace.spawner.networks as networks
+import workspace.spawner.scratch as scratch
 from workspace import egress
 from workspace.errors import UserError
 from workspace.i18n import N_
 from workspace.images import catalog as image_catalog
 from workspace.images import user as user_images
-from workspace.spawner import networks, scratch
 from workspace.spawner.mixin import WorkspaceMixin
 
 EGRESS_UNAVAILABLE = N_(
@@ -239,17 +240,6 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             found = await self.run_blocking(user_images.startable, self.db, self.user.name, groups)
             self._user_images = {i["name"]: i["ref"] for i in found}
             self._user_image_origins = {i["name"]: user_images.origin(i, self.user.name, self.locale) for i in found}
-
-    async def check_start(self):
-        request = await super().check_start()
-        # a user's image names its owner's code, run here as this user: only one they may start (their own,
-        # or another's build approved for them), refused with a sentence before anything is recorded (#28).
-        # The start itself (prepare_image) offers the approved builds only, so a rebuild meanwhile is refused too
-        image = (self.user_options or {}).get("image")
-        if self.offers_user_images and isinstance(image, str) and "/" in image:
-            groups = {g.name for g in self.user.groups}
-            await self.run_blocking(user_images.check_startable, self.db, image, self.user.name, groups)
-        return request
 
     def image_labels(self, images: list[str]) -> dict[str, str]:
         labels = super().image_labels(images)

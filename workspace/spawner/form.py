@@ -164,40 +164,54 @@ def render(
     is escaped).
 
     `continue_choice` False leaves out "Continue from" (a workspace that does not exist yet)."""
+    html = _continue_field(executions, selected, locale) if continue_choice else []
+    html += _datasets_field(datasets, bound, locale)
+    if types:
+        html += _type_field(types, current_type, locale)
+    if len(images) > 1:
+        html += _image_field(images, current_image, image_labels, locale)
+    html += _cleanup_field(locale)
+    return "\n".join(html)
 
-    def option(value, label, chosen=False):
-        sel = " selected" if chosen else ""
-        return f'<option value="{escape(str(value))}"{sel}>{escape(label)}</option>'
 
-    choices = [option("latest", i18n.translate(locale, "The latest execution with saved output"), selected == "latest")]
+def _option(value, label, chosen=False) -> str:
+    sel = " selected" if chosen else ""
+    return f'<option value="{escape(str(value))}"{sel}>{escape(label)}</option>'
+
+
+def _continue_field(executions: list[dict], selected, locale: str) -> list[str]:
+    """ "Continue from": the latest output, each execution, or nothing."""
+    choices = [
+        _option("latest", i18n.translate(locale, "The latest execution with saved output"), selected == "latest")
+    ]
     for e in executions:
         label = _execution_label(e, locale)
         if e["stop_reason"]:
             label += f" ({e['stop_reason']})"
-        choices.append(option(e["number"], label, str(selected) == str(e["number"])))
-    choices.append(option("fresh", i18n.translate(locale, "Nothing: start with an empty home"), selected == "fresh"))
-    html = (
-        []
-        if not continue_choice
-        else [
-            '<div class="form-group mb-3">',
-            '<label for="continue_from" class="form-label">' + i18n.translate(locale, "Continue from") + "</label>",
-            '<select class="form-select form-control" id="continue_from" name="continue_from">',
-            *choices,
-            "</select>",
-            '<small class="form-text text-muted">'
-            + i18n.translate(
-                locale,
-                "Your home (/openbayes/home) is restored from the chosen execution's output; what you change is "
-                "saved as this execution's output when it stops.",
-            )
-            + "</small>",
-            "</div>",
-        ]
-    )
+        choices.append(_option(e["number"], label, str(selected) == str(e["number"])))
+    choices.append(_option("fresh", i18n.translate(locale, "Nothing: start with an empty home"), selected == "fresh"))
+    return [
+        '<div class="form-group mb-3">',
+        '<label for="continue_from" class="form-label">' + i18n.translate(locale, "Continue from") + "</label>",
+        '<select class="form-select form-control" id="continue_from" name="continue_from">',
+        *choices,
+        "</select>",
+        '<small class="form-text text-muted">'
+        + i18n.translate(
+            locale,
+            "Your home (/openbayes/home) is restored from the chosen execution's output; what you change is "
+            "saved as this execution's output when it stops.",
+        )
+        + "</small>",
+        "</div>",
+    ]
+
+
+def _datasets_field(datasets: list[str], bound: list[str], locale: str) -> list[str]:
+    """The datasets to mount: the ones `bound` filled in, the readable `datasets` suggested."""
     value = escape(", ".join(bound))
     placeholder = escape(i18n.translate(locale, "owner/name or owner/name:version, separated by commas"))
-    html += [
+    return [
         '<div class="form-group mb-3">',
         '<label for="datasets" class="form-label">'
         + i18n.translate(locale, "Datasets (up to 5, mounted read-only at /input0 … /input4)")
@@ -209,28 +223,35 @@ def render(
         "</datalist>",
         "</div>",
     ]
-    if types:
-        html += [
-            '<div class="form-group mb-3">',
-            '<label for="resource_type" class="form-label">' + i18n.translate(locale, "Resource type") + "</label>",
-            '<select class="form-select form-control" id="resource_type" name="resource_type">',
-            *(
-                option(t["name"], f"{t['name']} — {t['summary']} ({t['free']})", t["name"] == current_type)
-                for t in types
-            ),
-            "</select>",
-            "</div>",
-        ]
-    if len(images) > 1:
-        html += [
-            '<div class="form-group mb-3">',
-            '<label for="image" class="form-label">' + i18n.translate(locale, "Image") + "</label>",
-            '<select class="form-select form-control" id="image" name="image">',
-            *(option(i, (image_labels or {}).get(i, i), i == current_image) for i in images),
-            "</select>",
-            "</div>",
-        ]
-    html += [
+
+
+def _type_field(types: list[dict], current_type: str | None, locale: str) -> list[str]:
+    """The resource types (`type_choices`), each with what is free now."""
+    return [
+        '<div class="form-group mb-3">',
+        '<label for="resource_type" class="form-label">' + i18n.translate(locale, "Resource type") + "</label>",
+        '<select class="form-select form-control" id="resource_type" name="resource_type">',
+        *(_option(t["name"], f"{t['name']} — {t['summary']} ({t['free']})", t["name"] == current_type) for t in types),
+        "</select>",
+        "</div>",
+    ]
+
+
+def _image_field(images: list[str], current_image: str, image_labels: dict[str, str] | None, locale: str) -> list[str]:
+    """The images, each with its label (size, versions) where known."""
+    return [
+        '<div class="form-group mb-3">',
+        '<label for="image" class="form-label">' + i18n.translate(locale, "Image") + "</label>",
+        '<select class="form-select form-control" id="image" name="image">',
+        *(_option(i, (image_labels or {}).get(i, i), i == current_image) for i in images),
+        "</select>",
+        "</div>",
+    ]
+
+
+def _cleanup_field(locale: str) -> list[str]:
+    """The cleanup mode's tick box."""
+    return [
         '<div class="form-check mb-3">',
         '<input class="form-check-input" type="checkbox" id="cleanup" name="cleanup" value="on">',
         '<label class="form-check-label" for="cleanup">'
@@ -242,7 +263,6 @@ def render(
         + "</label>",
         "</div>",
     ]
-    return "\n".join(html)
 
 
 def _execution_label(e: dict, locale: str) -> str:

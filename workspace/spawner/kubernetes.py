@@ -16,7 +16,7 @@ dataset mount plan), `execution_manifests()` returns:
 - the owner's NetworkPolicy: a user's workspaces reach each other and the hub.
 
 Names are DNS-1123 labels (RFC 1035 too: they start with a letter, so they
-serve for Services as well). Store keys are safe already and used as they
+serve for Services as well; made in kubernetes_names.py). Store keys are safe already and used as they
 are, so an object is found from its record; names made from user and server
 names, which may be anything, are a readable slug plus a hash of the exact
 name, so two names never share an object. Label values are made the same
@@ -28,8 +28,6 @@ validates every manifest against the `kubernetes` client's API models.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -37,19 +35,32 @@ from typing import Mapping
 from workspace.egress import BLOCKED, parse_allowed
 from workspace.limits.resource_types import ResourceType
 from workspace.spawner import scratch
+from workspace.spawner.kubernetes_names import (  # noqa: F401 (all of them are this module's names too)
+    DNS_LABEL,
+    HASH_LENGTH,
+    LABEL_VALUE,
+    STORE_KEY,
+    bytes_quantity,
+    cpu_quantity,
+    dataset_claim_name,
+    dataset_snapshot_name,
+    digest,
+    escaped_name,
+    home_claim_name,
+    home_snapshot_name,
+    key_name,
+    label_value,
+    network_policy_name,
+    pod_name,
+    slug,
+)
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 CONTAINER = "notebook"  # KubeSpawner's name for the server's container
-
-# RFC 1123 label; an object name here also starts with a letter (RFC 1035), as Services need
-DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-_STORE_KEY = re.compile(r"^[a-z0-9]{1,40}$")  # live, snapshot and dataset keys: x…, s…, d… + hex
 _DEPLOYMENT = re.compile(r"^[a-z]([-a-z0-9]{0,14}[a-z0-9])?$")  # at most 16, so key names fit in 63
 
-HASH_LENGTH = 10  # hex digits of the hash that makes an escaped name unique (40 bits)
 
 # addresses an outbound rule leaves out: the cluster's own (pods, services, nodes) and cloud metadata
 # what a workspace never reaches unless the site allows it (the ranges the Docker hosts' rules refuse)
@@ -62,99 +73,6 @@ HOME_VOLUME = "home"
 HOME_SNAPSHOT = "home-snapshot"
 DATASET_VOLUME = "dataset"
 OWNER_NETWORK = "owner-network"
-
-
-# -- names ------------------------------------------------------------------------------
-
-
-def slug(text: str, max_length: int = 63) -> str:
-    """The readable part of a name: lower-case ASCII letters and digits, every other run one '-'.
-
-    Lossy (`Ada`, `ada` and `a.d.a` are alike here); `digest` tells them apart.
-    """
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:max_length].strip("-")
-
-
-def digest(*parts: str, length: int = HASH_LENGTH) -> str:
-    """A short hash of the exact parts (unambiguous: ("a-", "b") and ("a", "-b") differ)."""
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:length]
-
-
-def escaped_name(prefix: str, readable: list[str], identity: list[str], suffix: str = "") -> str:
-    """A DNS label `prefix-<slugs>-<hash of identity>[-suffix]` of at most 63 characters.
-
-    `prefix` is ours (valid already); `readable` parts are shortened evenly to fit.
-    """
-    tail = digest(*identity) + (f"-{suffix}" if suffix else "")
-    room = 63 - len(prefix) - len(tail) - 2
-    if room < 0 or not DNS_LABEL.match(prefix):
-        raise ValueError(f"cannot make a name from prefix {prefix!r} and suffix {suffix!r}")
-    share = room // max(1, len(readable)) - 1
-    middle = "-".join(s for s in (slug(r, max(share, 0)) for r in readable) if s)[:room].strip("-")
-    return "-".join(p for p in (prefix, middle, tail) if p)
-
-
-def key_name(deployment: str, kind: str, key: str) -> str:
-    """The name of an object that holds a store key: `deployment-kind-key`."""
-    if not _STORE_KEY.match(key):
-        raise ValueError(f"invalid store key {key!r}")
-    name = f"{deployment}-{kind}-{key}"
-    if not DNS_LABEL.match(name):
-        raise ValueError(f"{name!r} is not a valid object name")
-    return name
-
-
-def label_value(text: str) -> str:
-    """A label value for any text: '' stays '', else a slug plus the hash of the exact text."""
-    if not text:
-        return ""
-    head = slug(text, 63 - HASH_LENGTH - 1)
-    return f"{head}-{digest(text)}" if head else digest(text)
-
-
-def home_claim_name(deployment: str, live_key: str) -> str:
-    return key_name(deployment, "home", live_key)
-
-
-def home_snapshot_name(deployment: str, snapshot_key: str) -> str:
-    return key_name(deployment, "home", snapshot_key)
-
-
-def dataset_snapshot_name(deployment: str, version_key: str) -> str:
-    """The VolumeSnapshot a dataset version is kept as (made when the version is published)."""
-    return key_name(deployment, "dataset", version_key)
-
-
-def dataset_claim_name(deployment: str, live_key: str, slot: int) -> str:
-    """The read-only clone of a dataset version for one execution's slot."""
-    return key_name(deployment, f"input{int(slot)}", live_key)
-
-
-def pod_name(deployment: str, owner: str, server: str, number: int) -> str:
-    return escaped_name(deployment, [owner, server], [owner, server], suffix=str(int(number)))
-
-
-def network_policy_name(deployment: str, owner: str) -> str:
-    return escaped_name(f"{deployment}-owner", [owner], [owner])
-
-
-# -- quantities -------------------------------------------------------------------------
-
-
-def cpu_quantity(cores: float) -> str:
-    """Cores as a Kubernetes quantity: `2`, `500m`."""
-    millis = round(cores * 1000)
-    if millis <= 0:
-        raise ValueError(f"invalid CPU count {cores!r}")
-    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
-
-
-def bytes_quantity(size: int) -> str:
-    """Bytes as a quantity, rounded up to whole MiB: `20Gi`, `1536Mi`."""
-    if size <= 0:
-        raise ValueError(f"invalid size {size!r}")
-    mib = -(-int(size) // (1 << 20))
-    return f"{mib >> 10}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
 # -- inputs -----------------------------------------------------------------------------
@@ -328,7 +246,7 @@ def volumes(s: ClusterSettings, x: ExecutionInputs) -> tuple[list[dict], list[di
     if s.datasets_claim and x.mounts:
         vols.append({"name": "datasets", "persistentVolumeClaim": {"claimName": s.datasets_claim, "readOnly": True}})
     for i, m in enumerate(x.mounts):
-        if not _STORE_KEY.match(m["key"]):
+        if not STORE_KEY.match(m["key"]):
             raise ValueError(f"invalid dataset key {m['key']!r}")
         if s.datasets_claim:
             mounts.append({"name": "datasets", "mountPath": m["mount"], "subPath": m["key"], "readOnly": True})
@@ -435,8 +353,49 @@ def owner_network_policy(s: ClusterSettings, owner: str) -> dict:
     address), documentation and other special ranges stay shut (egress.BLOCKED), but for the site's
     `allowed` destinations.
     """
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": network_policy_name(s.deployment, owner),
+            "namespace": s.namespace,
+            "labels": {
+                "app.kubernetes.io/managed-by": "workspace",
+                "workspace.deployment": s.deployment,
+                "workspace.user": label_value(owner),
+                "workspace.component": OWNER_NETWORK,
+            },
+            "annotations": {"workspace.user": owner},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": dict(owner_selector(s, owner))},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": owner_ingress(s, owner),
+            "egress": owner_egress(s, owner),
+        },
+    }
+
+
+def owner_ingress(s: ClusterSettings, owner: str) -> list[dict]:
+    """Who reaches an owner's workspaces: the owner's other workspaces, and the hub and the proxy (the
+    server's port only)."""
     mine = owner_selector(s, owner)
-    server_port = [{"protocol": "TCP", "port": s.port}]
+    return [
+        {"from": [{"podSelector": {"matchLabels": dict(mine)}}]},
+        {
+            "from": [
+                {"podSelector": {"matchLabels": dict(s.hub_selector)}},
+                {"podSelector": {"matchLabels": dict(s.proxy_selector)}},
+            ],
+            "ports": [{"protocol": "TCP", "port": s.port}],
+        },
+    ]
+
+
+def owner_egress(s: ClusterSettings, owner: str) -> list[dict]:
+    """What an owner's workspaces reach: each other, the hub's API, the cluster's DNS, the site's `allowed`
+    destinations and, with `internet`, every public address."""
+    mine = owner_selector(s, owner)
     egress = [
         {"to": [{"podSelector": {"matchLabels": dict(mine)}}]},
         {
@@ -467,36 +426,7 @@ def owner_network_policy(s: ClusterSettings, owner: str) -> dict:
                 ]
             }
         )
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": network_policy_name(s.deployment, owner),
-            "namespace": s.namespace,
-            "labels": {
-                "app.kubernetes.io/managed-by": "workspace",
-                "workspace.deployment": s.deployment,
-                "workspace.user": label_value(owner),
-                "workspace.component": OWNER_NETWORK,
-            },
-            "annotations": {"workspace.user": owner},
-        },
-        "spec": {
-            "podSelector": {"matchLabels": dict(mine)},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": [
-                {"from": [{"podSelector": {"matchLabels": dict(mine)}}]},
-                {
-                    "from": [
-                        {"podSelector": {"matchLabels": dict(s.hub_selector)}},
-                        {"podSelector": {"matchLabels": dict(s.proxy_selector)}},
-                    ],
-                    "ports": server_port,
-                },
-            ],
-            "egress": egress,
-        },
-    }
+    return egress
 
 
 # -- all of an execution ------------------------------------------------------------------

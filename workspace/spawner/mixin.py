@@ -2,56 +2,46 @@
 
 `WorkspaceMixin` (mixed in before an engine's spawner class) makes every
 start a new execution: its options checked once (workspace/start_request.py),
-its place in the queue, its home restored from the chosen earlier execution
-and saved at its stop (workspace/lifecycle.py), the environment that makes
-installs land in the home, and the replayable progress stream.
+its place in the queue (placement.py), its home restored from the chosen
+earlier execution and saved at its stop (home_stores.py, workspace/lifecycle.py),
+the environment that makes installs land in the home (environment.py), and the
+replayable progress stream (progress.py). It keeps every option (traitlets config is read
+by class name: `c.DockerWorkspaceSpawner.x`, `c.WorkspaceMixin.x`); the parts
+it is made of are mixins without options of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
 import inspect
-import logging
-import threading
 import time
-from pathlib import Path
 
 from traitlets import Dict, Float, Instance, Int, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from workspace import courses, datasets, i18n, lifecycle, ssh_identities, start_request, tasks
-from workspace.culler import app as culler
-from workspace.db import database
+import workspace.spawner.form as spawnform
+from workspace import lifecycle, start_request
 from workspace.errors import UserError
-from workspace.executions import find_workspace, get_or_create_workspace, parse_continue_from
-from workspace.images import catalog as image_catalog
-from workspace.limits import queue, quotas, resource_types
-from workspace.spawner import form as spawnform
+from workspace.limits import quotas, resource_types
+from workspace.limits.runtime import runtime_notice
+from workspace.spawner.environment import EnvironmentMixin
+from workspace.spawner.execution_logs import ExecutionLogsMixin
+from workspace.spawner.home_stores import HomeStoresMixin
+from workspace.spawner.placement import PlacementMixin
+from workspace.spawner.progress import ProgressMixin, ready_in_users_language
+from workspace.spawner.start_options import StartOptionsMixin
 from workspace.start_request import StartRequest, StartState
-from workspace.store import nodes
-from workspace.store.copier import Transfer
-from workspace.store.homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
-from workspace.store.nodes import Node
-
-# where the images keep a labconfig per language (images/base/rootfs/etc/workspace/lang/<locale>/)
-LAB_LANGUAGES = "/etc/workspace/lang"
 
 
-def _ready_in_users_language(spawner, event: dict) -> dict:
-    """The progress stream's last event (the hub's "Server ready at …") in the language the start was asked in."""
-    url = event.get("url") or ""
-    message = spawner.localized("Your workspace is ready at {url}", url=url)
-    return {
-        **event,
-        "message": message,
-        "html_message": html.escape(message).replace(
-            html.escape(url), f'<a href="{html.escape(url)}">{html.escape(url)}</a>', 1
-        ),
-    }
-
-
-class WorkspaceMixin(LoggingConfigurable):
+class WorkspaceMixin(
+    ProgressMixin,
+    StartOptionsMixin,
+    PlacementMixin,
+    HomeStoresMixin,
+    ExecutionLogsMixin,
+    EnvironmentMixin,
+    LoggingConfigurable,
+):
     """Engine-independent behaviour of a workspace server.
 
     Mix in before the engine's spawner class:
@@ -226,6 +216,8 @@ class WorkspaceMixin(LoggingConfigurable):
     # whether the engine's nodes keep homes in stores of their own (a swarm's), which the service then
     # replicates from and cleans
     nodes_have_own_stores = False
+    # whether users' images may be started here (the engine builds them: DockerWorkspaceSpawner; #28)
+    offers_user_images = False
 
     execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
     live_key = Unicode("", help="Store key of the current execution's live home.")
@@ -259,53 +251,9 @@ class WorkspaceMixin(LoggingConfigurable):
     def _default_options_from_form(self):
         return spawnform.options_from_form
 
-    async def _render_options_form(self, spawner) -> str:
-        # the very fields and defaults of the service's "New workspace" and "Start" (spawnform.page_form):
-        # one start form, whichever page a student starts from
-        await self.drop_entry_made_by_a_look()
-        groups = {g.name for g in self.user.groups}
-        types = self.parsed_resource_types()
-        await self.load_user_images()
-        images = self.image_choices()
-        return await self.run_blocking(
-            spawnform.page_form,
-            self.db,
-            self.user.name,
-            groups,
-            bool(self.user.admin),
-            self.name,
-            types=types,
-            nodes=await self.run_blocking(self.cluster_nodes) if types else [],
-            images=images,
-            image=self.site_image,
-            default_type=self.default_resource_type,
-            image_labels=await self.run_blocking(self.image_labels, images) if len(images) > 1 else None,
-            image_refs=self.image_refs() or {i: i for i in images},
-            locale=self.locale,
-        )
-
-    async def load_user_images(self) -> None:
-        """Read the images users defined that this user may start (engine-specific: none here)."""
-
-    def image_choices(self) -> list[str]:
-        """Images the user may choose from (engine-specific)."""
-        return [self.image]
-
-    def image_refs(self) -> dict[str, str]:
-        """{name a user chooses: the engine's image} where the two differ (engine-specific)."""
-        return {}
-
-    def image_labels(self, images: list[str]) -> dict[str, str]:
-        """{image: its size and versions} for a form (blocking)."""
-        return image_catalog.labels(
-            lambda names: self.describe_images(self, names), images, self.image_refs(), locale=self.locale
-        )
-
-    @classmethod
-    def describe_images(cls, options, names: list[str]) -> list[dict]:
-        """What each image holds (image_catalog.describe; blocking; engine-specific: nothing known here).
-        `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
-        return [{"name": n, "available": True, "size": None, "created": None, "versions": {}} for n in names]
+    @default("progress_ready_hook")
+    def _default_progress_ready_hook(self):
+        return ready_in_users_language
 
     storage_quota = Instance(quotas.StorageQuota, help="The storage quota policy (configured as `c.StorageQuota`).")
 
@@ -316,69 +264,6 @@ class WorkspaceMixin(LoggingConfigurable):
     def storage_page_url(self) -> str:
         base = self.hub.base_url[: -len("hub/")] if self.hub.base_url.endswith("hub/") else "/"
         return f"{base}services/workspace/storage"
-
-    async def check_storage(self, cleanup: bool) -> tuple[str | None, int | None]:
-        """The user's storage against their quota: over it, a start is refused (but in cleanup mode);
-        (a warning or None, the bytes the quota has left: what the live home may grow by; None: no limit)."""
-        groups = {g.name for g in self.user.groups}
-        policy, user = self.storage_quota, self.user.name
-        status = await self.run_blocking(lambda: quotas.status(self.db, self.home_store, policy, user, groups))
-        if status.over and not cleanup:
-            raise status.refusal(self.storage_page_url())
-        return status.warning(self.locale), status.room()[0]
-
-    # -- records and store ------------------------------------------------------
-
-    _stores: dict = {}
-    _stores_lock = threading.Lock()
-
-    @property
-    def db(self):
-        return database(self.db_url, self.secret_key_file)
-
-    @property
-    def home_store(self) -> HomeStore:
-        """The store of this hub process, set up (and cleaned of partial saves) once."""
-        key = (self.store_root, self.store_backend)
-        # Setting up cleans partial saves: it must happen once, never while
-        # another thread of this hub is saving.
-        with WorkspaceMixin._stores_lock:
-            return self._home_store(key)
-
-    def _home_store(self, key) -> HomeStore:
-        if key not in WorkspaceMixin._stores:
-            kwargs = {"uid": self.home_uid, "gid": self.home_gid, "parent": self}
-            clean = self.cleans_home_store
-            if self.store_backend == "auto":
-                store = store_for(self.store_root, clean=clean, **kwargs)
-            else:
-                cls = {"btrfs": BtrfsHomeStore, "copy": CopyHomeStore}[self.store_backend]
-                store = cls(root=self.store_root, **kwargs).setup(clean=clean)
-            self.log.info("Home store: %s at %s", store.kind, self.store_root)
-            # workspace.* loggers (lifecycle, homes) write to the hub's log
-            logging.getLogger("workspace").parent = self.log
-            WorkspaceMixin._stores[key] = store
-        return WorkspaceMixin._stores[key]
-
-    @property
-    def cleans_home_store(self) -> bool:
-        """Whether this hub removes its store's partial saves at its start: it does when it is the one
-        that writes them."""
-        return True
-
-    def store_of(self, node: str | None) -> HomeStore:
-        """The store where executions placed on `node` keep their homes (one store here: `home_store`)."""
-        return self.home_store
-
-    @property
-    def execution_store(self) -> HomeStore:
-        """The store of the current execution's node."""
-        return self.store_of(self.node or None)
-
-    @property
-    def home_dir(self) -> Path:
-        """The host directory of the current execution's live home."""
-        return self.execution_store.live_path(self.live_key)
 
     def get_state(self):
         state = super().get_state()
@@ -400,210 +285,12 @@ class WorkspaceMixin(LoggingConfigurable):
         self.live_key = ""
         self.node = ""
 
-    def workspace_env(self) -> dict[str, str]:
-        home = self.home_mount
-        return {
-            "HOME": home,
-            "SHELL": "/bin/bash",
-            "PYTHONUSERBASE": f"{home}/.local",
-            "CONDA_ENVS_PATH": f"{home}/.conda/envs",
-            "CONDA_PKGS_DIRS": f"{home}/.conda/pkgs",
-            "TORCH_HOME": f"{home}/.cache/torch",
-            "WORKSPACE_NAME": self.name or "",
-            "WORKSPACE_EXECUTION": str(self.current.number or ""),
-            # the home's size limit in bytes (empty: none), for the workspace's own display
-            "WORKSPACE_HOME_LIMIT": str(getattr(self.current.home_limit, "bytes", None) or ""),
-            # what the culler shows the workspace extension instead of a hub token
-            "WORKSPACE_REPORT_KEY": self.current.report_key,
-            # the home's start script must end before the hub stops waiting for the server
-            "WORKSPACE_START_TIMEOUT": str(int(max(10, self.http_timeout - 30))),
-        }
-
-    def ssh_environment(self, gateway_from: str | None, by_name: bool) -> dict[str, str]:
-        """The execution's SSH identity (blocking; ssh_identities.execution_env), or none without a gateway."""
-        if not self.ssh_gateway_key:
-            return {}
-        with self.db.session() as s:
-            workspace = get_or_create_workspace(s, self.user.name, self.name)
-            return ssh_identities.execution_env(s, workspace, self.ssh_gateway_key, gateway_from, by_name)
-
-    async def ssh_address(self, ip_and_port) -> str | None:
-        """Where the SSH gateway reaches this execution's sshd (`host:port`), from the server's address
-        (`start`'s result); None without sshd."""
-        if not self.current.ssh_env:
-            return None
-        return f"{ip_and_port[0]}:{ssh_identities.WORKSPACE_PORT}"
-
-    def get_env(self):
-        env = super().get_env()
-        env.update(self.workspace_env())
-        env.update(self.current.ssh_env)
-        if self.current.task is not None:
-            env["WORKSPACE_TASK_COMMAND"] = self.current.task
-            base = self.hub.base_url[: -len("hub/")] if self.hub and self.hub.base_url.endswith("hub/") else "/"
-            env["WORKSPACE_TASK_PAGE"] = f"{base}services/workspace/workspaces/{self.name}"
-        gpus = self.current.gpu_ids
-        if gpus is not None and self.parsed_resource_types():
-            # also with device_requests: CUDA programs see exactly these, by the same IDs
-            env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus) if gpus else "void"
-        if self.locale != i18n.DEFAULT:
-            # JupyterLab in the user's language: the image's language pack, chosen by a labconfig
-            # default there (images/base/rootfs/etc/workspace/lang/); the user's own choice in JupyterLab's
-            # settings is kept in their home and wins
-            env["JUPYTER_CONFIG_PATH"] = f"{LAB_LANGUAGES}/{self.locale}"
-        return env
-
-    async def get_command(self):
-        if self.current.task is not None:
-            # the image's runner (workspace-task) runs the command, after workspace-start's set-up
-            return ["workspace-start", "workspace-task"]
-        return await super().get_command()
-
-    # -- progress -----------------------------------------------------------
-    # JupyterHub calls progress() anew on every page load of the spawn page,
-    # so events are kept in a list and every call replays it from the start.
-
-    def _reset_progress(self):
-        old = getattr(self, "_progress_changed", None)
-        self._progress_events = []
-        self._progress_changed = asyncio.Event()
-        if old is not None:
-            # a listener that came before this start began waits on the last one's: it reads this one's
-            old.set()
-
-    @property
-    def locale(self) -> str:
-        """The language of the user who asked for this start (the request's language cookie or
-        Accept-Language; the workspace service passes its user's on): its progress is said in it."""
-        request = getattr(getattr(self, "handler", None), "request", None)
-        if request is not None:
-            # kept: JupyterHub lets go of the handler once the start returns, and the progress stream's
-            # last event (progress_ready_hook) is said after that
-            self._locale = i18n.of_request(request)
-        return getattr(self, "_locale", i18n.DEFAULT)
-
-    @default("progress_ready_hook")
-    def _default_progress_ready_hook(self):
-        return _ready_in_users_language
-
-    def localized(self, message: str, **params) -> str:
-        """`message` (a literal with `{placeholders}`: Babel's keyword `localized`) in the user's language."""
-        return i18n.translate(self.locale, message, **params)
-
-    def in_user_language(self, e: UserError) -> None:
-        """Make what JupyterHub shows of `e` (its `jupyterhub_message`: the spawn request's answer, the
-        progress stream's failure) the sentence in the user's language."""
-        e.jupyterhub_message = e.in_locale(self.locale)
-
-    def say_start_failure(self, e: Exception) -> None:
-        """Make the progress page's last line of a failed start the user's language: the hub writes its
-        English "Spawn failed: " before `jupyterhub_message`, but shows `jupyterhub_html_message` as it is."""
-        if isinstance(e, UserError):
-            self.in_user_language(e)
-        reason = getattr(e, "jupyterhub_message", None) or str(e) or type(e).__name__
-        try:
-            e.jupyterhub_html_message = html.escape(
-                self.localized("The workspace could not start: {reason}", reason=reason)
-            )
-        except AttributeError:  # an exception without a __dict__ keeps the hub's words
-            pass
-
-    async def _generate_progress(self):
-        """The hub's stream of a start's events, its first one ("Server requested", written by JupyterHub's
-        private `Spawner._generate_progress`, which this wraps) said in the user's language."""
-        events = super()._generate_progress()
-        try:
-            async for event in events:
-                if event.get("message") == "Server requested":
-                    event = {**event, "message": self.localized("Workspace requested")}
-                yield event
-        finally:
-            await events.aclose()
-
-    def emit_progress(self, progress: int, message: str, **extra) -> None:
-        """Record a progress event (0-100) and wake up the listeners."""
-        if not hasattr(self, "_progress_events"):
-            self._reset_progress()
-        event = {"progress": progress, "message": message, **extra}
-        self._progress_events.append(event)
-        self.log.info("%s: %s", self._log_name, message)
-        self._progress_changed.set()
-
-    async def progress(self):
-        if not hasattr(self, "_progress_events"):
-            self._reset_progress()
-        events, sent = self._progress_events, 0
-        while True:
-            if self._progress_events is not events:  # a start began since: its events, from the first
-                events, sent = self._progress_events, 0
-            while sent < len(events):
-                yield events[sent]
-                sent += 1
-            # JupyterHub stops iterating once the spawn future is done.
-            changed = self._progress_changed
-            if self._progress_events is events:
-                changed.clear()
-                await changed.wait()
-
-    # -- validation: bad input is a 400 before anything happens ---------------
-
     # -- starts: only by a POST that says what it wants (SECURITY.md, "Starts") -------
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # options a hub before this rule kept (a link's image, "fresh") are not a later start's
         self.forget_start_options()
-
-    def forget_start_options(self) -> None:
-        """Drop the options JupyterHub keeps in its database as the next start's defaults (it hands them to a
-        start that names none): a start gets only what its own request says, and the workspace's defaults
-        (its course's, the site's) for the rest, so an image or "fresh" chosen once never comes back."""
-        orm = getattr(self, "orm_spawner", None)
-        if orm is not None and orm.user_options:
-            orm.user_options = {}
-
-    @property
-    def site_image(self) -> str:
-        """The image configured for this spawner, which a start that names none runs (its course's aside):
-        dockerspawner keeps a start's chosen image in `image`, where a later start would find it again."""
-        if not hasattr(self, "_site_image"):
-            self._site_image = self.image  # read before any start changed it
-        return self._site_image
-
-    async def drop_entry_made_by_a_look(self) -> None:
-        """JupyterHub adds a named server to the user's list when its start form is only looked at (a GET of
-        /hub/spawn/OWNER/NAME), so a page of another site that sends a student there adds names to their
-        list (and uses up their `named_server_limit_per_user`). Such an entry (no workspace of that name, no
-        server) is removed again once its form is shown; the form's POST makes it anew."""
-        request = getattr(getattr(self, "handler", None), "request", None)
-        orm = getattr(self, "orm_spawner", None)
-        if not self.name or orm is None or orm.server is not None or request is None or request.method != "GET":
-            return
-        if await self.run_blocking(self._has_workspace_record):
-            return
-        self.user.spawners.pop(self.name, None)
-        self.user.db.delete(orm)
-        self.user.db.commit()
-
-    def _has_workspace_record(self) -> bool:
-        with self.db.session() as s:
-            return find_workspace(s, self.user.name, self.name) is not None
-
-    def options_from_query(self, query_data):
-        # JupyterHub starts a server from a spawn URL's arguments (`/hub/spawn/u/w?opt-image=…`) on a GET,
-        # which needs only the login cookie: any page could start a student's workspace with its choices.
-        # A link only opens the start form (JupyterHub shows it with this sentence and the 400), whose POST
-        # carries the XSRF token.
-        e = UserError(400, "A link cannot start a workspace: check the choices on this form, then press Start.")
-        self.in_user_language(e)
-        raise e
-
-    def refuse_start_by_link(self) -> None:
-        """A start asked by anything but a POST (a page the user was sent to) is the user's 400: a start
-        changes state, and only a POST carries the XSRF token (or is an API call with a token)."""
-        request = getattr(getattr(self, "handler", None), "request", None)
-        if request is not None and request.method != "POST":
-            raise UserError(400, "A link cannot start a workspace: open it on your workspaces page and press Start.")
 
     async def run_pre_spawn_hook(self):
         # Runs inside the spawn request (within slow_spawn_timeout), so a
@@ -615,8 +302,7 @@ class WorkspaceMixin(LoggingConfigurable):
         self.image = self.site_image  # a start that names no image runs the configured one, not the last start's
         self.start_request = None
         try:
-            self.refuse_start_by_link()
-            self.start_request = await self.check_start()
+            self.start_request = await self.check_start(self.spawn_method())
         except UserError as e:
             self.in_user_language(e)
             raise
@@ -632,74 +318,47 @@ class WorkspaceMixin(LoggingConfigurable):
         if inspect.isawaitable(result):
             await result
 
-    async def check_start(self) -> StartRequest:
-        """This start's options, checked once (the user's 400/403/409 on bad input; nothing recorded)."""
-        owner, name, db = self.user.name, self.name, self.db
-        groups = {g.name for g in self.user.groups}
-        # a course's workspace: the course's resource type, image and datasets unless this start chose
-        defaults = await self.run_blocking(courses.start_defaults, db, owner, name)
-        if defaults:
-            self.user_options = {**defaults, **(self.user_options or {})}
-        options = self.user_options or {}
-        choice = parse_continue_from(options.get("continue_from"))
-        cleanup = start_request.parse_cleanup(options.get("cleanup", False))
-        task = start_request.parse_task(options.get("task"), cleanup)
-        await self.run_blocking(start_request.check_continuation, db, owner, name, choice)
-        refs = datasets.parse_refs(options.get("datasets"))
-        mounts = (
-            await self.run_blocking(start_request.resolve_datasets, db, refs, owner, groups, bool(self.user.admin))
-            if refs
-            else []
-        )
-        rtype = self.chosen_resource_type(cleanup, options.get("resource_type"), groups)
-        limits = self.limits(rtype)
-        if not cleanup:
-            await self.run_blocking(start_request.check_home_files, db, owner, name, choice, limits["home_files"])
-        self.check_running_limit()
-        if rtype is not None:
-            await self.run_blocking(start_request.within_per_user_limit, db, owner, name, rtype)
-        warning, room = await self.check_storage(cleanup)
-        request = StartRequest(choice, rtype, cleanup, tuple(mounts), limits, warning, task, quota_room=room)
-        if request.queued:
-            await self.run_blocking(start_request.one_queued_per_user, db, owner, name, rtype)
+    async def check_start(self, method: str | None = None) -> StartRequest:
+        """This start's options, checked once (start_request.check: the user's 400/403/409 on bad input;
+        nothing recorded); `method`: the spawn request's, whose start only a POST may ask. The options
+        get the course's defaults under them."""
+        who = self.asker(method)
+        request = await self.run_blocking(lambda: start_request.check(self.db, who, self.rules(), self.user_options))
+        self.user_options = dict(request.options)
         return request
 
-    def check_running_limit(self) -> None:
-        """At most `max_running_per_user` workspaces at once (the user's 403 beyond)."""
-        if not self.max_running_per_user or self.user.admin:
-            return
-        unnamed = self.localized("(default)")  # the server without a name
-        others = sorted(name or unnamed for name, sp in self.user.spawners.items() if sp is not self and sp.active)
-        if len(others) >= self.max_running_per_user:
-            raise UserError(
-                403,
-                "You already run {count} workspaces ({names}), the most one "
-                "person may run at once; stop one of them first.",
-                count=len(others),
-                names=", ".join(others),
-            )
+    def asker(self, method: str | None = None) -> start_request.Asker:
+        """Who asks for this start, read from the hub's records of the user (on the hub's loop)."""
+        return start_request.Asker(
+            owner=self.user.name,
+            name=self.name,
+            groups={g.name for g in self.user.groups},
+            admin=bool(self.user.admin),
+            locale=self.locale,
+            running=tuple(name for name, sp in self.user.spawners.items() if sp is not self and sp.active),
+            method=method,
+        )
+
+    def rules(self) -> start_request.Rules:
+        """The site's rules a start is checked against: this spawner's options (blocking: the store)."""
+        return start_request.Rules(
+            resource_types=tuple(self.parsed_resource_types()),
+            default_resource_type=self.default_resource_type,
+            default_limits=self.default_limits,
+            max_running_per_user=self.max_running_per_user,
+            storage_quota=self.storage_quota,
+            home_store=self.home_store,
+            storage_page=self.storage_page_url(),
+            user_images=self.offers_user_images,
+        )
 
     def limits(self, rtype: resource_types.ResourceType | None) -> dict:
         """cpu (cores), memory (bytes), pids and home_files of a start: its type's, else `default_limits`
         (None: no limit)."""
-        default = resource_types.ResourceType.from_config({"name": "default", **self.default_limits})
-        out = {}
-        for field in ("cpu", "memory", "pids", "home_files"):
-            value = getattr(rtype, field) if rtype is not None else None
-            if value is None:
-                value = getattr(default, field)
-            out[field] = value or None  # 0: no limit
-        return out
+        return start_request.limits_of(rtype, self.default_limits)
 
     def parsed_resource_types(self) -> list[resource_types.ResourceType]:
         return [resource_types.ResourceType.from_config(d) for d in self.resource_types]
-
-    def chosen_resource_type(self, cleanup: bool, wanted, groups) -> resource_types.ResourceType | None:
-        """The resource type of a start (`user_options["resource_type"]`), or the user's 400/403."""
-        if cleanup:
-            return self.storage_quota.cleanup_resource_type()
-        wanted = start_request.parse_resource_type_name(wanted)
-        return resource_types.choose(self.parsed_resource_types(), wanted, self.default_resource_type, groups)
 
     # -- start ----------------------------------------------------------------
 
@@ -716,8 +375,24 @@ class WorkspaceMixin(LoggingConfigurable):
         started = time.monotonic()
         # checked in the spawn request (run_pre_spawn_hook); only a start called without it checks here
         request, self.start_request = self.start_request or await self.check_start(), None
-        self.current = current = StartState()
-        rtype, mounts = request.resource_type, list(request.mounts)
+        self.current = StartState()
+        plan = await self._begin_execution(request)
+        await self._announce(request, plan)
+        self.node = await self._choose_node(plan, request.resource_type, request.queued)
+        try:
+            result = await self._run_container(plan, list(request.mounts))
+        except asyncio.CancelledError:
+            # closed while preparing: stop() ends the execution without output
+            raise
+        except Exception as e:
+            await self._fail_execution(plan, e)
+            raise
+        self._announce_container(request, time.monotonic() - started)
+        return result
+
+    async def _begin_execution(self, request: StartRequest):
+        """The execution's record (lifecycle.begin: its number, its home's keys) and what the start sets up
+        from it; the plan."""
         db, store = self.db, await self.run_blocking(lambda: self.home_store)
         # A save that failed earlier is retried first, so "latest" can include it.
         await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name, self.store_of)
@@ -729,8 +404,8 @@ class WorkspaceMixin(LoggingConfigurable):
                 self.name,
                 request.continue_from,
                 self.image,
-                mounts,
-                rtype,
+                list(request.mounts),
+                request.resource_type,
                 cleanup,
                 home_files=request.limits["home_files"],
                 task=request.task,
@@ -738,11 +413,20 @@ class WorkspaceMixin(LoggingConfigurable):
                 locale=self.locale,
             )
         )
+        current = self.current
         self.execution_id, self.live_key, self.node = plan.execution_id, plan.live_key, ""
         current.number, current.report_key = plan.number, plan.report_key or ""
         current.task = request.task
+        current.gpu_ids = []
+        self.apply_limits(request.limits)
+        return plan
+
+    async def _announce(self, request: StartRequest, plan) -> None:
+        """The progress events of what this start will have: its execution, cleanup mode, the storage
+        warning, its datasets, its resource type and its longest run time."""
+        rtype = request.resource_type
         self.emit_progress(5, plan.describe(self.locale))
-        if cleanup is not None:
+        if request.cleanup:
             self.emit_progress(
                 5,
                 self.localized(
@@ -752,15 +436,13 @@ class WorkspaceMixin(LoggingConfigurable):
             )
         if request.storage_warning:
             self.emit_progress(5, request.storage_warning)
-        for m in mounts:
+        for m in request.mounts:
             self.emit_progress(
                 5,
                 self.localized(
                     "Dataset {dataset} will be mounted read-only at {mount}", dataset=m["ref"], mount=m["mount"]
                 ),
             )
-        current.gpu_ids = []
-        self.apply_limits(request.limits)
         if rtype is not None:
             self.emit_progress(
                 5,
@@ -770,52 +452,55 @@ class WorkspaceMixin(LoggingConfigurable):
             )
         groups, task = {g.name for g in self.user.groups}, request.task is not None
         args = (self.config, self.user.name, groups, rtype, task, self.locale)
-        if runtime := await self.run_blocking(culler.runtime_notice, *args):
+        if runtime := await self.run_blocking(runtime_notice, *args):
             self.emit_progress(5, runtime)  # the culler stops it then (#28)
-        self.node = await self._choose_node(plan, rtype, request.queued)
-        try:
-            await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
-            await self.prepare_image()
-            await self.receive_inputs(plan, mounts)
-            store = self.execution_store
-            current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
-            await self._restore(plan)
-            result = await super().start()
-            ssh_address = await self.ssh_address(result)
-            await self.run_blocking(
-                lambda: lifecycle.transition(
-                    db,
-                    plan.execution_id,
-                    "running",
-                    container_id=self.container_record_id(),
-                    node=self.node,
-                    image=self.image,
-                    ssh_address=ssh_address,
-                )
-            )
-        except asyncio.CancelledError:
-            # closed while preparing: stop() ends the execution without output
-            raise
-        except Exception as e:
-            if isinstance(e, UserError):
-                message = e.in_locale(self.locale)
-            else:
-                message = getattr(e, "jupyterhub_message", None) or self.localized(
-                    "The workspace could not be started."
-                )
-            await self._wait_restore()
-            await self.run_blocking(
-                lifecycle.discard,
+
+    async def _run_container(self, plan, mounts: list[dict]):
+        """On the chosen node: the image, the inputs, the restored home, then the engine's start; the
+        execution runs (the engine's start's result: the server's address)."""
+        db, current = self.db, self.current
+        await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
+        await self.prepare_image()
+        await self.receive_inputs(plan, mounts)
+        store = self.execution_store
+        current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
+        await self._restore(plan)
+        result = await super().start()
+        ssh_address = await self.ssh_address(result)
+        await self.run_blocking(
+            lambda: lifecycle.transition(
                 db,
-                self.execution_store,
                 plan.execution_id,
-                "failed",
-                str(e),
-                "error",
-                message,
+                "running",
+                container_id=self.container_record_id(),
+                node=self.node,
+                image=self.image,
+                ssh_address=ssh_address,
             )
-            raise
-        seconds = time.monotonic() - started
+        )
+        return result
+
+    async def _fail_execution(self, plan, e: Exception) -> None:
+        """A start that failed once its execution was recorded: the execution fails, its home dropped, with
+        the reason said in the user's language."""
+        if isinstance(e, UserError):
+            message = e.in_locale(self.locale)
+        else:
+            message = getattr(e, "jupyterhub_message", None) or self.localized("The workspace could not be started.")
+        await self._wait_restore()
+        await self.run_blocking(
+            lifecycle.discard,
+            self.db,
+            self.execution_store,
+            plan.execution_id,
+            "failed",
+            str(e),
+            "error",
+            message,
+        )
+
+    def _announce_container(self, request: StartRequest, seconds: float) -> None:
+        """The container runs: how long it took; a server's start script's lines follow as progress."""
         if request.task is not None:
             text = self.localized("Container started {seconds:.1f} s after the request; the task runs", seconds=seconds)
         else:
@@ -825,214 +510,9 @@ class WorkspaceMixin(LoggingConfigurable):
         self.emit_progress(90, text)
         if request.task is None:
             self._start_script = asyncio.ensure_future(self._show_start_script(self.container_record_id()))
-        return result
-
-    START_SCRIPT_LINES = 200  # shown as progress at most (the rest is in the execution's log)
-
-    async def _show_start_script(self, record_id: str) -> None:
-        """While the hub waits for the server: the home's start script's lines (`[start.sh] ...`, written by
-        the image's workspace-start) as progress events. What a student's script prints is theirs: each
-        line is cut to 300 characters, and the page shows it as text."""
-        loop = asyncio.get_running_loop()
-        deadline = time.monotonic() + self.http_timeout
-        done = threading.Event()
-        shown = [0]
-        # said now: the hub forgets the start's request once start() has returned
-        rest = self.localized("[start.sh] … (the rest is in this execution's log)")
-
-        def show(text: str) -> None:
-            if shown[0] < self.START_SCRIPT_LINES:
-                self.emit_progress(92, text[:300])
-            elif shown[0] == self.START_SCRIPT_LINES:
-                self.emit_progress(92, rest)
-            shown[0] += 1
-
-        def waiting() -> bool:
-            return time.monotonic() < deadline and not done.is_set() and getattr(self, "_spawn_pending", False)
-
-        def follow() -> None:
-            lines = tasks.follow(lambda since: self.engine_log(self, record_id, since), waiting, done.is_set)
-            for line in lines:
-                text = line.decode(errors="replace").rstrip("\n").partition(" ")[2]
-                if not text.startswith("[start.sh] "):
-                    continue
-                loop.call_soon_threadsafe(show, text)
-                if text.startswith(("[start.sh] done", "[start.sh] failed", "[start.sh] stopped")):
-                    done.set()
-
-        # a thread of its own: a class starting at once must not hold the shared pool's threads while waiting
-        finished: asyncio.Future = loop.create_future()
-
-        def run() -> None:
-            try:
-                follow()
-                loop.call_soon_threadsafe(finished.set_result, None)
-            except Exception as e:
-                loop.call_soon_threadsafe(finished.set_exception, e)
-
-        threading.Thread(target=run, name="workspace-start-script", daemon=True).start()
-        try:
-            await finished
-        except Exception as e:  # the progress page only misses the script's lines; its log keeps them
-            self.log.warning("Could not follow the start script of %s: %s", self._log_name, e)
-
-    async def _choose_node(self, plan, rtype: resource_types.ResourceType | None, queued: bool) -> str:
-        """The node this start runs on, chosen before its home is restored (the home is restored into
-        that node's store): by admission for a type that may wait, else the least busy node; nodes
-        that hold the home's snapshot first."""
-        inventories = await self.run_blocking(self.gpu_inventories, rtype)
-        prefer = await self.run_blocking(self.nodes_holding, plan.restore_snapshot, list(inventories))
-        if queued:
-            return await self._wait_in_queue(plan, rtype, inventories, prefer)
-        # a start without GPUs: CPU-only nodes first, so that GPU nodes stay free for GPU work
-        names = sorted(inventories, key=lambda n: (bool(inventories[n]), n))
-        return await self.run_blocking(queue.spread, self.db, plan.execution_id, names, prefer)
-
-    def nodes_holding(self, snapshot: str | None, names: list[str]) -> list[str]:
-        """Of the nodes `names`, those whose store holds `snapshot` (blocking)."""
-        if not snapshot:
-            return []
-        return [n for n in names if self.store_of(n).has_snapshot(snapshot)]
-
-    async def receive_inputs(self, plan, mounts: list[dict]) -> None:
-        """Bring what the start needs (the snapshot it restores, its dataset versions) into the store of
-        its node; with one store (here) everything is there already."""
-
-    async def _wait_in_queue(
-        self, plan, rtype: resource_types.ResourceType, inventories: dict[str, list[str]], prefer: list[str]
-    ) -> str:
-        """Wait (state `queued`) until admitted; report the position when it changes; the node."""
-        largest = max((len(ids) for ids in inventories.values()), default=0)
-        if rtype.gpus > largest:
-            await self.run_blocking(
-                lifecycle.discard,
-                self.db,
-                self.home_store,
-                plan.execution_id,
-                "failed",
-                self.localized("not enough GPUs on any node"),
-                "error",
-            )
-            raise UserError(
-                503,
-                "“{name}” needs {gpus} GPU(s) but no node of this server has more than {largest}; "
-                "choose another resource type, or ask your administrator.",
-                name=rtype.name,
-                gpus=rtype.gpus,
-                largest=largest,
-            )
-        shown = None
-        deadline = time.monotonic() + self.queue_timeout
-        while True:
-            admission = await self.run_blocking(
-                queue.admit_execution, self.db, plan.execution_id, rtype, inventories, prefer
-            )
-            if admission.admitted:
-                self.current.gpu_ids = gpus = admission.gpu_ids
-                self.emit_progress(8, self._admitted(rtype.name, admission.node, len(inventories) > 1, gpus))
-                return admission.node
-            text = admission.describe(rtype, self.locale)
-            if text != shown:
-                self.emit_progress(3, text, queue_position=admission.position)
-                shown = text
-            if time.monotonic() > deadline:
-                await self.run_blocking(
-                    lifecycle.discard,
-                    self.db,
-                    self.home_store,
-                    plan.execution_id,
-                    "stopped",
-                    self.localized("waited too long in the queue"),
-                    "user",
-                )
-                raise UserError(
-                    503,
-                    "No “{name}” became free in {hours:g} h; please try again later.",
-                    name=rtype.name,
-                    hours=self.queue_timeout / 3600,
-                )
-            await asyncio.sleep(self.queue_poll_interval)
-
-    def _admitted(self, name: str, node: str, several_nodes: bool, gpus: list[str]) -> str:
-        """The progress event of an admission: the type, the node where there are several, the GPUs."""
-        ids = ", ".join(gpus)
-        if several_nodes and gpus:
-            return self.localized("Admitted as “{name}” on {node}, GPU(s) {gpus}", name=name, node=node, gpus=ids)
-        if several_nodes:
-            return self.localized("Admitted as “{name}” on {node}", name=name, node=node)
-        if gpus:
-            return self.localized("Admitted as “{name}”, GPU(s) {gpus}", name=name, gpus=ids)
-        return self.localized("Admitted as “{name}”", name=name)
-
-    @classmethod
-    def engine_nodes(cls, options) -> list[Node]:
-        """The nodes this engine places starts on (blocking): here, this host with its GPUs.
-        `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
-        return [Node(queue.node_name(), gpus=queue.gpu_inventory(options.gpu_inventory))]
-
-    def cluster_nodes(self) -> list[Node]:
-        return self.engine_nodes(self)
-
-    def gpu_inventories(self, rtype: resource_types.ResourceType | None = None) -> dict[str, list[str]]:
-        """{node: GPU IDs} of the nodes that take a start of `rtype` now (blocking)."""
-        return nodes.inventories(self.cluster_nodes(), rtype.gpu_model if rtype is not None and rtype.gpus else None)
 
     def apply_limits(self, limits: dict) -> None:
         """CPU, memory and process limits of this start (engine-specific: see DockerWorkspaceSpawner)."""
-
-    async def _restore(self, plan) -> None:
-        if plan.restore_snapshot:
-            self.emit_progress(15, self.localized("Restoring the home of #{number}", number=plan.restore_from))
-        loop = asyncio.get_running_loop()
-
-        def report(t: Transfer) -> None:
-            done = t.bytes / t.bytes_total if t.bytes_total else 1
-            text = self.localized("Restoring the home: {transfer}", transfer=t.describe(self.locale))
-            loop.call_soon_threadsafe(self.emit_progress, 15 + int(45 * done), text)
-
-        store = self.execution_store
-        self.current.restore = self.executor.submit(
-            lifecycle.restore, self.db, store, plan, report if plan.restore_snapshot else None
-        )
-        stats = await asyncio.wrap_future(self.current.restore)
-        if plan.restore_snapshot and stats.shared_files:
-            self.emit_progress(
-                60,
-                self.localized(
-                    "Restored #{number}'s home: {files:,} files, {mb:,.1f} MB in {seconds:.2f} s, "
-                    "sharing {shared:,} files (snapshot)",
-                    number=plan.restore_from,
-                    files=stats.files,
-                    mb=stats.bytes / 1e6,
-                    seconds=stats.seconds,
-                    shared=stats.shared_files,
-                ),
-            )
-        elif plan.restore_snapshot:
-            self.emit_progress(
-                60,
-                self.localized(
-                    "Restored #{number}'s home: {files:,} files, {mb:,.1f} MB in {seconds:.2f} s",
-                    number=plan.restore_from,
-                    files=stats.files,
-                    mb=stats.bytes / 1e6,
-                    seconds=stats.seconds,
-                ),
-            )
-        else:
-            self.emit_progress(60, self.localized("Created an empty home"))
-        self.current.home_limit = limit = await self.run_blocking(lifecycle.limit_home, self.db, store, plan)
-        if limit.describe(self.locale):
-            self.emit_progress(62, limit.describe(self.locale))
-
-    async def _wait_restore(self) -> None:
-        """Wait for a restore still running in a thread (its awaiter may have been cancelled)."""
-        future = self.current.restore
-        if future is not None and not future.done():
-            try:
-                await asyncio.wrap_future(future)
-            except Exception:
-                pass
 
     async def prepare_image(self) -> None:
         """Check that the image is there (engine-specific; see DockerWorkspaceSpawner)."""
@@ -1081,101 +561,6 @@ class WorkspaceMixin(LoggingConfigurable):
 
     async def remove_dead_container(self) -> None:
         """Remove the container of an execution that died (engine-specific)."""
-
-    # -- tasks: what is kept of a task's container before it is removed -----------
-
-    @classmethod
-    def engine_log(cls, options, record_id: str, since: float | None = None):
-        """The log of the container (or service) `record_id` with the engine's times, from `since` (UNIX
-        time) to now, as a blocking iterator of byte chunks; engine-specific (see DockerWorkspaceSpawner).
-        `options`: a spawner, or the `SpawnerOptions` of a process that only reads. To follow a log:
-        tasks.follow."""
-        return iter(())
-
-    async def container_exit_code(self) -> int | None:
-        """The exit code of the current execution's stopped container (engine-specific)."""
-        return None
-
-    async def keep_log(self) -> None:
-        """Before an execution's container is removed: keep the tail of its log (a task's output; a
-        server's log and its start script's output) and record its exit code. The engines call this
-        from their removal; a failure here never blocks the save."""
-        execution_id, record_id = self.execution_id, self.container_record_id()
-        if not record_id or execution_id is None:
-            return
-        if await self.run_blocking(lifecycle.log_kept, self.db, execution_id):
-            return  # kept already: a second removal (a stop, then the post-stop hook) finds nothing to keep
-        try:
-            code = await self.container_exit_code()
-            path = tasks.log_path(self.execution_log_root, execution_id)
-            kept = await self.run_blocking(
-                lambda: tasks.keep(self.engine_log(self, record_id), path, self.execution_log_limit)
-            )
-            if code is None:
-                code = kept.exit_code
-            await self.run_blocking(
-                lifecycle.record_log, self.db, execution_id, code, max(kept.total, kept.wrote or 0), kept.kept
-            )
-        except Exception:
-            self.log.exception("Keeping the log of %s failed", self._log_name)
-
-    async def _end_execution(self, execution_id: int | None, reason: str, detail: str | None, node: str) -> None:
-        """Save the home of an execution that ran on `node`; drop the home of one that never did."""
-        if execution_id is None:
-            return
-        db = self.db
-        store = await self.run_blocking(self.store_of, node or None)
-        state = await self.run_blocking(lifecycle.state_of, db, execution_id)
-        if state in ("stopped", "failed"):
-            return
-        if state in ("queued", "preparing", "pulling", "restoring"):
-            message = (
-                self.localized("Left the queue: nothing ran, so there is no output to save.")
-                if state == "queued"
-                else self.localized("Closed while preparing: nothing ran, so there is no output to save.")
-            )
-            await self.run_blocking(lifecycle.discard, db, store, execution_id, "stopped", message, "user")
-            return
-        if reason == "completed":  # a task's command ended: say how, from its recorded exit code
-            detail = await self.run_blocking(lifecycle.task_ending, db, execution_id)
-        final = await self.run_blocking(lifecycle.save, db, store, execution_id, reason, detail)
-        if final == "stopped":
-            # the size of the snapshot is for the record; measure it off the stop path
-            self.executor.submit(self._after_save, execution_id, store)
-
-    @property
-    def replicates(self) -> bool:
-        """Whether saved outputs are sent to a store of record (`record_store_root`)."""
-        return bool(self.record_store_root)
-
-    def _after_save(self, execution_id: int, store: HomeStore) -> None:
-        """Off the stop path: record the output's size, replicate the output, measure the owner's storage."""
-        try:
-            lifecycle.record_snapshot_size(self.db, store, execution_id)
-        except Exception:
-            self.log.exception("Measuring the snapshot of execution %s failed", execution_id)
-        if self.replicates:
-            try:  # off the stop path too; a failure is recorded and retried
-                key = lifecycle.snapshot_key_of(self.db, execution_id)
-                if key:
-                    lifecycle.replicate(self.db, store, self.record_store, key)
-            except Exception:
-                self.log.exception("Replicating the output of execution %s failed", execution_id)
-        try:
-            # the user's storage changed: measure it now, so that the next start need not wait for it
-            quotas.measure(self.db, self.home_store, self.user.name)
-        except Exception:
-            self.log.exception("Measuring the storage of %s failed", self.user.name)
-
-    @property
-    def record_store(self) -> HomeStore:
-        """The store of record (`record_store_root`), set up once per hub process."""
-        with WorkspaceMixin._stores_lock:
-            key = (self.record_store_root, "record")
-            if key not in WorkspaceMixin._stores:
-                store = BtrfsHomeStore(root=self.record_store_root, uid=self.home_uid, gid=self.home_gid)
-                WorkspaceMixin._stores[key] = store.setup()
-            return WorkspaceMixin._stores[key]
 
     async def run_blocking(self, fn, *args, **kwargs):
         """Run blocking work in the spawner's thread pool, off the event loop."""

@@ -11,6 +11,8 @@ from traitlets.config import Config
 from traitlets.utils.importstring import import_item
 
 from workspace.limits.resource_types import ResourceType
+from workspace.spawner.docker_spawner import DockerWorkspaceSpawner
+from workspace.spawner.mixin import WorkspaceMixin
 
 
 class SpawnerOptions:
@@ -23,10 +25,6 @@ class SpawnerOptions:
     """
 
     def __init__(self, config: Config):
-        # TODO(#29 merge): top-level once the mixin no longer imports the culler
-        from workspace.spawner.docker_spawner import DockerWorkspaceSpawner
-        from workspace.spawner.mixin import WorkspaceMixin
-
         cls = config.JupyterHub.get("spawner_class", DockerWorkspaceSpawner)
         if isinstance(cls, str):
             try:

@@ -15,7 +15,7 @@ per server, created through the manager's API). What differs:
   the snapshot it restores receives it first (`btrfs send -p`: only the delta
   from the nearest snapshot of its lineage the node holds), with bytes, speed
   and time left in the progress stream; dataset versions are sent to a node
-  on first use and kept there read-only. Every saved output is then sent to
+  on first use and kept there read-only (node_inputs.py). Every saved output is then sent to
   the store of record (`record_store_root`, else the hub's own `store_root`),
   so losing a node loses no saved output.
 - **The service**: constrained to `node.hostname`, endpoint mode `dnsrr` with
@@ -35,7 +35,6 @@ one too); a node without one has its store reached as a mount of the hub's
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import docker
@@ -53,14 +52,14 @@ from docker.types import (
 from dockerspawner import SwarmSpawner
 from traitlets import Float, List, Unicode, default
 
-from workspace import lifecycle, ssh_identities
+import workspace.spawner.networks as networks
+import workspace.spawner.scratch as scratch
+from workspace import ssh_identities
 from workspace.errors import UserError
-from workspace.executions import Snapshot
-from workspace.spawner import networks, scratch
 from workspace.spawner.docker_spawner import DockerWorkspaceSpawner, engine_client
-from workspace.store import replication
-from workspace.store.agent import read_token
-from workspace.store.homes import HomeStore, HomeStoreError
+from workspace.spawner.node_inputs import NodeInputsMixin
+from workspace.store.agent_store import read_token
+from workspace.store.homes import HomeStore
 from workspace.store.nodes import STORE_LABEL, Node, NodeStores, parse_swarm
 
 # task states on the way to running (docker's TaskState)
@@ -75,7 +74,7 @@ def published_port(task: dict, target: int) -> int | None:
     return None
 
 
-class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
+class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawner):
     """A workspace as a Swarm service on one of the swarm's nodes; every `c.DockerWorkspaceSpawner`
     option applies too, and `client_kwargs` names the manager (WORKSPACE_SWARM_MANAGER sets both the
     class and it).
@@ -140,8 +139,6 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
 
     _nodes: tuple[float, list[Node]] | None = None
     _node_stores: NodeStores | None = None
-    _receive_locks: dict[tuple[str, str], threading.Lock] = {}
-    _receive_locks_guard = threading.Lock()
 
     @default("use_internal_ip")
     def _default_use_internal_ip(self):
@@ -220,125 +217,6 @@ class SwarmWorkspaceSpawner(DockerWorkspaceSpawner, SwarmSpawner):
     def record_store(self) -> HomeStore:
         """The store of record: `record_store_root`, else the hub's own store."""
         return super().record_store if self.record_store_root else self.central_store
-
-    # -- what a start needs on its node ----------------------------------------------------
-
-    def _receive_lock(self, store: HomeStore, key: str) -> threading.Lock:
-        # one replication of a key into a store at a time (replication.py); two starts may want it
-        with self._receive_locks_guard:
-            return self._receive_locks.setdefault((str(store.root), key), threading.Lock())
-
-    async def receive_inputs(self, plan, mounts: list[dict]) -> None:
-        store, node = self.execution_store, self.node
-        loop = asyncio.get_running_loop()
-
-        def reporter(percent: int, say):
-            """A transfer's progress events: `say(transfer)` is the sentence of its figures."""
-
-            def report(t) -> None:
-                loop.call_soon_threadsafe(self.emit_progress, percent, say(t.describe(self.locale)))
-
-            return report
-
-        key = plan.restore_snapshot
-        if key and not await self.run_blocking(store.has_snapshot, key):
-            sources = [self.record_store] + [self.store_of(n) for n in await self.run_blocking(self._holders, key)]
-            number = plan.restore_from
-
-            def sending(transfer: str) -> str:
-                if number:
-                    return self.localized(
-                        "Sending the home of #{number} to {node}: {transfer}",
-                        number=number,
-                        node=node,
-                        transfer=transfer,
-                    )
-                return self.localized(
-                    "Sending the home of the course's starter to {node}: {transfer}", node=node, transfer=transfer
-                )
-
-            def receive():
-                with self._receive_lock(store, key):
-                    if store.has_snapshot(key):
-                        return None
-                    return lifecycle.receive(self.db, key, store, sources, reporter(12, sending))
-
-            try:
-                stats = await self.run_blocking(receive)
-            except HomeStoreError as e:
-                if number:
-                    raise UserError(
-                        503,
-                        "The saved home of #{number} could not be brought to {node} ({error}). If the node that "
-                        "saved it is down, its copy reaches the central store once it is back; try again later, "
-                        "or continue from an earlier execution.",
-                        number=number,
-                        node=node,
-                        error=str(e),
-                    ) from e
-                raise UserError(
-                    503,
-                    "The saved home of the course's starter could not be brought to {node} ({error}). If the node "
-                    "that saved it is down, its copy reaches the central store once it is back; try again later, "
-                    "or continue from an earlier execution.",
-                    node=node,
-                    error=str(e),
-                ) from e
-            if stats is not None:
-                self.emit_progress(14, self._received(number, node, stats))
-        for m in mounts:
-            version = m["key"]
-            if await self.run_blocking(store.has_dataset, version):
-                continue
-
-            def send(version=version, ref=m["ref"]):
-                with self._receive_lock(store, version):
-                    if not store.has_dataset(version):
-                        say = self._sending_dataset(ref, node)
-                        replication.replicate_dataset(self.central_store, version, store, progress=reporter(13, say))
-
-            await self.run_blocking(send)
-
-    def _received(self, number: int | None, node: str, stats) -> str:
-        """The progress event of a home received on `node`: from #`number` (None: the course's starter),
-        what was sent (the changes since a parent snapshot, or the whole home)."""
-        figures = {"node": node, "mb": stats.bytes / 1e6, "seconds": stats.seconds}
-        if number and stats.parent:
-            return self.localized(
-                "The home of #{number} is on {node}: {mb:,.1f} MB sent in {seconds:.1f} s (changes since {parent})",
-                number=number,
-                parent=stats.parent,
-                **figures,
-            )
-        if number:
-            return self.localized(
-                "The home of #{number} is on {node}: {mb:,.1f} MB sent in {seconds:.1f} s (whole home)",
-                number=number,
-                **figures,
-            )
-        if stats.parent:
-            return self.localized(
-                "The home of the course's starter is on {node}: {mb:,.1f} MB sent in {seconds:.1f} s "
-                "(changes since {parent})",
-                parent=stats.parent,
-                **figures,
-            )
-        return self.localized(
-            "The home of the course's starter is on {node}: {mb:,.1f} MB sent in {seconds:.1f} s (whole home)",
-            **figures,
-        )
-
-    def _sending_dataset(self, ref: str, node: str):
-        """The sentence of a dataset version's transfer to `node`, from its figures."""
-        return lambda transfer: self.localized(
-            "Sending dataset {dataset} to {node}: {transfer}", dataset=ref, node=node, transfer=transfer
-        )
-
-    def _holders(self, key: str) -> list[str]:
-        """The nodes whose stores may hold output `key` (the one that saved it)."""
-        with self.db.session() as s:
-            node = s.query(Snapshot.node).filter(Snapshot.key == key).scalar()
-        return [node] if node and self.node_stores.known(node) else []
 
     # -- the service -------------------------------------------------------------------------
 

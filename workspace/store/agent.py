@@ -48,7 +48,6 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import requests
 
 from workspace.store import btrfs_send
-from workspace.store.agent_store import AgentStore, read_token  # noqa: F401  (callers import them here)
 from workspace.store.homes import BtrfsHomeStore, HomeStoreError, StoreFullError, is_full, store_for, valid_key
 
 log = logging.getLogger("workspace.store_agent")

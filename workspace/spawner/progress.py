@@ -1,0 +1,110 @@
+"""A start's progress stream, said in the language of the user who asked for it.
+
+JupyterHub calls `progress()` anew on every page load of the spawn page, so the
+events are kept in a list and every call replays it from the start. The
+spawner's sentences (`localized`) and its errors (`in_user_language`) are said
+in the user's language too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+
+from workspace import i18n
+from workspace.errors import UserError
+
+
+def ready_in_users_language(spawner, event: dict) -> dict:
+    """The progress stream's last event (the hub's "Server ready at …") in the language the start was asked in."""
+    url = event.get("url") or ""
+    message = spawner.localized("Your workspace is ready at {url}", url=url)
+    return {
+        **event,
+        "message": message,
+        "html_message": html.escape(message).replace(
+            html.escape(url), f'<a href="{html.escape(url)}">{html.escape(url)}</a>', 1
+        ),
+    }
+
+
+class ProgressMixin:
+    """The replayable progress stream and the start's language (mixed into WorkspaceMixin)."""
+
+    @property
+    def locale(self) -> str:
+        """The language of the user who asked for this start (the request's language cookie or
+        Accept-Language; the workspace service passes its user's on): its progress is said in it."""
+        request = getattr(getattr(self, "handler", None), "request", None)
+        if request is not None:
+            # kept: JupyterHub lets go of the handler once the start returns, and the progress stream's
+            # last event (progress_ready_hook) is said after that
+            self._locale = i18n.of_request(request)
+        return getattr(self, "_locale", i18n.DEFAULT)
+
+    def localized(self, message: str, **params) -> str:
+        """`message` (a literal with `{placeholders}`: Babel's keyword `localized`) in the user's language."""
+        return i18n.translate(self.locale, message, **params)
+
+    def in_user_language(self, e: UserError) -> None:
+        """Make what JupyterHub shows of `e` (its `jupyterhub_message`: the spawn request's answer, the
+        progress stream's failure) the sentence in the user's language."""
+        e.jupyterhub_message = e.in_locale(self.locale)
+
+    def say_start_failure(self, e: Exception) -> None:
+        """Make the progress page's last line of a failed start the user's language: the hub writes its
+        English "Spawn failed: " before `jupyterhub_message`, but shows `jupyterhub_html_message` as it is."""
+        if isinstance(e, UserError):
+            self.in_user_language(e)
+        reason = getattr(e, "jupyterhub_message", None) or str(e) or type(e).__name__
+        try:
+            e.jupyterhub_html_message = html.escape(
+                self.localized("The workspace could not start: {reason}", reason=reason)
+            )
+        except AttributeError:  # an exception without a __dict__ keeps the hub's words
+            pass
+
+    def _reset_progress(self):
+        old = getattr(self, "_progress_changed", None)
+        self._progress_events = []
+        self._progress_changed = asyncio.Event()
+        if old is not None:
+            # a listener that came before this start began waits on the last one's: it reads this one's
+            old.set()
+
+    async def _generate_progress(self):
+        """The hub's stream of a start's events, its first one ("Server requested", written by JupyterHub's
+        private `Spawner._generate_progress`, which this wraps) said in the user's language."""
+        events = super()._generate_progress()
+        try:
+            async for event in events:
+                if event.get("message") == "Server requested":
+                    event = {**event, "message": self.localized("Workspace requested")}
+                yield event
+        finally:
+            await events.aclose()
+
+    def emit_progress(self, progress: int, message: str, **extra) -> None:
+        """Record a progress event (0-100) and wake up the listeners."""
+        if not hasattr(self, "_progress_events"):
+            self._reset_progress()
+        event = {"progress": progress, "message": message, **extra}
+        self._progress_events.append(event)
+        self.log.info("%s: %s", self._log_name, message)
+        self._progress_changed.set()
+
+    async def progress(self):
+        if not hasattr(self, "_progress_events"):
+            self._reset_progress()
+        events, sent = self._progress_events, 0
+        while True:
+            if self._progress_events is not events:  # a start began since: its events, from the first
+                events, sent = self._progress_events, 0
+            while sent < len(events):
+                yield events[sent]
+                sent += 1
+            # JupyterHub stops iterating once the spawn future is done.
+            changed = self._progress_changed
+            if self._progress_events is events:
+                changed.clear()
+                await changed.wait()

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from workspace.caller import Caller
 from workspace.datasets import Dataset, DatasetRules, DatasetVersion, writable
 from workspace.db import Database, utcnow
 from workspace.errors import UserError
@@ -78,7 +79,7 @@ def make(
         return version.as_dict()
 
 
-def source(session: Session, store, data: dict, user: str, admin: bool) -> tuple[str, str, Build]:
+def source(session: Session, store, data: dict, caller: Caller) -> tuple[str, str, Build]:
     """(origin, label, build) for where a new version comes from: `{"from_execution": {"workspace",
     "number", "path"}}` (one of the user's outputs, or a folder of it) or `{"from_path": "/host/dir"}`
     (administrators); the user's 400, 403 or 404 otherwise."""
@@ -91,7 +92,7 @@ def source(session: Session, store, data: dict, user: str, admin: bool) -> tuple
         except (TypeError, ValueError):
             raise UserError(400, "from_execution.number must be an execution number like 3.")
         path = src.get("path") or ""
-        ws = find_workspace(session, user, src["workspace"])
+        ws = find_workspace(session, caller.name, src["workspace"])
         ex: Execution | None = execution_by_number(session, ws, number) if ws else None
         if ex is None:
             raise UserError(
@@ -114,7 +115,7 @@ def source(session: Session, store, data: dict, user: str, admin: bool) -> tuple
             )
         return "execution", label, lambda key, check: store.dataset_from_snapshot(snapshot, path, key, check)
     if "from_path" in data:
-        if not admin:
+        if not caller.admin:
             raise UserError(403, "Only administrators can import a dataset from a path on the server.")
         path = data["from_path"]
         if not isinstance(path, str) or not path.startswith("/"):
@@ -130,17 +131,15 @@ def add(
     owner: str,
     name: str,
     data: dict,
-    user: str,
-    groups: set[str],
-    admin: bool,
+    caller: Caller,
 ) -> dict:
     """A new version of owner/name from where `data` says (see `source`), made by its owner or an
     administrator (blocking)."""
     with db.session() as s:
-        ds = writable(s, owner, name, user, groups, admin)
-        origin, label, build = source(s, store, data, user, admin)
+        ds = writable(s, owner, name, caller)
+        origin, label, build = source(s, store, data, caller)
         dataset_id = ds.id
-    version = make(db, store, rules, dataset_id, build, origin, label, user)
+    version = make(db, store, rules, dataset_id, build, origin, label, caller.name)
     # its files count from now on (those it shares with the output once): over the quota,
     # the next start is refused, as after a save
     quotas.measure(db, store, owner)
@@ -155,11 +154,11 @@ def mounted_by(session: Session, version: DatasetVersion) -> Execution | None:
     return None
 
 
-def delete(db: Database, store, owner: str, name: str, number: int, user: str, groups: set[str], admin: bool) -> None:
+def delete(db: Database, store, owner: str, name: str, number: int, caller: Caller) -> None:
     """Delete version `number` of owner/name; refused (409) while a running workspace mounts it, whose
     /inputN would vanish under it (blocking). The record is marked first, then the files go."""
     with db.session() as s:
-        ds = writable(s, owner, name, user, groups, admin)
+        ds = writable(s, owner, name, caller)
         version = next((v for v in ds.live_versions() if v.number == number), None)
         if version is None:
             raise UserError(404, "The dataset {dataset} has no version {number}.", dataset=ds.ref, number=number)

@@ -24,6 +24,7 @@ from traitlets import Integer as IntTrait
 from traitlets.config import LoggingConfigurable
 
 from workspace import i18n
+from workspace.caller import Caller
 from workspace.db import Base, Database, iso, utcnow
 from workspace.errors import UserError
 from workspace.store import paths
@@ -56,11 +57,11 @@ class Dataset(Base):
     def live_versions(self) -> list["DatasetVersion"]:
         return [v for v in self.versions if v.deleted is None]
 
-    def readable_by(self, user: str, groups: set[str], admin: bool = False) -> bool:
-        if admin or user == self.owner or self.visibility == "public":
+    def readable_by(self, caller: Caller) -> bool:
+        if caller.admin or caller.name == self.owner or self.visibility == "public":
             return True
         return any(
-            (s.kind == "user" and s.principal == user) or (s.kind == "group" and s.principal in groups)
+            (s.kind == "user" and s.principal == caller.name) or (s.kind == "group" and s.principal in caller.groups)
             for s in self.shares
         )
 
@@ -124,40 +125,41 @@ class DatasetShare(Base):
 
 
 def listing(db: Database, user: str, groups: set[str]) -> dict:
-    """The datasets `user` may read, as {"mine", "shared" (with me), "public"} lists of dicts (blocking)."""
+    """The datasets `user` may read, as {"mine", "shared" (with me), "public"} lists of dicts (blocking); read
+    as a user, never as an administrator (an administrator's "shared" is what is shared with them)."""
     out = {"mine": [], "shared": [], "public": []}
     with db.session() as s:
         for ds in s.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name)):
             if ds.owner == user:
                 out["mine"].append(ds.as_dict())
-            elif ds.readable_by(user, groups) and ds.visibility != "public":
+            elif ds.readable_by(Caller(user, groups)) and ds.visibility != "public":
                 out["shared"].append(ds.as_dict())
             elif ds.visibility == "public":
                 out["public"].append(ds.as_dict())
     return out
 
 
-def readable(session: Session, owner: str, name: str, user: str, groups: set[str], admin: bool) -> Dataset:
-    """The dataset owner/name if `user` may read it; a 404 otherwise (the same words whether it exists or
+def readable(session: Session, owner: str, name: str, caller: Caller) -> Dataset:
+    """The dataset owner/name if `caller` may read it; a 404 otherwise (the same words whether it exists or
     not, so that names do not leak)."""
     ds = find_dataset(session, owner, name)
-    if ds is None or not ds.readable_by(user, groups, admin):
+    if ds is None or not ds.readable_by(caller):
         raise UserError(404, "There is no dataset {owner}/{name} that you can see.", owner=owner, name=name)
     return ds
 
 
-def writable(session: Session, owner: str, name: str, user: str, groups: set[str], admin: bool) -> Dataset:
-    """The dataset owner/name if `user` may change it (its owner, or an administrator); a 404 or 403 otherwise."""
-    ds = readable(session, owner, name, user, groups, admin)
-    if ds.owner != user and not admin:
+def writable(session: Session, owner: str, name: str, caller: Caller) -> Dataset:
+    """The dataset owner/name if `caller` may change it (its owner, or an administrator); a 404 or 403 otherwise."""
+    ds = readable(session, owner, name, caller)
+    if ds.owner != caller.name and not caller.admin:
         raise UserError(403, "Only {owner} can change the dataset {dataset}.", owner=ds.owner, dataset=ds.ref)
     return ds
 
 
-def describe(db: Database, owner: str, name: str, user: str, groups: set[str], admin: bool) -> dict:
+def describe(db: Database, owner: str, name: str, caller: Caller) -> dict:
     """One dataset with its versions and shares, for a reader (blocking)."""
     with db.session() as s:
-        return readable(s, owner, name, user, groups, admin).as_dict()
+        return readable(s, owner, name, caller).as_dict()
 
 
 def create(db: Database, owner: str, name, description, visibility) -> dict:
@@ -194,24 +196,20 @@ def share(ds: Dataset, kind: str, principal: str) -> bool:
     return new
 
 
-def add_share(
-    db: Database, owner: str, name: str, kind: str, principal: str, user: str, groups: set[str], admin: bool
-) -> dict:
+def add_share(db: Database, owner: str, name: str, kind: str, principal: str, caller: Caller) -> dict:
     """The owner (or an administrator) shares owner/name with a user or a group; the dataset (blocking)."""
     with db.session() as s:
-        ds = writable(s, owner, name, user, groups, admin)
+        ds = writable(s, owner, name, caller)
         share(ds, kind, principal)
         s.flush()
         return ds.as_dict()
 
 
-def remove_share(
-    db: Database, owner: str, name: str, kind: str, principal: str, user: str, groups: set[str], admin: bool
-) -> None:
+def remove_share(db: Database, owner: str, name: str, kind: str, principal: str, caller: Caller) -> None:
     """The owner (or an administrator) stops sharing owner/name with a user or a group; a 404 if it was not
     (blocking). The visibility stays: a dataset shared with nobody is still no one else's to read."""
     with db.session() as s:
-        ds = writable(s, owner, name, user, groups, admin)
+        ds = writable(s, owner, name, caller)
         kept = [x for x in ds.shares if not (x.kind == kind and x.principal == principal)]
         if len(kept) == len(ds.shares):
             if kind == "group":
@@ -282,7 +280,7 @@ def find_dataset(session: Session, owner: str, name: str) -> Dataset | None:
     return session.scalar(select(Dataset).where(Dataset.owner == owner, Dataset.name == name))
 
 
-def resolve(session: Session, refs: list[Ref], user: str, groups: set[str], admin: bool = False) -> list[dict]:
+def resolve(session: Session, refs: list[Ref], caller: Caller) -> list[dict]:
     """The mount plan: for each ref (in order), the version to mount at /inputN.
 
     A dataset the user may not read is a 403 naming it (the same words whether
@@ -291,7 +289,7 @@ def resolve(session: Session, refs: list[Ref], user: str, groups: set[str], admi
     plan = []
     for slot, ref in enumerate(refs):
         ds = find_dataset(session, ref.owner, ref.name)
-        if ds is None or not ds.readable_by(user, groups, admin):
+        if ds is None or not ds.readable_by(caller):
             raise UserError(
                 403,
                 "You cannot use the dataset {owner}/{name}: it does not exist or is not shared with "

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from workspace import courses, datasets, i18n, tasks
+from workspace.caller import Caller
 from workspace.db import Database
 from workspace.errors import UserError
 from workspace.executions import (
@@ -145,10 +146,10 @@ def check_home_files(db: Database, owner: str, name: str, choice, limit: int | N
         )
 
 
-def resolve_datasets(db: Database, refs, user: str, groups: set[str], admin: bool) -> list[dict]:
+def resolve_datasets(db: Database, refs, caller: Caller) -> list[dict]:
     """The dataset mount plan for a start, or the user's 400/403."""
     with db.session() as s:
-        return datasets.resolve(s, refs, user, groups, admin)
+        return datasets.resolve(s, refs, caller)
 
 
 def one_queued_per_user(db: Database, owner: str, name: str, rtype: ResourceType) -> None:
@@ -192,6 +193,11 @@ class Asker:
     running: tuple[str, ...] = ()  # the owner's other servers that run or start now ('': the default one)
     method: str | None = None  # the spawn request's HTTP method; None: a start asked without one
 
+    @property
+    def caller(self) -> Caller:
+        """The owner as the permission checks read them (their name, groups, whether an administrator)."""
+        return Caller(self.owner, self.groups, self.admin)
+
 
 @dataclass(frozen=True)
 class Rules:
@@ -222,7 +228,7 @@ def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> St
     task = parse_task(options.get("task"), cleanup)
     check_continuation(db, who.owner, who.name, choice)
     refs = datasets.parse_refs(options.get("datasets"))
-    mounts = resolve_datasets(db, refs, who.owner, who.groups, who.admin) if refs else []
+    mounts = resolve_datasets(db, refs, who.caller) if refs else []
     rtype = chosen_resource_type(rules, cleanup, options.get("resource_type"), who.groups)
     limits = limits_of(rtype, rules.default_limits)
     if not cleanup:

@@ -6,14 +6,15 @@ import os
 import pytest
 
 from workspace import dataset_versions, lifecycle
+from workspace.caller import Caller
 from workspace.datasets import Dataset, DatasetRules, find_dataset
 from workspace.errors import UserError
 from workspace.executions import Execution
 from workspace.limits.quotas import StorageUsage
 from workspace.store.homes import StoreFullError
 
-PROF = ("prof", set(), False)
-ROOT = ("root", set(), True)
+PROF = Caller("prof")
+ROOT = Caller("root", admin=True)
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ def saved_output(db, store, owner, name, files: dict[str, bytes]):
 
 def test_versions_are_numbered_and_a_deleted_number_is_not_reused(env):
     db, store, rules, host = env
-    first = dataset_versions.add(db, store, rules, "prof", "mnist", {"from_path": str(host)}, *ROOT)
+    first = dataset_versions.add(db, store, rules, "prof", "mnist", {"from_path": str(host)}, ROOT)
     assert (first["version"], first["origin"], first["origin_detail"], first["bytes"], first["files"]) == (
         1,
         "host",
@@ -50,9 +51,9 @@ def test_versions_are_numbered_and_a_deleted_number_is_not_reused(env):
         1000,
         1,
     )
-    dataset_versions.add(db, store, rules, "prof", "mnist", {"from_path": str(host / "train")}, *ROOT)
-    dataset_versions.delete(db, store, "prof", "mnist", 2, *PROF)
-    assert dataset_versions.add(db, store, rules, "prof", "mnist", {"from_path": str(host)}, *ROOT)["version"] == 3
+    dataset_versions.add(db, store, rules, "prof", "mnist", {"from_path": str(host / "train")}, ROOT)
+    dataset_versions.delete(db, store, "prof", "mnist", 2, PROF)
+    assert dataset_versions.add(db, store, rules, "prof", "mnist", {"from_path": str(host)}, ROOT)["version"] == 3
     with db.session() as s:
         ds = find_dataset(s, "prof", "mnist")
         assert [v.number for v in ds.live_versions()] == [1, 3]
@@ -67,11 +68,11 @@ def test_a_version_from_an_output_or_a_folder_of_it(env):
     db, store, rules, _ = env
     saved_output(db, store, "prof", "prep", {"data/x.csv": b"1,2\n", "notes.txt": b"n"})
     whole = dataset_versions.add(
-        db, store, rules, "prof", "mnist", {"from_execution": {"workspace": "prep", "number": 1}}, *PROF
+        db, store, rules, "prof", "mnist", {"from_execution": {"workspace": "prep", "number": 1}}, PROF
     )
     assert (whole["origin"], whole["origin_detail"], whole["files"]) == ("execution", "prep#1", 2)
     part = {"from_execution": {"workspace": "prep", "number": "1", "path": "data"}}
-    assert dataset_versions.add(db, store, rules, "prof", "mnist", part, *PROF)["origin_detail"] == "prep#1:data"
+    assert dataset_versions.add(db, store, rules, "prof", "mnist", part, PROF)["origin_detail"] == "prep#1:data"
 
 
 @pytest.mark.parametrize(
@@ -85,7 +86,7 @@ def test_a_version_from_an_output_or_a_folder_of_it(env):
         ({"from_execution": {"workspace": "prep", "number": "x"}}, PROF, 400, "must be an execution number like 3"),
         ({"from_execution": {"workspace": "prep", "number": 9}}, PROF, 404, "You have no execution prep#9."),
         ({"from_execution": {"workspace": "prep", "number": 2}}, PROF, 400, "Execution prep#2 has no saved output."),
-        ({"from_path": "/srv/data"}, ("ann", set(), False), 404, "There is no dataset prof/mnist that you can see."),
+        ({"from_path": "/srv/data"}, Caller("ann"), 404, "There is no dataset prof/mnist that you can see."),
     ],
 )
 def test_where_a_version_comes_from_is_checked_with_a_sentence(env, data, who, status, words):
@@ -93,7 +94,7 @@ def test_where_a_version_comes_from_is_checked_with_a_sentence(env, data, who, s
     saved_output(db, store, "prof", "prep", {"a": b"a"})
     lifecycle.begin(db, "prof", "prep", "latest", None)  # #2: no output yet
     with pytest.raises(UserError) as err:
-        dataset_versions.add(db, store, rules, "prof", "mnist", data, *who)
+        dataset_versions.add(db, store, rules, "prof", "mnist", data, who)
     assert err.value.status_code == status and words in err.value.jupyterhub_message
     with db.session() as s:
         assert find_dataset(s, "prof", "mnist").versions == []  # nothing recorded
@@ -124,19 +125,19 @@ def test_a_full_store_is_a_507_and_a_tree_the_rules_refuse_is_not_recorded(env, 
 
 def test_a_version_a_running_workspace_mounts_cannot_be_deleted(env):
     db, store, rules, host = env
-    dataset_versions.add(db, store, rules, "prof", "mnist", {"from_path": str(host)}, *ROOT)
+    dataset_versions.add(db, store, rules, "prof", "mnist", {"from_path": str(host)}, ROOT)
     plan = lifecycle.begin(db, "ann", "lab", "latest", None)
     with db.session() as s:
         version = find_dataset(s, "prof", "mnist").versions[0]
         s.get(Execution, plan.execution_id).datasets = [{"slot": 0, "ref": "prof/mnist:1", "version_id": version.id}]
     with pytest.raises(UserError) as err:
-        dataset_versions.delete(db, store, "prof", "mnist", 1, *PROF)
+        dataset_versions.delete(db, store, "prof", "mnist", 1, PROF)
     assert (err.value.status_code, err.value.jupyterhub_message) == (
         409,
         "Version 1 of prof/mnist is mounted by a running workspace (ann/lab); stop it first.",
     )
     lifecycle.transition(db, plan.execution_id, "failed")
-    dataset_versions.delete(db, store, "prof", "mnist", 1, *PROF)
+    dataset_versions.delete(db, store, "prof", "mnist", 1, PROF)
     with pytest.raises(UserError) as err:
-        dataset_versions.delete(db, store, "prof", "mnist", 1, *PROF)
+        dataset_versions.delete(db, store, "prof", "mnist", 1, PROF)
     assert (err.value.status_code, err.value.jupyterhub_message) == (404, "The dataset prof/mnist has no version 1.")

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from workspace import datasets
+from workspace.caller import Caller
 from workspace.datasets import Dataset, DatasetRules, DatasetShare, Ref, check_slug, parse_refs
 from workspace.errors import UserError
 
@@ -46,12 +47,12 @@ def test_bad_slugs(name):
 def test_access():
     ds = Dataset(owner="prof", name="data", visibility="shared")
     ds.shares = [DatasetShare(kind="user", principal="ada"), DatasetShare(kind="group", principal="cs101")]
-    assert ds.readable_by("prof", set())
-    assert ds.readable_by("ada", set())
-    assert ds.readable_by("bob", {"cs101"})
-    assert not ds.readable_by("eve", {"other"})
-    assert ds.readable_by("root", set(), admin=True)
-    assert Dataset(owner="x", name="y", visibility="public").readable_by("anyone", set())
+    assert ds.readable_by(Caller("prof"))
+    assert ds.readable_by(Caller("ada"))
+    assert ds.readable_by(Caller("bob", {"cs101"}))
+    assert not ds.readable_by(Caller("eve", {"other"}))
+    assert ds.readable_by(Caller("root", admin=True))
+    assert Dataset(owner="x", name="y", visibility="public").readable_by(Caller("anyone"))
 
 
 def test_tree_rules(tmp_path):
@@ -111,20 +112,20 @@ def test_a_dataset_one_may_not_read_is_as_absent_as_one_that_does_not_exist(db):
     with db.session() as s:
         for name in ("notes", "nothing"):
             with pytest.raises(UserError) as err:
-                datasets.readable(s, "prof", name, "ann", {"cs101"}, False)
+                datasets.readable(s, "prof", name, Caller("ann", {"cs101"}))
             assert (err.value.status_code, err.value.jupyterhub_message) == (
                 404,
                 f"There is no dataset prof/{name} that you can see.",
             )
-        assert datasets.readable(s, "prof", "labels", "ann", {"cs101"}, False).ref == "prof/labels"
+        assert datasets.readable(s, "prof", "labels", Caller("ann", {"cs101"})).ref == "prof/labels"
         with pytest.raises(UserError) as err:
-            datasets.writable(s, "prof", "labels", "ann", {"cs101"}, False)
+            datasets.writable(s, "prof", "labels", Caller("ann", {"cs101"}))
         assert (err.value.status_code, err.value.jupyterhub_message) == (
             403,
             "Only prof can change the dataset prof/labels.",
         )
-        assert datasets.writable(s, "prof", "notes", "root", set(), True).ref == "prof/notes"
-    assert datasets.describe(db, "wes", "corpus", "ann", set(), False)["visibility"] == "public"
+        assert datasets.writable(s, "prof", "notes", Caller("root", admin=True)).ref == "prof/notes"
+    assert datasets.describe(db, "wes", "corpus", Caller("ann"))["visibility"] == "public"
 
 
 @pytest.mark.parametrize(
@@ -164,19 +165,19 @@ def test_sharing_a_private_dataset_makes_it_shared_once_and_leaves_a_public_one_
 
 
 def test_adding_and_removing_a_share(db):
-    shared = datasets.add_share(db, "prof", "notes", "user", "ann", "prof", set(), False)
+    shared = datasets.add_share(db, "prof", "notes", "user", "ann", Caller("prof"))
     assert shared["visibility"] == "shared" and shared["shares"] == [{"kind": "user", "principal": "ann"}]
-    assert datasets.describe(db, "prof", "notes", "ann", set(), False)["ref"] == "prof/notes"  # ann reads it now
+    assert datasets.describe(db, "prof", "notes", Caller("ann"))["ref"] == "prof/notes"  # ann reads it now
     with pytest.raises(UserError) as err:  # a reader may not share it on
-        datasets.add_share(db, "prof", "notes", "user", "bob", "ann", set(), False)
+        datasets.add_share(db, "prof", "notes", "user", "bob", Caller("ann"))
     assert err.value.status_code == 403
-    datasets.remove_share(db, "prof", "notes", "user", "ann", "prof", set(), False)
+    datasets.remove_share(db, "prof", "notes", "user", "ann", Caller("prof"))
     with pytest.raises(UserError) as err:
-        datasets.remove_share(db, "prof", "notes", "user", "ann", "prof", set(), False)
+        datasets.remove_share(db, "prof", "notes", "user", "ann", Caller("prof"))
     assert (err.value.status_code, err.value.jupyterhub_message) == (
         404,
         "prof/notes is not shared with the user “ann”.",
     )
-    assert datasets.describe(db, "prof", "notes", "prof", set(), False)["visibility"] == "shared"  # stays
+    assert datasets.describe(db, "prof", "notes", Caller("prof"))["visibility"] == "shared"  # stays
     with pytest.raises(UserError):  # ann no longer reads it
-        datasets.describe(db, "prof", "notes", "ann", set(), False)
+        datasets.describe(db, "prof", "notes", Caller("ann"))

@@ -5,6 +5,7 @@ test_image_approvals.py."""
 
 import pytest
 
+from workspace.caller import Caller
 from workspace.errors import UserError
 from workspace.images import approvals as image_approvals
 from workspace.images import user as user_images
@@ -43,7 +44,7 @@ def test_a_public_image_runs_for_others_only_once_an_administrator_approved_this
     db = database
     first = built(db)
     # visible to bob, but not startable: a start naming it is a 403 with a sentence
-    assert user_images.describe(db, "alice/tools", "bob", set())["startable"] is False
+    assert user_images.describe(db, "alice/tools", Caller("bob"))["startable"] is False
     assert user_images.choices(db, "bob", set()) == {}
     message = refused(user_images.check_startable, db, "alice/tools", "bob", set(), status=403)
     assert "built by alice" in message and "approves it" in message
@@ -78,7 +79,7 @@ def test_a_public_image_runs_for_others_only_once_an_administrator_approved_this
     assert second["ref"] != first["ref"]
     assert user_images.choices(db, "bob", set()) == {}
     assert "not approved for you" in refused(user_images.check_startable, db, "alice/tools", "bob", set(), status=403)
-    (stale,) = user_images.describe(db, "alice/tools", "bob", set())["approvals"]
+    (stale,) = user_images.describe(db, "alice/tools", Caller("bob"))["approvals"]
     assert stale["build"] == 1 and stale["current"] is False
     assert [i["name"] for i in image_approvals.pending(db, ADMIN)] == ["alice/tools"]
     # an approver approves what they read: a page showing build 1 cannot approve build 2
@@ -106,7 +107,7 @@ def test_a_course_image_is_approved_by_the_course_instructor_for_its_students_on
     assert user_images.choices(db, "bob", {"cs101"}) == {"alice/tools": job["ref"]}
     assert user_images.choices(db, "carol", {"ml200"}) == {}  # cannot see it
     # made public: the course's approval covers the course only; everyone else waits for an administrator
-    user_images.set_visibility(db, "alice/tools", "alice", set(), False, "public")
+    user_images.set_visibility(db, "alice/tools", Caller("alice"), "public")
     assert user_images.choices(db, "carol", {"ml200"}) == {}
     assert user_images.choices(db, "bob", {"cs101"}) == {"alice/tools": job["ref"]}
     # an instructor may approve a public image for their own course
@@ -114,12 +115,12 @@ def test_a_course_image_is_approved_by_the_course_instructor_for_its_students_on
     assert user_images.choices(db, "carol", {"ml200"}) == {"alice/tools": job["ref"]}
     assert user_images.choices(db, "dave", set()) == {}
     # private again: nobody else, whatever was approved
-    user_images.set_visibility(db, "alice/tools", "alice", set(), False, "private")
+    user_images.set_visibility(db, "alice/tools", Caller("alice"), "private")
     assert user_images.choices(db, "bob", {"cs101"}) == {} and user_images.choices(db, "carol", {"ml200"}) == {}
     assert refused(user_images.check_startable, db, "alice/tools", "bob", {"cs101"}, status=404)
     assert "is private" in refused(image_approvals.approve, db, "alice/tools", ADMIN, status=409)
     # a course template is checked against what every student of the course may start
-    user_images.set_visibility(db, "alice/tools", "alice", set(), False, "group:cs101")
+    user_images.set_visibility(db, "alice/tools", Caller("alice"), "group:cs101")
     assert user_images.choices(db, "", {"cs101"}) == {"alice/tools": job["ref"]}
     image_approvals.revoke(db, "alice/tools", PROF)
     assert user_images.choices(db, "", {"cs101"}) == {}
@@ -151,10 +152,10 @@ def test_only_a_finished_build_is_approved_and_approvals_go_with_their_image(dat
     assert "“for”" in refused(image_approvals.approve, db, "alice/tools", ADMIN, "everyone")
     assert "“for”" in refused(image_approvals.revoke, db, "alice/tools", ADMIN, ["public"])
     # deleted and made again under the same name: nothing of the old approvals is left
-    user_images.remove(db, "alice/tools", "alice", set(), False)
+    user_images.remove(db, "alice/tools", Caller("alice"))
     built(db)
     assert user_images.choices(db, "bob", set()) == {}
-    assert user_images.describe(db, "alice/tools", "bob", set())["approvals"] == []
+    assert user_images.describe(db, "alice/tools", Caller("bob"))["approvals"] == []
 
 
 def test_a_start_naming_no_users_image_is_left_to_the_spawner(database):

@@ -3,6 +3,7 @@ on a real SQLite database."""
 
 import pytest
 
+from workspace.caller import Caller
 from workspace.datasets import Dataset, DatasetVersion
 from workspace.executions import get_or_create_workspace, new_execution
 from workspace.limits.resource_types import ResourceType
@@ -27,9 +28,7 @@ def db(database):
 def form(db, name, selected="latest", default_type="small"):
     return spawnform.page_form(
         db,
-        "ada",
-        set(),
-        False,
+        Caller("ada"),
         name,
         selected,
         types=TYPES,

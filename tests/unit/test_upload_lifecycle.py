@@ -5,12 +5,13 @@ import hashlib
 
 import pytest
 
+from workspace.caller import Caller
 from workspace.datasets import Dataset, DatasetRules, find_dataset
 from workspace.errors import UserError
 from workspace.limits.quotas import StorageQuota, StorageUsage
 from workspace.uploads import staging as uploads
 
-PROF = ("prof", set(), False)
+PROF = Caller("prof")
 
 
 @pytest.fixture
@@ -23,13 +24,13 @@ def env(database, store):
 def begin(env, data, who=PROF, quota=None, max_pending=4):
     db, store = env
     quota = quota or StorageQuota()
-    return uploads.begin(db, store, "prof", "weights", data, *who, quota=quota, max_pending=max_pending)
+    return uploads.begin(db, store, "prof", "weights", data, who, quota=quota, max_pending=max_pending)
 
 
 def complete(env, up, sha256=None, who=PROF):
     db, store = env
     return uploads.complete(
-        db, store, "prof", "weights", up.id, sha256, *who, rules=DatasetRules(), sandbox=None, quota=StorageQuota()
+        db, store, "prof", "weights", up.id, sha256, who, rules=DatasetRules(), sandbox=None, quota=StorageQuota()
     )
 
 
@@ -46,7 +47,7 @@ def send(up, data: bytes):
         ({"filename": "a", "size": -1}, PROF, 400, "Give the file's size in bytes"),
         ({"filename": "a", "size": 3, "sha256": "xyz"}, PROF, 400, "“sha256” must be the file's SHA-256"),
         ({"filename": "a.txt", "size": 3, "unpack": True}, PROF, 400, "a.txt is not an archive this server unpacks"),
-        ({"filename": "a", "size": 3}, ("ann", set(), False), 404, "There is no dataset prof/weights"),
+        ({"filename": "a", "size": 3}, Caller("ann"), 404, "There is no dataset prof/weights"),
     ],
 )
 def test_a_bad_upload_is_refused_before_it_begins(env, data, who, status, words):
@@ -71,10 +72,12 @@ def test_an_upload_is_its_uploaders_and_becomes_the_next_version(env):
     db, store = env
     up = begin(env, {"filename": "w.bin", "size": 6})
     root = store.uploads_dir
-    assert uploads.find(root, "prof", "weights", up.id, "root", True).id == up.id  # an administrator sees it
+    assert (
+        uploads.find(root, "prof", "weights", up.id, Caller("root", admin=True)).id == up.id
+    )  # an administrator sees it
     for owner, name, user in (("prof", "other", "prof"), ("prof", "weights", "ann")):
         with pytest.raises(UserError) as err:
-            uploads.find(root, owner, name, up.id, user, False)
+            uploads.find(root, owner, name, up.id, Caller(user))
         assert (err.value.status_code, err.value.jupyterhub_message) == (404, "There is no such upload.")
     send(up, b"abc")
     with pytest.raises(UserError) as err:

@@ -6,6 +6,7 @@ import datetime as dt
 import pytest
 
 from workspace import egress
+from workspace.caller import Caller
 from workspace.db import move_clock
 from workspace.errors import UserError
 from workspace.images import approvals as image_approvals
@@ -69,32 +70,32 @@ def test_build_records_and_who_sees_what(database):
     job = user_images.next_queued(db)
     assert job["name"] == "alice/nlp" and user_images.next_queued(db) is None
     user_images.set_progress(db, job["id"], 1, "step 1/1: apt-get install 1 package(s): graphviz")
-    assert user_images.describe(db, "alice/nlp", "alice", set())["progress"].startswith("step 1/1")
+    assert user_images.describe(db, "alice/nlp", Caller("alice"))["progress"].startswith("step 1/1")
     assert user_images.finish(db, job["id"], 1, {"ok": True, "ref": "d-user-1:1", "bytes": 5, "versions": {}}) is None
     # private: its owner and administrators only; another user learns nothing of it (404, not 403)
     assert user_images.choices(db, "alice", set()) == {"alice/nlp": "d-user-1:1"}
     assert user_images.choices(db, "bob", {"cs101"}) == {}
-    assert refused(user_images.describe, db, "alice/nlp", "bob", set(), status=404)
-    assert refused(user_images.log_of, db, "alice/nlp", "bob", set(), status=404)
-    assert refused(user_images.remove, db, "alice/nlp", "bob", set(), False, status=404)
-    assert [i["name"] for i in user_images.listing(db, "root", set(), admin=True)] == ["alice/nlp"]
+    assert refused(user_images.describe, db, "alice/nlp", Caller("bob"), status=404)
+    assert refused(user_images.log_of, db, "alice/nlp", Caller("bob"), status=404)
+    assert refused(user_images.remove, db, "alice/nlp", Caller("bob"), status=404)
+    assert [i["name"] for i in user_images.listing(db, Caller("root", admin=True))] == ["alice/nlp"]
     # shared with a course: its members see it, may start it once approved for them (test_image_approvals.py),
     # and may not change it or read its log
-    user_images.set_visibility(db, "alice/nlp", "alice", set(), False, "group:cs101")
-    assert user_images.describe(db, "alice/nlp", "bob", {"cs101"})["startable"] is False
+    user_images.set_visibility(db, "alice/nlp", Caller("alice"), "group:cs101")
+    assert user_images.describe(db, "alice/nlp", Caller("bob", {"cs101"}))["startable"] is False
     assert user_images.choices(db, "bob", {"cs101"}) == {}
     prof = image_approvals.Approver("prof", frozenset(), False, frozenset({"cs101"}))
     image_approvals.approve(db, "alice/nlp", prof)
     assert user_images.choices(db, "bob", {"cs101"}) == {"alice/nlp": "d-user-1:1"}
     assert user_images.choices(db, "carol", {"cs102"}) == {}
-    assert "Only alice" in refused(user_images.log_of, db, "alice/nlp", "bob", {"cs101"}, status=403)
-    assert refused(user_images.set_visibility, db, "alice/nlp", "bob", {"cs101"}, False, "public", status=403)
+    assert "Only alice" in refused(user_images.log_of, db, "alice/nlp", Caller("bob", {"cs101"}), status=403)
+    assert refused(user_images.set_visibility, db, "alice/nlp", Caller("bob", {"cs101"}), "public", status=403)
     # a rebuild that fails keeps the image that works; one that succeeds replaces it (the old one to remove)
     user_images.request_build(db, "alice", definition(pip="six"), limit=2)
     job = user_images.next_queued(db)
     assert job["build"] == 2
     user_images.finish(db, job["id"], 2, {"ok": False, "error": "The build failed (exit code 1)."})
-    record = user_images.describe(db, "alice/nlp", "alice", set())
+    record = user_images.describe(db, "alice/nlp", Caller("alice"))
     assert record["state"] == "failed" and record["available"] and record["error"].startswith("The build failed")
     assert user_images.choices(db, "alice", set()) == {"alice/nlp": "d-user-1:1"}
     user_images.request_build(db, "alice", definition(), limit=2)
@@ -106,9 +107,9 @@ def test_build_records_and_who_sees_what(database):
     # a build whose record was deleted meanwhile (after a restart marked it interrupted): its image is nobody's
     user_images.request_build(db, "alice", definition(name="cv"), limit=2)
     job = user_images.next_queued(db)
-    assert "being built" in refused(user_images.remove, db, "alice/cv", "alice", set(), False, status=409)
+    assert "being built" in refused(user_images.remove, db, "alice/cv", Caller("alice"), status=409)
     assert user_images.interrupted(db) == 1
-    assert user_images.remove(db, "alice/cv", "alice", set(), False) == (job["id"], None)
+    assert user_images.remove(db, "alice/cv", Caller("alice")) == (job["id"], None)
     assert user_images.finish(db, job["id"], 1, {"ok": True, "ref": "d-user-2:1"}) == "d-user-2:1"
     # the per-user limit
     user_images.request_build(db, "alice", definition(name="cv2"), limit=2)
@@ -130,7 +131,7 @@ def test_one_user_queues_at_most_max_queued_builds_and_the_builder_takes_users_i
     # a third while two wait: refused, and nothing recorded (the builder is everyone's)
     message = refused(user_images.request_build, db, "alice", definition(name="a3"), 10, queued_limit=2, status=429)
     assert "2 image builds queued or under way" in message
-    assert [i["name"] for i in user_images.listing(db, "alice", set())] == ["alice/a1", "alice/a2"]
+    assert [i["name"] for i in user_images.listing(db, Caller("alice"))] == ["alice/a1", "alice/a2"]
     for owner in ("bob", "carol"):
         user_images.request_build(db, owner, definition(name="b"), limit=10, queued_limit=2)
         tick()
@@ -161,10 +162,10 @@ def test_interrupted_builds_fail_with_a_sentence(database):
     user_images.request_build(database, "alice", definition(), limit=5)
     user_images.next_queued(database)
     assert user_images.interrupted(database) == 1
-    record = user_images.describe(database, "alice/nlp", "alice", set())
+    record = user_images.describe(database, "alice/nlp", Caller("alice"))
     assert record["state"] == "failed" and "interrupted" in record["error"]
     assert "being built" not in (record["error"] or "")
-    chinese = user_images.describe(database, "alice/nlp", "alice", set(), locale="zh_CN")["error"]
+    chinese = user_images.describe(database, "alice/nlp", Caller("alice"), locale="zh_CN")["error"]
     assert chinese == "构建被中断（服务已重启），请重新构建。", chinese
 
 

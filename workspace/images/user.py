@@ -39,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from workspace import i18n
+from workspace.caller import Caller
 from workspace.db import Base, iso, utcnow
 from workspace.errors import UserError
 
@@ -149,7 +150,7 @@ def may_start(image: UserImage, approvals: list[ImageApproval], who: str, groups
         return False
     if image.owner == who:
         return True
-    if not _visible(image, who, groups, False):
+    if not _visible(image, Caller(who, groups)):  # as a user: an administrator's rights do not count
         return False
     return any(a.image_id == image.id and a.ref == image.ref and covers(a.audience, groups) for a in approvals)
 
@@ -330,24 +331,29 @@ def _find(s, full_name: str) -> UserImage | None:
     return s.scalar(select(UserImage).where(UserImage.owner == owner, UserImage.name == name))
 
 
-def _visible(image: UserImage | None, who: str, groups: set[str], admin: bool) -> bool:
+def _visible(image: UserImage | None, caller: Caller) -> bool:
     if image is None:
         return False
     v = image.visibility
-    return admin or image.owner == who or v == "public" or (v.startswith("group:") and v[6:] in groups)
+    return (
+        caller.admin
+        or image.owner == caller.name
+        or v == "public"
+        or (v.startswith("group:") and v[6:] in caller.groups)
+    )
 
 
-def _get(s, full_name: str, who: str, groups: set[str], admin: bool) -> UserImage:
+def _get(s, full_name: str, caller: Caller) -> UserImage:
     """The image, or the user's 404 (also for one they may not see: its existence is not theirs to learn)."""
     image = _find(s, full_name)
-    if not _visible(image, who, groups, admin):
+    if not _visible(image, caller):
         raise UserError(404, "There is no image “{image}” you can see.", image=full_name)
     return image
 
 
-def _own(s, full_name: str, who: str, groups: set[str], admin: bool) -> UserImage:
-    image = _get(s, full_name, who, groups, admin)
-    if image.owner != who and not admin:
+def _own(s, full_name: str, caller: Caller) -> UserImage:
+    image = _get(s, full_name, caller)
+    if image.owner != caller.name and not caller.admin:
         raise UserError(
             403, "Only {owner} (and administrators) may change or delete “{image}”.", owner=image.owner, image=full_name
         )
@@ -370,22 +376,22 @@ def shown(image: UserImage, approvals: list[ImageApproval], who: str, groups: se
     }
 
 
-def listing(db, who: str, groups: set[str], admin: bool = False, locale: str = i18n.DEFAULT) -> list[dict]:
+def listing(db, caller: Caller, locale: str = i18n.DEFAULT) -> list[dict]:
     """The images the caller may see (an administrator: all), their own first (said in `locale`), each with
     its approvals and whether the caller may start it."""
     with db.session() as s:
-        query = select(UserImage).order_by(UserImage.owner != who, UserImage.owner, UserImage.name)
-        if not admin:
-            query = query.where(visible_clause(who, groups))
+        query = select(UserImage).order_by(UserImage.owner != caller.name, UserImage.owner, UserImage.name)
+        if not caller.admin:
+            query = query.where(visible_clause(caller.name, caller.groups))
         images = list(s.scalars(query))
         approvals = approvals_of(s, images)
-        return [shown(i, approvals, who, groups, locale) for i in images]
+        return [shown(i, approvals, caller.name, caller.groups, locale) for i in images]
 
 
-def describe(db, full_name: str, who: str, groups: set[str], admin: bool = False, locale: str = i18n.DEFAULT) -> dict:
+def describe(db, full_name: str, caller: Caller, locale: str = i18n.DEFAULT) -> dict:
     with db.session() as s:
-        image = _get(s, full_name, who, groups, admin)
-        return shown(image, approvals_of(s, [image]), who, groups, locale)
+        image = _get(s, full_name, caller)
+        return shown(image, approvals_of(s, [image]), caller.name, caller.groups, locale)
 
 
 def startable(db, who: str, groups: set[str]) -> list[dict]:
@@ -435,7 +441,7 @@ def check_startable(db, full_name: str, who: str, groups: set[str]) -> None:
         image = _find(s, full_name)
         if image is None:
             return
-        if not _visible(image, who, groups, False):
+        if not _visible(image, Caller(who, groups)):  # as a user, as in may_start
             raise UserError(404, "There is no image “{image}” you can see.", image=full_name)
         if image.ref is None:
             raise UserError(409, "“{image}” has not been built yet; start it when its build is ready.", image=full_name)
@@ -450,11 +456,11 @@ def check_startable(db, full_name: str, who: str, groups: set[str]) -> None:
             )
 
 
-def log_of(db, full_name: str, who: str, groups: set[str], admin: bool = False) -> tuple[int, str, int]:
+def log_of(db, full_name: str, caller: Caller) -> tuple[int, str, int]:
     """(id, state, build) of an image whose log the caller may read: its owner's or an administrator's (a
     build log may show what the owner's script printed); 404/403 otherwise."""
     with db.session() as s:
-        image = _own(s, full_name, who, groups, admin)
+        image = _own(s, full_name, caller)
         return image.id, image.state, image.build
 
 
@@ -464,17 +470,17 @@ def state_of(db, image_id: int) -> tuple[str, int]:
         return (image.state, image.build) if image is not None else ("failed", 0)
 
 
-def set_visibility(db, full_name: str, who: str, groups: set[str], admin: bool, visibility: str) -> dict:
+def set_visibility(db, full_name: str, caller: Caller, visibility: str) -> dict:
     with db.session() as s:
-        image = _own(s, full_name, who, groups, admin)
+        image = _own(s, full_name, caller)
         image.visibility, image.updated = visibility, utcnow()
         return image.as_dict()
 
 
-def remove(db, full_name: str, who: str, groups: set[str], admin: bool) -> tuple[int, str | None]:
+def remove(db, full_name: str, caller: Caller) -> tuple[int, str | None]:
     """Delete the record (the user's 409 while it builds); (its id, the engine image to remove)."""
     with db.session() as s:
-        image = _own(s, full_name, who, groups, admin)
+        image = _own(s, full_name, caller)
         if image.state == "building":
             raise UserError(409, "“{image}” is being built; delete it when the build has ended.", image=full_name)
         found = image.id, image.ref

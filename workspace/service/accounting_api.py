@@ -14,7 +14,7 @@ from workspace.service.api import APIHandler
 
 class AccountingHandler(APIHandler):
     async def get(self):
-        user, _, admin = self.who()
+        admin = self.who().admin
         everyone = self.get_argument("all", "").lower() in ("1", "true", "yes")
         if everyone and not admin:
             raise UserError(403, "Only administrators may see everyone's accounting.")

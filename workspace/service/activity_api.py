@@ -12,7 +12,7 @@ from workspace.service.api import APIHandler
 
 class ActivityHandler(APIHandler):
     async def get(self):
-        if not self.who()[2]:
+        if not self.who().admin:
             raise UserError(403, "Only administrators may see the platform's activity.")
         hours, step = activity.window(self.get_query_argument("hours", None), self.get_query_argument("step", None))
         self.write_json(await self.blocking(activity.series, self.db, hours, step))

@@ -32,6 +32,7 @@ from tornado.ioloop import IOLoop
 from tornado.iostream import StreamClosedError
 
 from workspace import courses, errors, executions, i18n
+from workspace.caller import Caller
 from workspace.errors import UserError
 from workspace.executions import number_of
 from workspace.service import streams
@@ -81,10 +82,9 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
             raise UserError(403, "Log in to JupyterHub, or send a token in the Authorization header.")
         return user
 
-    def who(self) -> tuple[str, set[str], bool]:
-        """(name, groups, admin) of the caller."""
-        user = self.caller()
-        return user["name"], set(user.get("groups") or []), bool(user.get("admin"))
+    def who(self) -> Caller:
+        """Who calls: their name, groups and whether an administrator (the hub's user model, `caller`)."""
+        return Caller.of(self.caller())
 
     def body(self) -> dict:
         """The request's JSON object (empty when there is no body); the user's 400 otherwise."""

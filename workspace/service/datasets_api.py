@@ -34,11 +34,11 @@ class DatasetHandler(APIHandler):
 
 class DatasetsHandler(DatasetHandler):
     async def get(self):
-        user, groups, _ = self.who()
-        self.write_json(await self.blocking(datasets.listing, self.db, user, groups))
+        who = self.who()
+        self.write_json(await self.blocking(datasets.listing, self.db, who.name, who.groups))
 
     async def post(self):
-        user, _, _ = self.who()
+        user = self.who().name
         data = self.body()
         name, description, visibility = (
             data.get("name"),
@@ -50,20 +50,20 @@ class DatasetsHandler(DatasetHandler):
 
 class OneDatasetHandler(DatasetHandler):
     async def get(self, owner, name):
-        self.write_json(await self.blocking(datasets.describe, self.db, owner, name, *self.who()))
+        self.write_json(await self.blocking(datasets.describe, self.db, owner, name, self.who()))
 
 
 class VersionsHandler(DatasetHandler):
     async def post(self, owner, name):
         who = self.who()
         data = self.body()
-        version = await self.blocking(dataset_versions.add, self.db, self.store, self.rules, owner, name, data, *who)
+        version = await self.blocking(dataset_versions.add, self.db, self.store, self.rules, owner, name, data, who)
         self.write_json(version, status=201)
 
 
 class VersionHandler(DatasetHandler):
     async def delete(self, owner, name, number):
-        await self.blocking(dataset_versions.delete, self.db, self.store, owner, name, number_of(number), *self.who())
+        await self.blocking(dataset_versions.delete, self.db, self.store, owner, name, number_of(number), self.who())
         self.set_status(204)
         self.finish()
 
@@ -75,13 +75,13 @@ class SharesHandler(DatasetHandler):
         if len(kinds) != 1 or not isinstance(data[kinds[0]], str) or not data[kinds[0]]:
             raise UserError(400, 'Share with one user or one group: {"user": NAME} or {"group": NAME}.')
         kind, principal = kinds[0], data[kinds[0]]
-        shared = await self.blocking(datasets.add_share, self.db, owner, name, kind, principal, *self.who())
+        shared = await self.blocking(datasets.add_share, self.db, owner, name, kind, principal, self.who())
         self.write_json(shared, status=201)
 
 
 class ShareHandler(DatasetHandler):
     async def delete(self, owner, name, kind, principal):
-        await self.blocking(datasets.remove_share, self.db, owner, name, kind, principal, *self.who())
+        await self.blocking(datasets.remove_share, self.db, owner, name, kind, principal, self.who())
         self.set_status(204)
         self.finish()
 

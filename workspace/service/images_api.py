@@ -53,8 +53,8 @@ class ImageActions:
 
     async def bases(self) -> dict[str, str]:
         """What the caller may build from: the site's images and the built images they may see."""
-        who, groups, _ = self.who()
-        own = await self.blocking(user_images.choices, self.db, who, groups)
+        who = self.who()
+        own = await self.blocking(user_images.choices, self.db, who.name, who.groups)
         return {**self.settings["image_refs"], **own}
 
     def shareable(self) -> set[str] | None:
@@ -75,7 +75,7 @@ class ImageActions:
         return image_approvals.Approver(user["name"], frozenset(user.get("groups") or []), admin, courses)
 
     async def request_build(self, body: dict) -> dict:
-        who, groups, _ = self.who()
+        who = self.who()
         if not self.settings["user_images_offered"]:
             raise UserError(
                 409,
@@ -88,8 +88,8 @@ class ImageActions:
             self.db,
             self.settings["workspace_store"],
             self.settings["storage_quota"],
-            who,
-            groups,
+            who.name,
+            who.groups,
         )
         if status.over:
             raise UserError(
@@ -100,7 +100,7 @@ class ImageActions:
             )
         builder = self.settings["image_builder"]
         image = await self.blocking(
-            user_images.request_build, self.db, who, definition, builder.max_images, builder.max_queued
+            user_images.request_build, self.db, who.name, definition, builder.max_images, builder.max_queued
         )
         self.settings["image_build_wake"].set()
         return image
@@ -108,9 +108,9 @@ class ImageActions:
 
 class ImagesHandler(ImageActions, APIHandler):
     async def get(self):
-        who, groups, admin = self.who()
+        who = self.who()
         site = await self.site_images()
-        mine = await self.blocking(user_images.listing, self.db, who, groups, admin, self.lang)
+        mine = await self.blocking(user_images.listing, self.db, who, self.lang)
         self.write_json(site + [{**i, "kind": "user"} for i in mine])
 
     async def post(self):
@@ -120,24 +120,18 @@ class ImagesHandler(ImageActions, APIHandler):
 
 class ImageHandler(ImageActions, APIHandler):
     async def get(self, owner: str, name: str):
-        who, groups, admin = self.who()
-        self.write_json(
-            await self.blocking(user_images.describe, self.db, f"{owner}/{name}", who, groups, admin, self.lang)
-        )
+        self.write_json(await self.blocking(user_images.describe, self.db, f"{owner}/{name}", self.who(), self.lang))
 
     async def patch(self, owner: str, name: str):
-        who, groups, admin = self.who()
+        who = self.who()
         body = self.body()
         if set(body) != {"visibility"}:
             raise UserError(400, "Only an image's “visibility” can be changed; build it again to change the rest.")
         visibility = user_images.parse_visibility(body["visibility"], self.shareable())
-        self.write_json(
-            await self.blocking(user_images.set_visibility, self.db, f"{owner}/{name}", who, groups, admin, visibility)
-        )
+        self.write_json(await self.blocking(user_images.set_visibility, self.db, f"{owner}/{name}", who, visibility))
 
     async def delete(self, owner: str, name: str):
-        who, groups, admin = self.who()
-        image_id, ref = await self.blocking(user_images.remove, self.db, f"{owner}/{name}", who, groups, admin)
+        image_id, ref = await self.blocking(user_images.remove, self.db, f"{owner}/{name}", self.who())
         builder = self.settings["image_builder"]
         builder.log_path(image_id).unlink(missing_ok=True)
         await self.blocking(builder.remove_image, ref)
@@ -173,12 +167,12 @@ class ImageLogHandler(APIHandler):
     """A build's log: the engine's while it runs, the kept one after; `?follow=1` until the build ends."""
 
     async def get(self, owner: str, name: str):
-        who, groups, admin = self.who()
+        who = self.who()
         full = f"{owner}/{name}"
-        image_id, state, build = await self.blocking(user_images.log_of, self.db, full, who, groups, admin)
+        image_id, state, build = await self.blocking(user_images.log_of, self.db, full, who)
         follow = self.get_argument("follow", "") in ("1", "true")
         # a follower is one of the caller's few (streams.py), until its client goes
-        with self.settings["followers"].held(who) if follow else contextlib.nullcontext():
+        with self.settings["followers"].held(who.name) if follow else contextlib.nullcontext():
             await self.send_log(full, image_id, state, build, follow)
 
     async def send_log(self, full: str, image_id: int, state: str, build, follow: bool):

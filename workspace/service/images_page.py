@@ -15,7 +15,7 @@ from workspace.service.pages import PageHandler
 class ImagesPage(ImageActions, PageHandler):
     @web.authenticated
     async def get(self):
-        who, groups, admin = self.who()
+        who = self.who()
         approver = self.approver()
         # an administrator's, or an instructor's for their courses: the shared builds that wait for them
         approves = approver.public or approver.courses is None or bool(approver.courses)
@@ -27,10 +27,10 @@ class ImagesPage(ImageActions, PageHandler):
         self.render_page(
             "images.html",
             site=site,
-            images=await self.blocking(user_images.listing, self.db, who, groups, admin, self.lang),
+            images=await self.blocking(user_images.listing, self.db, who, self.lang),
             bases=list(await self.bases()),
-            me=who,
-            groups=sorted(groups),
+            me=who.name,
+            groups=sorted(who.groups),
             offered=self.settings["user_images_offered"],
             pending=pending,
             approver=approver,

@@ -37,6 +37,7 @@ from markupsafe import Markup
 from tornado import web
 
 from workspace import courses, datasets, errors, executions, i18n, lifecycle
+from workspace.caller import Caller
 from workspace.errors import UserError
 from workspace.executions import FINAL
 from workspace.images import catalog as image_catalog
@@ -155,9 +156,7 @@ class PageHandler(APIHandler):
         html = await self.blocking(
             spawnform.page_form,
             self.db,
-            user["name"],
-            set(user.get("groups") or []),
-            bool(user.get("admin")),
+            Caller.of(user),
             name,
             selected,
             types=types,

@@ -15,7 +15,7 @@ from workspace.spawner import form as spawnform
 
 class ResourceTypesHandler(APIHandler):
     async def get(self):
-        _, groups, _ = self.who()
+        groups = self.who().groups
         types = self.settings["resource_types"]
         nodes = await self.engine_nodes() if types else []
         choices = (

@@ -19,15 +19,15 @@ from workspace.service.api import APIHandler
 
 class KeysOf(APIHandler):
     def whose(self) -> str:
-        user, _, admin = self.who()
+        who = self.who()
         wanted = self.get_argument("user", None)
-        if wanted and wanted != user:
-            if not admin or self.request.method == "POST":
+        if wanted and wanted != who.name:
+            if not who.admin or self.request.method == "POST":
                 raise UserError(
                     403, "Only your own SSH keys can be changed here; an administrator may list or remove anyone's."
                 )
             return wanted
-        return user
+        return who.name
 
 
 class SshKeysHandler(KeysOf):
@@ -63,7 +63,7 @@ class OneSshKeyHandler(KeysOf):
 
 class SshHandler(APIHandler):
     async def get(self):
-        user, _, _ = self.who()
+        user = self.who().name
         if self.get_argument("user", user) != user:
             raise UserError(403, "How to connect is said to each user for their own workspaces only.")
         gateway = gateway_keys.gateway_of(self.settings["hub_config"], self.request.host_name)

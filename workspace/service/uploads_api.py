@@ -31,8 +31,7 @@ class UploadBase(DatasetHandler):
         # looked up before the caller is: a missing upload is a 404 to anyone
         up = Upload(self.store.uploads_dir, upload_id)
         meta = up.meta()
-        user, _, admin = self.who()
-        uploads.check_uploader(meta, owner, name, user, admin)
+        uploads.check_uploader(meta, owner, name, self.who())
         return up
 
 
@@ -47,7 +46,7 @@ class UploadsHandler(UploadBase):
             owner,
             name,
             data,
-            *who,
+            who,
             quota=self.settings["storage_quota"],
             max_pending=self.settings["upload_policy"].max_pending,
         )
@@ -147,7 +146,7 @@ class CompleteHandler(UploadBase):
             name,
             upload_id,
             data.get("sha256"),
-            *self.who(),
+            self.who(),
             rules=self.rules,
             sandbox=self.settings["sandbox"],
             quota=self.settings["storage_quota"],

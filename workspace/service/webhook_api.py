@@ -16,7 +16,7 @@ from workspace.service.api import APIHandler
 
 class WebhookHandler(APIHandler):
     def me(self) -> str:
-        return self.who()[0]  # one's own only: nobody, an administrator included, sets another's
+        return self.who().name  # one's own only: nobody, an administrator included, sets another's
 
     async def get(self):
         hook = await self.blocking(webhooks.get, self.db, self.me())

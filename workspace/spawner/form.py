@@ -16,6 +16,7 @@ from html import escape
 from sqlalchemy import select
 
 from workspace import i18n
+from workspace.caller import Caller
 from workspace.datasets import Dataset
 from workspace.db import Database
 from workspace.executions import Execution, find_workspace
@@ -61,13 +62,13 @@ def image_of(execution: dict | None, refs: dict[str, str], fallback: str) -> str
     return same[0] if len(same) == 1 else fallback
 
 
-def readable_datasets(db: Database, user: str, groups: set[str], admin: bool) -> list[str]:
-    """References of the datasets the user may bind, for the form's suggestions (blocking)."""
+def readable_datasets(db: Database, caller: Caller) -> list[str]:
+    """References of the datasets `caller` may bind, for the form's suggestions (blocking)."""
     with db.session() as s:
         return [
             ds.ref
             for ds in s.scalars(select(Dataset).order_by(Dataset.owner, Dataset.name))
-            if ds.live_versions() and ds.readable_by(user, groups, admin)
+            if ds.live_versions() and ds.readable_by(caller)
         ]
 
 
@@ -86,9 +87,7 @@ def continued(db: Database, owner: str, name: str, choice: str) -> tuple[list[st
 
 def page_form(
     db: Database,
-    owner: str,
-    groups: set[str],
-    admin: bool,
+    caller: Caller,
     name: str | None,
     selected="latest",
     *,
@@ -102,11 +101,11 @@ def page_form(
     locale: str = "en",
 ) -> str:
     """The start form's fields, on the service's pages and the hub's spawn page alike (blocking): for
-    workspace `name` (None or one never started: a new one, without "Continue from"), prefilled from its
-    execution `selected` (else its newest): that execution's datasets, resource type (the default for
-    one in cleanup mode, or one with none) and image (`image_of`, among `image_refs`; else `image`); its
-    sentences in `locale`."""
-    executions = execution_choices(db, owner, name) if name else []
+    `caller`'s workspace `name` (None or one never started: a new one, without "Continue from"), prefilled
+    from its execution `selected` (else its newest): that execution's datasets, resource type (the default
+    for one in cleanup mode, or one with none) and image (`image_of`, among `image_refs`; else `image`);
+    its sentences in `locale`."""
+    executions = execution_choices(db, caller.name, name) if name else []
     chosen = next((e for e in executions if str(e["number"]) == str(selected)), None) or (
         executions[0] if executions else None
     )
@@ -120,9 +119,9 @@ def page_form(
         images,
         image,
         selected=selected,
-        datasets=readable_datasets(db, owner, groups, admin),
+        datasets=readable_datasets(db, caller),
         bound=(chosen or {}).get("datasets", []),
-        types=type_choices(db, types, groups, nodes, locale=locale) if types else [],
+        types=type_choices(db, types, caller.groups, nodes, locale=locale) if types else [],
         current_type=current_type,
         continue_choice=bool(executions),
         image_labels=image_labels,

@@ -8,6 +8,7 @@ The hub's spawn page shows the same fields as the service's "New workspace" and
 from __future__ import annotations
 
 import workspace.spawner.form as spawnform
+from workspace.caller import Caller
 from workspace.errors import UserError
 from workspace.executions import find_workspace
 from workspace.images import catalog as image_catalog
@@ -20,16 +21,14 @@ class StartOptionsMixin:
         # the very fields and defaults of the service's "New workspace" and "Start" (spawnform.page_form):
         # one start form, whichever page a student starts from
         await self.drop_entry_made_by_a_look()
-        groups = {g.name for g in self.user.groups}
+        caller = Caller(self.user.name, {g.name for g in self.user.groups}, bool(self.user.admin))
         types = self.parsed_resource_types()
         await self.load_user_images()
         images = self.image_choices()
         return await self.run_blocking(
             spawnform.page_form,
             self.db,
-            self.user.name,
-            groups,
-            bool(self.user.admin),
+            caller,
             self.name,
             types=types,
             nodes=await self.run_blocking(self.cluster_nodes) if types else [],

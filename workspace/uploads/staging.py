@@ -29,6 +29,7 @@ from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
 from workspace import dataset_versions
+from workspace.caller import Caller
 from workspace.datasets import DatasetRules, writable
 from workspace.db import Database
 from workspace.errors import UserError
@@ -193,17 +194,17 @@ def place(
 # -- an upload's life: begun, checked, made a version ------------------------------------------
 
 
-def check_uploader(meta: dict, owner: str, name: str, user: str, admin: bool) -> None:
+def check_uploader(meta: dict, owner: str, name: str, caller: Caller) -> None:
     """An upload is its uploader's (and administrators'), for the one dataset it was begun for; to anyone
     else it does not exist (404)."""
-    if (meta["owner"], meta["name"]) != (owner, name) or (meta["user"] != user and not admin):
+    if (meta["owner"], meta["name"]) != (owner, name) or (meta["user"] != caller.name and not caller.admin):
         raise UserError(404, "There is no such upload.")
 
 
-def find(root: Path, owner: str, name: str, upload_id: str, user: str, admin: bool) -> Upload:
-    """The upload `upload_id` of dataset owner/name, if `user` may see it; a 404 otherwise."""
+def find(root: Path, owner: str, name: str, upload_id: str, caller: Caller) -> Upload:
+    """The upload `upload_id` of dataset owner/name, if `caller` may see it; a 404 otherwise."""
     up = Upload(root, upload_id)
-    check_uploader(up.meta(), owner, name, user, admin)
+    check_uploader(up.meta(), owner, name, caller)
     return up
 
 
@@ -219,9 +220,7 @@ def begin(
     owner: str,
     name: str,
     data: dict,
-    user: str,
-    groups: set[str],
-    admin: bool,
+    caller: Caller,
     *,
     quota: quotas.StorageQuota,
     max_pending: int,
@@ -239,10 +238,10 @@ def begin(
     if unpack and archive_kind(filename) is None:
         raise UserError(400, "{filename} is not an archive this server unpacks (tar, tar.gz, zip).", filename=filename)
     with db.session() as s:
-        writable(s, owner, name, user, groups, admin)
+        writable(s, owner, name, caller)
     # the file counts against the quota from its first byte: an upload may
     # not announce more than the quota leaves, less the uploads under way
-    held, count = reserved(store.uploads_dir, user)
+    held, count = reserved(store.uploads_dir, caller.name)
     if count >= max_pending:
         raise UserError(
             429,
@@ -250,13 +249,13 @@ def begin(
             "listed on the Datasets page; abandoned ones go after a day).",
             count=count,
         )
-    quotas.status(db, store, quota, user, groups).refuse_beyond(
+    quotas.status(db, store, quota, caller.name, caller.groups).refuse_beyond(
         N_("Uploading {filename}"), size, held, filename=filename
     )
     meta = {
         "owner": owner,
         "name": name,
-        "user": user,
+        "user": caller.name,
         "filename": filename,
         "size": size,
         "sha256": digest,
@@ -272,9 +271,7 @@ def complete(
     name: str,
     upload_id: str,
     sha256: str | None,
-    user: str,
-    groups: set[str],
-    admin: bool,
+    caller: Caller,
     *,
     rules: DatasetRules,
     sandbox,
@@ -284,12 +281,12 @@ def complete(
     unpacked in `sandbox`, within what the quota leaves); the version (blocking). The upload is gone
     after, whatever the outcome but a 409 for missing bytes."""
     with db.session() as s:
-        dataset_id = writable(s, owner, name, user, groups, admin).id
-    up = find(store.uploads_dir, owner, name, upload_id, user, admin)
+        dataset_id = writable(s, owner, name, caller).id
+    up = find(store.uploads_dir, owner, name, upload_id, caller)
     meta = up.meta()
     _check_arrived(up, meta, sha256)
     label = meta["filename"]
-    room = _room(db, store, quota, up, meta, groups, label)
+    room = _room(db, store, quota, up, meta, caller.groups, label)
 
     def fill(target: Path) -> None:
         place(up, target, meta["filename"], meta["unpack"], label, sandbox, room)
@@ -298,7 +295,7 @@ def complete(
         store.dataset_from_files(key, fill, check)
 
     try:
-        version = dataset_versions.make(db, store, rules, dataset_id, build, "upload", label, user)
+        version = dataset_versions.make(db, store, rules, dataset_id, build, "upload", label, caller.name)
     finally:
         up.discard()
     quotas.measure(db, store, meta["user"])

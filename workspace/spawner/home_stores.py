@@ -16,7 +16,7 @@ from workspace import lifecycle
 from workspace.db import database
 from workspace.limits import quotas
 from workspace.store.copier import Transfer
-from workspace.store.homes import BtrfsHomeStore, CopyHomeStore, HomeStore, store_for
+from workspace.store.homes import HomeStore, store_for
 
 
 class HomeStoresMixin:
@@ -44,11 +44,7 @@ class HomeStoresMixin:
         if key not in HomeStoresMixin._stores:
             kwargs = {"uid": self.home_uid, "gid": self.home_gid, "parent": self}
             clean = self.cleans_home_store
-            if self.store_backend == "auto":
-                store = store_for(self.store_root, clean=clean, **kwargs)
-            else:
-                cls = {"btrfs": BtrfsHomeStore, "copy": CopyHomeStore}[self.store_backend]
-                store = cls(root=self.store_root, **kwargs).setup(clean=clean)
+            store = store_for(self.store_root, clean=clean, backend=self.store_backend, **kwargs)
             self.log.info("Home store: %s at %s", store.kind, self.store_root)
             # workspace.* loggers (lifecycle, homes) write to the hub's log
             logging.getLogger("workspace").parent = self.log
@@ -81,8 +77,9 @@ class HomeStoresMixin:
         with HomeStoresMixin._stores_lock:
             key = (self.record_store_root, "record")
             if key not in HomeStoresMixin._stores:
-                store = BtrfsHomeStore(root=self.record_store_root, uid=self.home_uid, gid=self.home_gid)
-                HomeStoresMixin._stores[key] = store.setup()
+                HomeStoresMixin._stores[key] = store_for(
+                    self.record_store_root, backend="btrfs", uid=self.home_uid, gid=self.home_gid
+                )
             return HomeStoresMixin._stores[key]
 
     @property

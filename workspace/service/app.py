@@ -213,7 +213,6 @@ class WorkspaceService(Application):
             workspace_store=stores.central,
             node_stores=stores.nodes,
             record_store=stores.record,
-            record_store_root=spawner.record_store_root,
             own_node_stores=spawner.spawner_class.nodes_have_own_stores,  # a swarm's: replicated to the hub's
             dataset_rules=self.dataset_rules,
             upload_policy=self.upload_policy,
@@ -279,10 +278,8 @@ async def retry_saves(service: WorkspaceService) -> None:
     expire_after = service.upload_policy.expire_after
     # each node's store (a swarm's nodes have their own; a single host's is `store`)
     stores = service.home_stores.nodes
-    record = None
-    if service.home_stores.record is not None:  # the store of record: outputs whose save did not replicate them
-        record = service.home_stores.record.setup(clean=False)
-    elif spawner.spawner_class.nodes_have_own_stores:
+    record = service.home_stores.record  # the store of record: outputs whose save did not replicate them
+    if record is None and spawner.spawner_class.nodes_have_own_stores:
         # on a swarm the hub's own store is the store of record (through its agent where nodes have agents)
         agent = getattr(spawner, "store_agent_url", "")
         record = stores.store(spawner.store_root, agent) if agent else store

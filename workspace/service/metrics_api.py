@@ -59,7 +59,8 @@ class MetricsHandler(APIHandler):
                 store_root=self.settings["workspace_store"].root,
                 resource_types=[t.name for t in self.settings.get("resource_types") or ()],
                 node=queue.node_name(),
-                replication=bool(self.settings.get("record_store_root")) or self.settings.get("own_node_stores", False),
+                replication=self.settings.get("record_store") is not None
+                or self.settings.get("own_node_stores", False),
                 engine_nodes=self.settings.get("engine_nodes"),
                 node_stores=self.settings.get("node_stores"),
                 followers=self.settings.get("followers"),

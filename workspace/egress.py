@@ -51,6 +51,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -180,7 +182,7 @@ def host_networks(prefix: tuple[str, ...] = ()) -> list[str]:
     """Every network the host has an address in (`ip -json addr`): its LAN even when that is a public
     range, the docker bridges, a VPN (blocking). `prefix`: see the module's docstring."""
     try:
-        result = subprocess.run([*prefix, "ip", "-json", "addr"], capture_output=True, text=True, timeout=30)
+        result = subprocess.run([*prefix, "ip", "-json", "addr"], capture_output=True, text=True, timeout=60)
         links = json.loads(result.stdout or "[]")
     except (OSError, ValueError, subprocess.SubprocessError):
         return []
@@ -269,9 +271,14 @@ def _hub_rule(hub: tuple[str, int]) -> list[str]:
 # `prefix` everywhere: a command the tool runs under (`ip netns exec node2`: a test cluster's node), () here.
 
 
+# seconds iptables waits for the xtables lock: Docker holds it while it wires each new container, and
+# a class's burst of starts wires many at once
+XTABLES_WAIT = "20"
+
+
 def _run(tool: str, *args: str, check: bool = True, prefix: tuple[str, ...] = ()) -> bool:
     try:
-        result = subprocess.run([*prefix, tool, "-w", "5", *args], capture_output=True, text=True, timeout=30)
+        result = subprocess.run([*prefix, tool, "-w", XTABLES_WAIT, *args], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as e:
         if check:
             raise EgressError(f"{tool} {' '.join(args)}: {e}") from e
@@ -288,8 +295,12 @@ def delete_rule(parent: str, *rule: str) -> None:
 
 def _fill(tool: str, chain: str, wanted: list[list[str]], prefix: tuple[str, ...]) -> None:
     if not _run(tool, "-n", "-L", chain, check=False, prefix=prefix):
-        _run(tool, "-N", chain, prefix=prefix)
-    listed = subprocess.run([*prefix, tool, "-w", "5", "-S", chain], capture_output=True, text=True, timeout=30)
+        # another process (a second hub, a build) may make it first: that is as good
+        if not _run(tool, "-N", chain, check=False, prefix=prefix):
+            _run(tool, "-n", "-L", chain, prefix=prefix)
+    listed = subprocess.run(
+        [*prefix, tool, "-w", XTABLES_WAIT, "-S", chain], capture_output=True, text=True, timeout=60
+    )
     old = max(0, len(listed.stdout.splitlines()) - 1)  # its `-N chain` line, then one line a rule
     if old == len(wanted) and all(_run(tool, "-C", chain, *rule, check=False, prefix=prefix) for rule in wanted):
         return
@@ -311,9 +322,28 @@ def _guard(tool: str, policy: Policy, parent: str, chain: str, wanted: list[list
         _jump(tool, parent, interface, chain, prefix)
 
 
+# One apply at a time in a process: two at once would each see the other's half-made chain and take
+# its rules away (measured: 29 of 30 starts at once failed). A start that waited for an apply begun after
+# it asked takes that apply's success: the rules were verified after its request.
+_applying = threading.Lock()
+_verified: dict[tuple[str, tuple[str, ...]], float] = {}  # (policy, prefix) -> when its last good apply began
+
+
 def apply(policy: Policy, prefix: tuple[str, ...] = ()) -> None:
     """Make `policy`'s chains and jumps, for IPv4 and (where the host has ip6tables) IPv6; idempotent.
-    EgressError when a rule cannot be made."""
+    EgressError when a rule cannot be made. Serialized in the process; a call that waited for an apply of
+    the same policy begun after it was made returns at once (a class's starts make the rules once, not a
+    hundred times)."""
+    asked, key = time.monotonic(), (repr(policy), tuple(prefix))
+    with _applying:
+        if _verified.get(key, float("-inf")) >= asked:
+            return
+        began = time.monotonic()
+        _apply(policy, prefix)
+        _verified[key] = began
+
+
+def _apply(policy: Policy, prefix: tuple[str, ...]) -> None:
     if shutil.which("iptables") is None:
         raise EgressError("iptables is not installed")
     families = [("iptables", 4)] + ([("ip6tables", 6)] if shutil.which("ip6tables") else [])
@@ -333,7 +363,7 @@ def _ipv6_forwarding(prefix: tuple[str, ...] = ()) -> bool:
     try:
         if prefix:
             return (
-                subprocess.run([*prefix, "cat", path], capture_output=True, text=True, timeout=30).stdout.strip() == "1"
+                subprocess.run([*prefix, "cat", path], capture_output=True, text=True, timeout=60).stdout.strip() == "1"
             )
         return Path(path).read_text().strip() == "1"
     except (OSError, subprocess.SubprocessError):
@@ -348,7 +378,7 @@ def remove(chain: str, prefix: tuple[str, ...] = ()) -> None:
             continue
         for parent in ("DOCKER-USER", "FORWARD", "INPUT"):
             listed = subprocess.run(
-                [*prefix, tool, "-w", "5", "-S", parent], capture_output=True, text=True, timeout=30
+                [*prefix, tool, "-w", XTABLES_WAIT, "-S", parent], capture_output=True, text=True, timeout=30
             )
             for line in listed.stdout.splitlines():
                 words = line.split()

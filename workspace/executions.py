@@ -209,6 +209,10 @@ class Execution(Base):
     created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     started: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
     stopped: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    # its start-up (#30): admitted (left the queue) and ready (its server answered; a task: its container
+    # ran). Between the two it holds one of its node's start-up slots (workspace/limits/queue.py).
+    admitted: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    ready: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
 
     workspace: Mapped[Workspace] = relationship(back_populates="executions", foreign_keys=[workspace_id])
     parent: Mapped["Execution | None"] = relationship(remote_side=[id], foreign_keys=[parent_id])
@@ -233,6 +237,8 @@ class Execution(Base):
         self.state = state
         if state == "running" and self.started is None:
             self.started = now
+        if state == "preparing" and self.admitted is None:
+            self.admitted = now
         if state in FINAL:
             self.stopped = now
         session.add(Transition(execution=self, state=state, at=now, message=message))
@@ -269,6 +275,7 @@ class Execution(Base):
             "cleanup": bool(self.cleanup),
             "datasets": [{"mount": d["mount"], "ref": d["ref"]} for d in self.datasets or []],
             "started": iso(self.started),
+            "ready": iso(self.ready),
             "stopped": iso(self.stopped),
             "created": iso(self.created),
             "has_output": self.has_output,

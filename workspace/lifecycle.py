@@ -122,11 +122,13 @@ def begin(
     task: str | None = None,
     locale: str | None = None,
     quota_room: int | None = None,
+    queued: bool = False,
 ) -> StartPlan:
     """Record a new execution and decide what it restores.
 
-    It is `preparing` at once, or `queued` when its resource type may have to
-    wait (capacity, GPUs); `admit()` lets it in. A type's per-user limit is counted in the same
+    It is `queued` when `queued` (the spawner's starts: every one waits for its node's start-up turn)
+    or when its resource type may have to wait (capacity, GPUs), and `admit()` lets it in; else it is
+    `preparing` at once. A type's per-user limit is counted in the same
     transaction (queue.entering).
     """
     with db.session() as s, queue.entering(s, owner, name, resource_type):
@@ -145,7 +147,7 @@ def begin(
         ex.locale = locale
         if task is not None:  # a task (workspace/tasks.py): its command instead of the server
             ex.kind, ex.command = "task", task
-        if resource_type is None or not resource_type.limited:
+        if not queued and (resource_type is None or not resource_type.limited):
             ex.to(s, "preparing")
         snap = source.snapshot if source else None
         return StartPlan(

@@ -4,6 +4,8 @@ real kernel in tests/security/test_egress.py."""
 from __future__ import annotations
 
 import ipaddress
+import threading
+import time
 
 import pytest
 
@@ -155,3 +157,33 @@ def test_the_node_command_applies_the_node_policy_in_the_given_prefix(monkeypatc
         ["10.0.0.53"],
     )
     assert egress.main(["node", "--hub", "nowhere"]) == 1
+
+
+def test_starts_at_once_make_the_rules_one_at_a_time_and_share_a_later_apply(monkeypatch):
+    # a class's burst: thirty starts guard the same networks at the same moment. Two applies at once each
+    # saw the other's half-made chain and took its rules away (29 of 30 starts failed); now they run one at
+    # a time, and a start that waited for an apply begun after it asked takes that apply's result
+    running, overlapped, calls = [0], [], []
+    lock = threading.Lock()
+
+    def slow_apply(policy, prefix):
+        with lock:
+            running[0] += 1
+            overlapped.append(running[0] > 1)
+        time.sleep(0.05)
+        calls.append(policy.chain)
+        with lock:
+            running[0] -= 1
+
+    monkeypatch.setattr(egress, "_apply", slow_apply)
+    monkeypatch.setattr(egress, "_verified", {})
+    policy = egress.Policy(chain="WS-burst", interfaces=["wsabcde+"])
+    threads = [threading.Thread(target=egress.apply, args=(policy,)) for _ in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not any(overlapped)
+    assert 1 <= len(calls) <= 3  # the first, one for all who asked while it ran, and perhaps a straggler
+    egress.apply(policy)  # a start after them all still has the rules verified for itself
+    assert len(calls) <= 4 and calls.count("WS-burst") == len(calls)

@@ -211,27 +211,83 @@ def test_two_hub_processes_on_postgresql_never_take_the_same_gpus(postgres_url, 
         db.engine.dispose()
 
 
-# -- types that never wait: spread over the nodes --------------------------------------------
+# -- start-up turns: a node brings up only so many at once; the rest wait and spread ----------
 
 
-def test_starts_that_never_wait_spread_over_the_nodes_and_prefer_the_home(db):
-    nodes = ["node1", "node2", "node3"]
-    placed = []
-    for owner in "abc":
-        execution_id = queued(db, owner, ONE)
-        placed.append(queue.spread(db, execution_id, nodes))
-        with db.session() as s:
-            s.get(Execution, execution_id).to(s, "preparing")  # holds its node now
-    assert sorted(placed) == nodes  # one each, not three on the first
-    # the node holding the home's snapshot wins over a less busy one
-    assert queue.spread(db, queued(db, "d", ONE), nodes, prefer=["node2"]) == "node2"
+def untyped(db, owner: str) -> int:
+    """A start where no resource types are configured (one line for all), recorded as the spawner does."""
+    return lifecycle.begin(db, owner, "ws", "latest", None, queued=True).execution_id
+
+
+def turn(db, execution_id: int, nodes, startup, prefer=()) -> queue.Admission:
+    return queue.admit_execution(db, execution_id, None, {n: [] for n in nodes}, prefer, startup)
+
+
+def test_a_burst_is_brought_up_in_turns_first_come_first_served(db):
+    startup = queue.StartupLimit({"node1": 2})
+    burst = [untyped(db, f"s{i:02d}") for i in range(5)]
+    outcomes = [turn(db, e, ["node1"], startup) for e in burst]
+    assert [o.admitted for o in outcomes] == [True, True, False, False, False]
+    assert [(o.position, o.waiting, o.reason) for o in outcomes[2:]] == [
+        (1, 3, "startup"),
+        (2, 3, "startup"),
+        (3, 3, "startup"),
+    ]
+    assert outcomes[2].estimate_s is None  # no start-up has finished yet: no made-up number
+    # the last asks first: its place is still its request's
+    assert turn(db, burst[4], ["node1"], startup).position == 3
+    # the first is ready (its server answered): its slot is the next in line's, not the last's
     with db.session() as s:
-        assert s.scalars(select(Execution.node).where(Execution.id == 4)).one() == "node2"  # recorded
-    # a preferred node that is gone (not among `nodes`) is no preference
-    assert queue.spread(db, queued(db, "e", ONE), ["node1"], prefer=["node9"]) == "node1"
-    with pytest.raises(UserError) as e:
-        queue.spread(db, queued(db, "f", ONE), [])
-    assert e.value.status_code == 503 and "No node" in e.value.message
+        first = s.get(Execution, burst[0])
+        first.to(s, "pulling"), first.to(s, "restoring"), first.to(s, "running")
+        first.admitted = utcnow() - dt.timedelta(seconds=6)
+    queue.mark_ready(db, burst[0])
+    assert not turn(db, burst[4], ["node1"], startup).admitted
+    third = turn(db, burst[2], ["node1"], startup)
+    assert third.admitted and third.node == "node1"
+    # the estimate: the two waiting, behind two slots of about 6 s start-ups
+    waiting = turn(db, burst[4], ["node1"], startup)
+    assert waiting.position == 2 and waiting.estimate_s == pytest.approx(6, abs=1)
+    assert "position 2 of 2" in waiting.describe(None) and "about 1 min" in waiting.describe(None)
+
+
+def test_a_running_start_up_that_never_became_ready_frees_its_slot_after_the_bound(db):
+    startup = queue.StartupLimit({"node1": 1}, bound_s=300)
+    stuck, next_one = untyped(db, "a"), untyped(db, "b")
+    assert turn(db, stuck, ["node1"], startup).admitted
+    with db.session() as s:  # its hub died while its server came up: running, never ready
+        ex = s.get(Execution, stuck)
+        ex.to(s, "pulling"), ex.to(s, "restoring"), ex.to(s, "running")
+    assert not turn(db, next_one, ["node1"], startup).admitted
+    move_clock(dt.timedelta(seconds=301))
+    try:
+        assert turn(db, next_one, ["node1"], startup).admitted
+    finally:
+        move_clock(dt.timedelta(seconds=-301))
+
+
+def test_starts_spread_over_the_nodes_prefer_the_home_and_respect_each_nodes_slots(db):
+    nodes = ["node1", "node2", "node3"]
+    startup = queue.StartupLimit({"node1": 1, "node2": 1, "node3": 2})
+    placed = [turn(db, untyped(db, owner), nodes, startup).node for owner in "abc"]
+    assert sorted(placed) == nodes  # one each, not three on the first
+    # the node holding the home's snapshot wins over a less busy one while it has a free slot
+    assert turn(db, untyped(db, "d"), nodes, startup, prefer=["node3"]).node == "node3"
+    # node3's two slots are taken: the home's node is passed over, not waited for; then every slot is busy
+    e = untyped(db, "e")
+    assert turn(db, e, nodes, startup, prefer=["node3"]).admitted is False
+    # and a node with a free slot takes the first in line, whichever node its home is on
+    with_node4 = queue.StartupLimit({**startup.slots, "node4": 1})
+    assert turn(db, e, nodes + ["node4"], with_node4, prefer=["node3"]).node == "node4"
+
+
+def test_a_full_type_waits_for_its_type_not_for_a_turn(db):
+    startup = queue.StartupLimit({"node1": 4})
+    first = queued(db, "a", ONE)
+    assert queue.admit_execution(db, first, ONE, {"node1": []}, (), startup).admitted
+    second = queued(db, "b", ONE)
+    waits = queue.admit_execution(db, second, ONE, {"node1": []}, (), startup)
+    assert not waits.admitted and waits.reason == "type" and "“one”" in waits.describe(ONE)
 
 
 def test_the_admin_overview_of_nodes_counts_free_gpus_per_node_and_model(db):

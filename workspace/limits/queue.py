@@ -1,9 +1,14 @@
-"""The queue of starts and GPU allocation, per resource type.
+"""The queue of starts: start-up turns per node, and per resource type its capacity and GPUs.
 
-**Admission**: an execution of a type waits in state `queued` until it is
-first in line for its type (first come, first served), fewer than `capacity`
-executions of the type are active, and enough GPUs are free on the node.
-Then it is admitted (state `preparing`) and given specific GPU device IDs.
+**Admission**: every execution waits in state `queued` until it is first in
+line for its type (first come, first served) and a node has room: fewer than
+the node's start-up slots are coming up there (#30: a node brings up only as
+many workspaces at once as its cores can, so a class of 100 clicking "start"
+together all start, in turn, instead of all timing out together), fewer than
+`capacity` executions of the type are active, and enough GPUs are free. Then
+it is admitted (state `preparing`), placed on that node and given specific GPU
+device IDs. It holds its start-up slot until it is ready (its server answers)
+or ends.
 Admission reads and writes the workspace database in one transaction under a
 lock, so two starts never take the same GPU: a thread lock in the process and,
 on PostgreSQL, where several hub processes share the database, an advisory
@@ -25,7 +30,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select, text
+from sqlalchemy import and_, func, or_, select, text
 
 from workspace import i18n
 from workspace.db import Database, utcnow
@@ -35,6 +40,8 @@ from workspace.limits.resource_types import ResourceType
 
 # Executions holding a place (and their GPUs) of their type: admitted and not ended.
 HOLDING = ("preparing", "pulling", "restoring", "running", "saving")
+# Executions coming up: admitted, not yet running (and those running whose server has not answered yet)
+STARTING = ("preparing", "pulling", "restoring")
 # A waiting start renews its heartbeat (the execution's lease) every poll; one
 # not renewed for this long lost its hub (a restart) and leaves the queue.
 QUEUE_HEARTBEAT = dt.timedelta(seconds=30)
@@ -42,6 +49,22 @@ STALE_MESSAGE = i18n.N_(
     "The hub restarted while this start waited in the queue; nothing ran, so nothing is lost. "
     "Start the workspace again."
 )
+
+
+@dataclass(frozen=True)
+class StartupLimit:
+    """How many start-ups each node brings up at once, and how long one may hold its slot.
+
+    `slots`: {node: start-ups at once} (every node placed on is named). A start-up admitted longer than
+    `bound_s` ago and still not ready is taken for stuck (a hub that died in it): its slot is free again,
+    so a lost start-up never blocks a node for good.
+    """
+
+    slots: dict[str, int]
+    bound_s: float = 600.0
+
+    def total(self, nodes) -> int:
+        return sum(self.slots.get(n, 1) for n in nodes) or 1
 
 
 @dataclass
@@ -52,9 +75,13 @@ class Admission:
     gpu_ids: list[str] = field(default_factory=list)
     estimate_s: float | None = None  # expected wait
     node: str | None = None  # where it was placed
+    # what it waits for: "type" (the type's capacity or GPUs) or "startup" (a node's start-up turn)
+    reason: str = "type"
 
-    def describe(self, rtype: ResourceType, locale: str = i18n.DEFAULT) -> str:
+    def describe(self, rtype: ResourceType | None, locale: str = i18n.DEFAULT) -> str:
         """The progress stream's sentence about the wait, in `locale`."""
+        if self.reason == "startup" or rtype is None:
+            return self._describe_turn(locale)
         if rtype.capacity is not None and rtype.gpus:
             limits = i18n.translate(
                 locale, "{capacity} may run at once, {gpus} GPU(s) each", capacity=rtype.capacity, gpus=rtype.gpus
@@ -81,6 +108,24 @@ class Admission:
             "Waiting for a free “{type}” ({limits}): position {position} of {waiting} in the queue",
             type=rtype.name,
             limits=limits,
+            position=self.position,
+            waiting=self.waiting,
+        )
+
+    def _describe_turn(self, locale: str) -> str:
+        """A start waiting for its turn to be brought up (the nodes are busy starting others)."""
+        if self.estimate_s:
+            return i18n.translate(
+                locale,
+                "Many workspaces are starting at once; yours starts in turn: position {position} of {waiting}, "
+                "about {wait} (from how long recent starts took)",
+                position=self.position,
+                waiting=self.waiting,
+                wait=_minutes(self.estimate_s, locale),
+            )
+        return i18n.translate(
+            locale,
+            "Many workspaces are starting at once; yours starts in turn: position {position} of {waiting}",
             position=self.position,
             waiting=self.waiting,
         )
@@ -149,91 +194,125 @@ def entering(session, owner: str, name: str, rtype: ResourceType | None):
 
 
 def admit(
-    session, execution: Execution, rtype: ResourceType, inventories: dict[str, list[str]], prefer: Sequence[str] = ()
+    session,
+    execution: Execution,
+    rtype: ResourceType | None,
+    inventories: dict[str, list[str]],
+    prefer: Sequence[str] = (),
+    startup: StartupLimit | None = None,
 ) -> Admission:
-    """Admit `execution` (queued) if it is first in line and a node has room for its type; else its place.
+    """Admit `execution` (queued) if it is first in line and a node has room for it; else its place.
 
-    `inventories` are the nodes' GPU IDs ({node: [id, ...]}; one node on a single
-    host); the execution is placed by `place`. Call inside one session (one
-    transaction). Each call is also the waiting start's heartbeat.
+    `rtype`: its resource type (None: no types configured, one line for all); `inventories`: the nodes'
+    GPU IDs ({node: [id, ...]}; one node on a single host); `startup`: the nodes' start-up slots (None: no
+    limit). The node is chosen by `place`. Call inside one session (one transaction); counts, not rows,
+    so that a hundred waiting starts cost little. Each call is also the waiting start's heartbeat.
     """
     lock_admission(session)
     with _admit_lock:
-        same_type = list(
-            session.scalars(
-                select(Execution)
-                .where(Execution.resource_type == rtype.name, Execution.state.in_(HOLDING + ("queued",)))
-                .order_by(Execution.created, Execution.id)
-            )
-        )
         now = utcnow()
         execution.lease_owner, execution.lease_until = "queue", now + QUEUE_HEARTBEAT
-        stale = {e.id for e in expire_stale(session, now)}
-        queue = [e for e in same_type if e.state == "queued" and e.id not in stale]
-        holding = [e for e in same_type if e.state in HOLDING]
-        position = next((i for i, e in enumerate(queue) if e.id == execution.id), 0) + 1
-        placement = place(session, rtype, inventories, holding, prefer) if position == 1 else None
-        if placement is not None:
-            execution.node, execution.gpu_ids = placement
-            execution.lease_owner, execution.lease_until = None, None
-            return Admission(True, 0, len(queue) - 1, list(execution.gpu_ids), node=execution.node)
-        slots = (rtype.capacity or 0) * len(inventories) or None
-        return Admission(
-            False, position, len(queue), estimate_s=estimate_wait(session, rtype, holding, position, now, slots)
+        expire_stale(session, now)
+        position, waiting = place_in_line(session, execution, rtype)
+        on_type = type_per_node(session, rtype)
+        starting = startups_per_node(session, now, startup) if startup is not None else {}
+        if position == 1:
+            placement = place(session, rtype, inventories, on_type, prefer, startup, starting)
+            if placement is not None:
+                execution.node, execution.gpu_ids = placement
+                execution.lease_owner, execution.lease_until = None, None
+                return Admission(True, 0, waiting - 1, list(execution.gpu_ids), node=execution.node)
+        if rtype is not None and rtype.limited and place(session, rtype, inventories, on_type) is None:
+            holding = holding_of(session, rtype)
+            slots = (rtype.capacity or 0) * len(inventories) or None
+            estimate = estimate_wait(session, rtype, holding, position, now, slots)
+            return Admission(False, position, waiting, estimate_s=estimate)
+        turns = startup.total(inventories) if startup is not None else 1
+        estimate = estimate_turn(session, position, turns)
+        return Admission(False, position, waiting, estimate_s=estimate, reason="startup")
+
+
+def _of_type(rtype: ResourceType | None):
+    return Execution.resource_type.is_(None) if rtype is None else Execution.resource_type == rtype.name
+
+
+def place_in_line(session, execution: Execution, rtype: ResourceType | None) -> tuple[int, int]:
+    """(1-based position, how many wait) of a queued execution in its type's line: first requested,
+    first served."""
+    line = select(func.count()).where(_of_type(rtype), Execution.state == "queued")
+    ahead = line.where(
+        or_(
+            Execution.created < execution.created,
+            and_(Execution.created == execution.created, Execution.id < execution.id),
         )
+    )
+    return session.scalar(ahead) + 1, session.scalar(line)
+
+
+def type_per_node(session, rtype: ResourceType | None) -> dict[str, int]:
+    """{node: executions of the type holding a place there}."""
+    rows = session.execute(
+        select(Execution.node, func.count())
+        .where(_of_type(rtype), Execution.state.in_(HOLDING))
+        .group_by(Execution.node)
+    )
+    return dict(rows.all())
+
+
+def holding_of(session, rtype: ResourceType) -> list[Execution]:
+    return list(session.scalars(select(Execution).where(_of_type(rtype), Execution.state.in_(HOLDING))))
+
+
+def startups_per_node(session, now: dt.datetime, startup: StartupLimit) -> dict[str, int]:
+    """{node: start-ups holding a slot there}: admitted, not ready, not ended, admitted within the bound."""
+    since = now - dt.timedelta(seconds=startup.bound_s)
+    coming_up = or_(Execution.state.in_(STARTING), and_(Execution.state == "running", Execution.ready.is_(None)))
+    rows = session.execute(
+        select(Execution.node, func.count())
+        .where(coming_up, or_(Execution.admitted.is_(None), Execution.admitted > since))
+        .group_by(Execution.node)
+    )
+    return dict(rows.all())
 
 
 def place(
     session,
-    rtype: ResourceType,
+    rtype: ResourceType | None,
     inventories: dict[str, list[str]],
-    holding: list[Execution],
+    on_type: dict[str, int],
     prefer: Sequence[str] = (),
+    startup: StartupLimit | None = None,
+    starting: dict[str, int] | None = None,
 ) -> tuple[str, list[str]] | None:
     """The node and GPU IDs for a start of `rtype`, or None while no node has room.
 
-    A node has room when fewer than `rtype.capacity` executions of the type
-    run there and `rtype.gpus` of its GPUs are free: a start is never split
-    over nodes. Of the nodes with room, those in `prefer` come first (they
-    hold the home's snapshot: no transfer), then the best fit, the node with
-    the fewest free GPUs that suffice, so that whole nodes stay free for
-    large starts (the fragmentation BitaHub's users meet).
+    A node has room when fewer than its start-up slots are coming up there (`startup`; None: not
+    counted), fewer than `rtype.capacity` executions of the type run there (`on_type`) and `rtype.gpus`
+    of its GPUs are free: a start is never split over nodes. Of the nodes with room, those in `prefer`
+    come first (they hold the home's snapshot: no transfer); then for a GPU start the best fit, the node
+    with the fewest free GPUs that suffice, so that whole nodes stay free for large starts (the
+    fragmentation BitaHub's users meet), and for a start without GPUs the nodes without GPUs; then the
+    node running the fewest, so that a class's starts spread over the cluster.
     """
-    used = used_gpus(session)
+    gpus = rtype.gpus if rtype is not None else 0
+    capacity = rtype.capacity if rtype is not None else None
+    load = executions_per_node(session)
     candidates = []
     for node in sorted(inventories):
-        on_node = sum(1 for e in holding if e.node == node)
-        if rtype.capacity is not None and on_node >= rtype.capacity:
+        if startup is not None and (starting or {}).get(node, 0) >= startup.slots.get(node, 1):
             continue
-        free = [g for g in inventories[node] if g not in used.get(node, ())]
-        if len(free) < rtype.gpus:
+        if capacity is not None and on_type.get(node, 0) >= capacity:
+            continue
+        free = free_gpus(session, inventories[node], node) if gpus else []
+        if len(free) < gpus:
             continue
         rank = prefer.index(node) if node in prefer else len(prefer)
-        candidates.append((rank, len(free) if rtype.gpus else 0, node, free[: rtype.gpus]))
+        fit = len(free) if gpus else bool(inventories[node])
+        candidates.append((rank, fit, load.get(node, 0), node, free[:gpus]))
     if not candidates:
         return None
-    _, _, node, gpus = min(candidates)
-    return node, gpus
-
-
-def spread(db: Database, execution_id: int, nodes: Sequence[str], prefer: Sequence[str] = ()) -> str:
-    """Place a start whose type never waits (no capacity, no GPUs) on one of `nodes`; its node.
-
-    Of the nodes in `prefer` (they hold the home's snapshot: no transfer), else
-    of all, the one running the fewest executions, so that a class's starts
-    spread over the cluster (a tie: the first in `nodes`). Under the admission lock, so that fifty
-    simultaneous starts do not all count the same idle node.
-    """
-    if not nodes:
-        raise UserError(503, "No node of this server can run a workspace now; please try again in a minute.")
-    with db.session() as s:
-        lock_admission(s)
-        with _admit_lock:
-            counts = executions_per_node(s)
-            preferred = [n for n in nodes if n in prefer]
-            node = min(preferred or nodes, key=lambda n: (counts.get(n, 0), nodes.index(n)))
-            s.get(Execution, execution_id).node = node
-            return node
+    *_, node, ids = min(candidates)
+    return node, ids
 
 
 def queue_positions(session) -> dict[int, tuple[int, int]]:
@@ -311,8 +390,12 @@ def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:
     """End the queued executions whose waiting start is gone (no heartbeat: a hub restart)."""
     now = now or utcnow()
     ended = []
-    for e in session.scalars(select(Execution).where(Execution.state == "queued")):
-        heartbeat = e.lease_until or (e.created + QUEUE_HEARTBEAT)  # none yet: as if from its creation
+    # none renewed yet: as if from its creation (the filter in SQL: a hundred waiting starts read none)
+    late = or_(
+        Execution.lease_until < now, and_(Execution.lease_until.is_(None), Execution.created < now - QUEUE_HEARTBEAT)
+    )
+    for e in session.scalars(select(Execution).where(Execution.state == "queued", late)):
+        heartbeat = e.lease_until or (e.created + QUEUE_HEARTBEAT)
         if heartbeat < now and e.lease_owner in (None, "queue"):
             e.stop_reason, e.stop_detail = "lost", STALE_MESSAGE
             e.lease_owner, e.lease_until = None, None
@@ -370,6 +453,30 @@ def estimate_wait(
     return remaining[k % slots] + (k // slots) * typical
 
 
+def estimate_turn(session, position: int, turns: int) -> float | None:
+    """Expected wait for `position` in the start-up line: as many rounds of `turns` start-ups at once as are
+    ahead, each as long as recent start-ups took (admitted to ready); None before any start-up finished."""
+    recent = session.execute(
+        select(Execution.admitted, Execution.ready)
+        .where(Execution.admitted.is_not(None), Execution.ready.is_not(None))
+        .order_by(Execution.ready.desc())
+        .limit(20)
+    ).all()
+    if not recent:
+        return None
+    typical = statistics.median(max(0.0, (ready - admitted).total_seconds()) for admitted, ready in recent)
+    return typical * position / max(1, turns)
+
+
+def mark_ready(db: Database, execution_id: int) -> None:
+    """The execution's start-up is over (its server answered; a task: its container runs): its node's
+    start-up slot is free for the next in line."""
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        if ex is not None and ex.ready is None:
+            ex.ready = utcnow()
+
+
 def node_name() -> str:
     """This node's name, as executions record it."""
     import socket
@@ -397,9 +504,14 @@ def gpu_inventory(static: list[str] | None, nvml=None) -> list[str]:
 
 
 def admit_execution(
-    db: Database, execution_id: int, rtype: ResourceType, inventories: dict[str, list[str]], prefer: Sequence[str] = ()
+    db: Database,
+    execution_id: int,
+    rtype: ResourceType | None,
+    inventories: dict[str, list[str]],
+    prefer: Sequence[str] = (),
+    startup: StartupLimit | None = None,
 ) -> "Admission":
-    """Let a queued execution in if its type has room (`admit`, in one transaction); its Admission."""
+    """Let a queued execution in if a node has room for it (`admit`, in one transaction); its Admission."""
     with db.session() as s:
         lock_admission(s)  # before reading the execution, which another hub may end meanwhile
         ex = s.get(Execution, execution_id)
@@ -409,8 +521,10 @@ def admit_execution(
             if ex.stop_detail == STALE_MESSAGE:
                 raise UserError(503, STALE_MESSAGE)
             raise UserError(503, "This start left the queue; start the workspace again.", detail=ex.stop_detail)
-        admission = admit(s, ex, rtype, inventories, prefer)
-        if admission.admitted and admission.gpu_ids:
+        admission = admit(s, ex, rtype, inventories, prefer, startup)
+        if admission.admitted and rtype is None:
+            ex.to(s, "preparing", i18n.N_("Admitted"))
+        elif admission.admitted and admission.gpu_ids:
             message = i18n.N_("Admitted as “{type}” with GPU(s) {gpus}")
             ex.to(s, "preparing", message.format(type=rtype.name, gpus=", ".join(admission.gpu_ids)))
         elif admission.admitted:

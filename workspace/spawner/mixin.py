@@ -27,9 +27,10 @@ from workspace.limits.runtime import runtime_notice
 from workspace.spawner.environment import EnvironmentMixin
 from workspace.spawner.execution_logs import ExecutionLogsMixin
 from workspace.spawner.home_stores import HomeStoresMixin
-from workspace.spawner.placement import PlacementMixin
+from workspace.spawner.placement import TURNS, PlacementMixin
 from workspace.spawner.progress import ProgressMixin, ready_in_users_language
 from workspace.spawner.start_options import StartOptionsMixin
+from workspace.spawner.startup import StartupMixin
 from workspace.start_request import StartRequest, StartState
 
 
@@ -37,6 +38,7 @@ class WorkspaceMixin(
     ProgressMixin,
     StartOptionsMixin,
     PlacementMixin,
+    StartupMixin,
     HomeStoresMixin,
     ExecutionLogsMixin,
     EnvironmentMixin,
@@ -164,6 +166,16 @@ class WorkspaceMixin(
         no limit. Administrators are not limited.""",
     )
     queue_poll_interval = Float(2.0, config=True, help="Seconds between two looks at the queue while a start waits.")
+    startup_slots = Int(
+        0,
+        config=True,
+        help="""How many workspaces a node brings up at once (#30); the next starts wait in the queue for
+        their turn, so a class's burst all starts instead of timing out together. 0 (the default): one per
+        core of the node, two at least. `node_startup_slots` sets single nodes.""",
+    )
+    node_startup_slots = Dict(
+        {}, config=True, help="""Start-ups at once of single nodes, {"node name": n}, over `startup_slots`."""
+    )
     queue_timeout = Float(
         24 * 3600,
         config=True,
@@ -308,12 +320,11 @@ class WorkspaceMixin(
             raise
         if not hasattr(self, "_base_start_timeout"):
             self._base_start_timeout, self._base_poll_interval = self.start_timeout, self.poll_interval
-        self.start_timeout = self._base_start_timeout
         # a task is looked at often, so that its home is saved soon after its command ends
         self.poll_interval = self._base_poll_interval if self.start_request.task is None else self.task_poll_interval
-        if self.start_request.queued:
-            # JupyterHub bounds start() by start_timeout; a wait in the queue must not count
-            self.start_timeout = self._base_start_timeout + self.queue_timeout
+        # JupyterHub bounds start() by start_timeout, but a start waits in the queue for its turn first and
+        # then for its server to answer (_until_ready): each bounds itself (placement.startup_limit)
+        self.start_timeout = self._base_start_timeout + self.queue_timeout + self.http_timeout
         result = super().run_pre_spawn_hook()
         if inspect.isawaitable(result):
             await result
@@ -378,16 +389,19 @@ class WorkspaceMixin(
         self.current = StartState()
         plan = await self._begin_execution(request)
         await self._announce(request, plan)
-        self.node = await self._choose_node(plan, request.resource_type, request.queued)
+        self.node = await self._choose_node(plan, request.resource_type)
         try:
-            result = await self._run_container(plan, list(request.mounts))
+            result = await self._bounded(self._run_container(plan, list(request.mounts)))
+            self._announce_container(request, time.monotonic() - started)
+            await self._until_ready(plan, result, request.task is not None)
         except asyncio.CancelledError:
             # closed while preparing: stop() ends the execution without output
             raise
         except Exception as e:
             await self._fail_execution(plan, e)
             raise
-        self._announce_container(request, time.monotonic() - started)
+        finally:
+            TURNS.notify()  # its start-up slot is free (ready, failed or closed): the next in line's turn
         return result
 
     async def _begin_execution(self, request: StartRequest):
@@ -411,6 +425,7 @@ class WorkspaceMixin(
                 task=request.task,
                 quota_room=request.quota_room,
                 locale=self.locale,
+                queued=True,  # every start waits for its node's start-up turn (placement.py)
             )
         )
         current = self.current
@@ -555,6 +570,7 @@ class WorkspaceMixin(
             await self._wait_restore()
             await self.remove_dead_container()
             await self._end_execution(execution_id, reason, detail, self.node)
+            TURNS.notify()  # a place of its type is free
         result = super().run_post_stop_hook()
         if inspect.isawaitable(result):
             await result

@@ -1,13 +1,22 @@
-"""Where a start runs: the node chosen by the queue's admission, or the least busy one.
+"""Where a start runs: the node chosen by the queue's admission.
 
-A start of a type that may wait is queued (state `queued`) until a node has room
-for it; its progress shows its position. Nodes that hold the home's snapshot are
-preferred, so that the home need not travel.
+Every start waits in the queue (state `queued`) until a node has room for it: a
+start-up turn (a node brings up only so many at once, `startup_slots`), and for
+a type that may wait its capacity and GPUs. Its progress shows its position and
+the expected wait. Nodes that hold the home's snapshot are preferred, so that
+the home need not travel.
+
+A start waits on `TURNS`, a nudge within the hub's process, as well as its own
+timer: a start-up that ends (ready, failed, stopped) wakes the first few in
+line at once, and the rest look again every few seconds, less often the further
+back they are, so that a hundred waiting starts cost the hub a few queries a
+second, not a hundred.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from workspace import lifecycle
@@ -16,21 +25,49 @@ from workspace.limits import queue, resource_types
 from workspace.store import nodes
 from workspace.store.nodes import Node
 
+# the farthest one looks again between two nudges; well within the queue's heartbeat (queue.QUEUE_HEARTBEAT)
+LONGEST_LOOK = 10.0
+
+
+class Turns:
+    """The nudge of the starts waiting in this process: a start-up slot freed or a start admitted."""
+
+    def __init__(self):
+        self._waiting: list[tuple[int, asyncio.Future]] = []
+
+    def notify(self) -> None:
+        for near_front, waiter in self._waiting:
+            if near_front and not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self, near_front: bool, timeout: float) -> None:
+        """Until the next nudge (if `near_front`: among the first in line; the others only look again
+        on their timer) or `timeout` seconds."""
+        waiter = asyncio.get_running_loop().create_future()
+        entry = (near_front, waiter)
+        self._waiting.append(entry)
+        try:
+            await asyncio.wait({waiter}, timeout=timeout)
+        finally:
+            self._waiting.remove(entry)
+
+
+TURNS = Turns()
+
 
 class PlacementMixin:
     """The node of a start, and its wait in the queue (mixed into WorkspaceMixin)."""
 
-    async def _choose_node(self, plan, rtype: resource_types.ResourceType | None, queued: bool) -> str:
-        """The node this start runs on, chosen before its home is restored (the home is restored into
-        that node's store): by admission for a type that may wait, else the least busy node; nodes
-        that hold the home's snapshot first."""
-        inventories = await self.run_blocking(self.gpu_inventories, rtype)
+    async def _choose_node(self, plan, rtype: resource_types.ResourceType | None) -> str:
+        """The node this start runs on, chosen by admission before its home is restored (the home is
+        restored into that node's store); nodes that hold the home's snapshot first."""
+        cluster = await self.run_blocking(self.cluster_nodes)
+        inventories = nodes.inventories(cluster, rtype.gpu_model if rtype is not None and rtype.gpus else None)
+        if not inventories and not (rtype is not None and rtype.gpus):  # a GPU start says which GPUs are missing
+            await self._leave_queue(plan, "failed", self.localized("no node takes work"), "error")
+            raise UserError(503, "No node of this server can run a workspace now; please try again in a minute.")
         prefer = await self.run_blocking(self.nodes_holding, plan.restore_snapshot, list(inventories))
-        if queued:
-            return await self._wait_in_queue(plan, rtype, inventories, prefer)
-        # a start without GPUs: CPU-only nodes first, so that GPU nodes stay free for GPU work
-        names = sorted(inventories, key=lambda n: (bool(inventories[n]), n))
-        return await self.run_blocking(queue.spread, self.db, plan.execution_id, names, prefer)
+        return await self._wait_in_queue(plan, rtype, inventories, prefer, self.startup_limit(cluster))
 
     def nodes_holding(self, snapshot: str | None, names: list[str]) -> list[str]:
         """Of the nodes `names`, those whose store holds `snapshot` (blocking)."""
@@ -38,21 +75,21 @@ class PlacementMixin:
             return []
         return [n for n in names if self.store_of(n).has_snapshot(snapshot)]
 
+    async def _leave_queue(self, plan, state: str, detail: str, reason: str) -> None:
+        await self.run_blocking(lifecycle.discard, self.db, self.home_store, plan.execution_id, state, detail, reason)
+
     async def _wait_in_queue(
-        self, plan, rtype: resource_types.ResourceType, inventories: dict[str, list[str]], prefer: list[str]
+        self,
+        plan,
+        rtype: resource_types.ResourceType | None,
+        inventories: dict[str, list[str]],
+        prefer: list[str],
+        startup: queue.StartupLimit,
     ) -> str:
         """Wait (state `queued`) until admitted; report the position when it changes; the node."""
         largest = max((len(ids) for ids in inventories.values()), default=0)
-        if rtype.gpus > largest:
-            await self.run_blocking(
-                lifecycle.discard,
-                self.db,
-                self.home_store,
-                plan.execution_id,
-                "failed",
-                self.localized("not enough GPUs on any node"),
-                "error",
-            )
+        if rtype is not None and rtype.gpus > largest:
+            await self._leave_queue(plan, "failed", self.localized("not enough GPUs on any node"), "error")
             raise UserError(
                 503,
                 "“{name}” needs {gpus} GPU(s) but no node of this server has more than {largest}; "
@@ -63,39 +100,39 @@ class PlacementMixin:
             )
         shown = None
         deadline = time.monotonic() + self.queue_timeout
+        depth = 2 * startup.total(inventories)  # how many of the first in line a nudge wakes
         while True:
             admission = await self.run_blocking(
-                queue.admit_execution, self.db, plan.execution_id, rtype, inventories, prefer
+                queue.admit_execution, self.db, plan.execution_id, rtype, inventories, prefer, startup
             )
             if admission.admitted:
+                TURNS.notify()  # the next in line moved up
                 self.current.gpu_ids = gpus = admission.gpu_ids
-                self.emit_progress(8, self._admitted(rtype.name, admission.node, len(inventories) > 1, gpus))
+                name = rtype.name if rtype is not None else None
+                self.emit_progress(8, self._admitted(name, admission.node, len(inventories) > 1, gpus))
                 return admission.node
             text = admission.describe(rtype, self.locale)
             if text != shown:
                 self.emit_progress(3, text, queue_position=admission.position)
                 shown = text
             if time.monotonic() > deadline:
-                await self.run_blocking(
-                    lifecycle.discard,
-                    self.db,
-                    self.home_store,
-                    plan.execution_id,
-                    "stopped",
-                    self.localized("waited too long in the queue"),
-                    "user",
-                )
+                await self._leave_queue(plan, "stopped", self.localized("waited too long in the queue"), "user")
                 raise UserError(
                     503,
                     "No “{name}” became free in {hours:g} h; please try again later.",
-                    name=rtype.name,
+                    name=rtype.name if rtype is not None else "",
                     hours=self.queue_timeout / 3600,
                 )
-            await asyncio.sleep(self.queue_poll_interval)
+            look = min(LONGEST_LOOK, self.queue_poll_interval * (1 + (admission.position - 1) // 8))
+            await TURNS.wait(admission.position <= depth, look)
 
-    def _admitted(self, name: str, node: str, several_nodes: bool, gpus: list[str]) -> str:
+    def _admitted(self, name: str | None, node: str, several_nodes: bool, gpus: list[str]) -> str:
         """The progress event of an admission: the type, the node where there are several, the GPUs."""
         ids = ", ".join(gpus)
+        if name is None:  # no types configured
+            if several_nodes:
+                return self.localized("Your turn: starting on {node}", node=node)
+            return self.localized("Your turn: starting")
         if several_nodes and gpus:
             return self.localized("Admitted as “{name}” on {node}, GPU(s) {gpus}", name=name, node=node, gpus=ids)
         if several_nodes:
@@ -108,14 +145,10 @@ class PlacementMixin:
     def engine_nodes(cls, options) -> list[Node]:
         """The nodes this engine places starts on (blocking): here, this host with its GPUs.
         `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
-        return [Node(queue.node_name(), gpus=queue.gpu_inventory(options.gpu_inventory))]
+        return [Node(queue.node_name(), gpus=queue.gpu_inventory(options.gpu_inventory), cpus=os.cpu_count() or 1)]
 
     def cluster_nodes(self) -> list[Node]:
         return self.engine_nodes(self)
-
-    def gpu_inventories(self, rtype: resource_types.ResourceType | None = None) -> dict[str, list[str]]:
-        """{node: GPU IDs} of the nodes that take a start of `rtype` now (blocking)."""
-        return nodes.inventories(self.cluster_nodes(), rtype.gpu_model if rtype is not None and rtype.gpus else None)
 
     async def receive_inputs(self, plan, mounts: list[dict]) -> None:
         """Bring what the start needs (the snapshot it restores, its dataset versions) into the store of

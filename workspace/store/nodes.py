@@ -37,6 +37,7 @@ class Node:
     agent: str = ""  # its store agent's URL ("": the store is reached as a mount)
     ready: bool = True  # up (its engine answers the manager)
     active: bool = True  # takes new work (an admin may pause or drain it)
+    cpus: float = 0.0  # its cores (0: unknown), which size how many workspaces it brings up at once
 
     @property
     def state(self) -> str:
@@ -69,6 +70,7 @@ def parse_swarm(listing: list[dict]) -> list[Node]:
                 agent=labels.get(AGENT_LABEL, ""),
                 ready=status.get("State") == "ready",
                 active=spec.get("Availability", "active") == "active",
+                cpus=(attrs["Description"].get("Resources") or {}).get("NanoCPUs", 0) / 1e9,
             )
         )
     return nodes

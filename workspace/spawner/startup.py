@@ -1,0 +1,75 @@
+"""A start's start-up: from its turn to its server answering, within the site's bounds.
+
+A node brings up only so many workspaces at once (`startup_slots`, by default
+one a core): each start-up holds a slot of its node from its admission until it
+is ready, and a hundred brought up at once on two cores would all be slow and
+time out together (#30: 9 of 100 started). The slot is held for exactly the
+start-up because this mixin waits for the server to answer inside start()
+(JupyterHub's own wait after start() then finds it up at once), and frees it
+then (queue.mark_ready) or when the start fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from jupyterhub.utils import wait_for_http_server
+
+from workspace.errors import UserError
+from workspace.limits import queue
+from workspace.store.nodes import Node
+
+
+class StartupMixin:
+    """The bounds of a start once admitted, and its readiness (mixed into WorkspaceMixin)."""
+
+    def startup_limit(self, cluster: list[Node]) -> queue.StartupLimit:
+        """The start-ups each node brings up at once: `node_startup_slots`, else `startup_slots`, else one a
+        core (two at least); a start-up not ready within the start's own bounds frees its slot."""
+        slots = {}
+        for node in cluster:
+            cores = node.cpus or os.cpu_count() or 1
+            slots[node.name] = int(self.node_startup_slots.get(node.name) or self.startup_slots or max(2, int(cores)))
+        return queue.StartupLimit(slots, bound_s=self.startup_timeout() + self.http_timeout)
+
+    def startup_timeout(self) -> float:
+        """How long an admitted start may take to run its container (JupyterHub's `start_timeout` as
+        configured; a start's own, lifted by the queue's wait, is not that)."""
+        return getattr(self, "_base_start_timeout", self.start_timeout)
+
+    async def _bounded(self, running):
+        """The container's start within `start_timeout` as configured (the queue's wait is not counted)."""
+        try:
+            return await asyncio.wait_for(running, self.startup_timeout())
+        except asyncio.TimeoutError:
+            raise UserError(
+                503,
+                "The workspace did not start within {seconds:g} s of its turn; please try again, and tell "
+                "your administrator if it keeps happening.",
+                seconds=self.startup_timeout(),
+            ) from None
+
+    async def _until_ready(self, plan, result, task: bool) -> None:
+        """The start-up is over when the server answers (a task's: when its container runs): its node's
+        start-up slot is free then. Waited for here rather than by JupyterHub after start(), so that the
+        slot is held for exactly the start-up, and a start's `http_timeout` counts from its turn."""
+        if not task:
+            url = self.server_url(result)
+            try:
+                await wait_for_http_server(url, timeout=self.http_timeout)
+            except (asyncio.TimeoutError, TimeoutError):
+                raise UserError(
+                    503,
+                    "The workspace's server did not answer within {seconds:g} s of its start; read its log on "
+                    "the workspace's page, then start it again.",
+                    seconds=self.http_timeout,
+                ) from None
+        await self.run_blocking(queue.mark_ready, self.db, plan.execution_id)
+
+    def server_url(self, result) -> str:
+        """The server's URL from start()'s result ((ip, port) or a URL), as JupyterHub's Server makes it."""
+        if isinstance(result, str):
+            return result.rstrip("/") + self.server.base_url
+        ip, port = result
+        return f"http://{ip}:{port}{self.server.base_url}"

@@ -379,3 +379,37 @@ def test_two_hub_processes_on_postgresql_never_both_pass_the_per_user_limit(post
     assert sum(isinstance(o, UserError) for o in outcomes.values()) == 1, outcomes
     for db in hubs:
         db.engine.dispose()
+
+
+def test_one_start_up_per_owner_at_a_time_and_the_others_go_past(db):
+    # a student whose start script never lets the server answer would hold every slot of the node, start
+    # after start: an owner holds one start-up slot at a time, and the others are not stuck behind them
+    startup = queue.StartupLimit({"node1": 2})
+    mine = lifecycle.begin(db, "mallory", "one", "latest", None, queued=True).execution_id
+    mine_too = lifecycle.begin(db, "mallory", "two", "latest", None, queued=True).execution_id
+    theirs = untyped(db, "ada")
+    assert turn(db, mine, ["node1"], startup).admitted
+    second = turn(db, mine_too, ["node1"], startup)
+    assert not second.admitted and second.reason == "own" and "other workspace" in second.describe(None)
+    assert turn(db, theirs, ["node1"], startup).admitted  # past mallory's second, into the free slot
+    with db.session() as s:
+        assert s.get(Execution, mine_too).state == "queued"
+
+
+def test_the_wait_of_a_burst_is_estimated_from_its_measured_pace(db):
+    # ten start-ups became ready 3 s apart, each taking 5 s with two at once (a node under a burst's load):
+    # position 20 waits about 20 × 3 s, not 20 × 5 s / 2
+    now = utcnow()
+    with db.session() as s:
+        for i in range(10):
+            ex = new_execution(s, get_or_create_workspace(s, f"p{i}", "ws"), None, None)
+            ex.ready = now - dt.timedelta(seconds=3 * (9 - i))
+            ex.admitted = ex.ready - dt.timedelta(seconds=5)
+    with db.session() as s:
+        assert queue.estimate_turn(s, 20, 2) == pytest.approx(60, abs=2)
+    move_clock(dt.timedelta(minutes=10))  # long after: no burst under way, the rounds of start-ups
+    try:
+        with db.session() as s:
+            assert queue.estimate_turn(s, 20, 2) == pytest.approx(50, abs=1)
+    finally:
+        move_clock(dt.timedelta(minutes=-10))

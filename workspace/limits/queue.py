@@ -75,11 +75,19 @@ class Admission:
     gpu_ids: list[str] = field(default_factory=list)
     estimate_s: float | None = None  # expected wait
     node: str | None = None  # where it was placed
-    # what it waits for: "type" (the type's capacity or GPUs) or "startup" (a node's start-up turn)
+    # what it waits for: "type" (the type's capacity or GPUs), "startup" (a node's start-up turn) or "own"
+    # (its owner's other start-up: one at a time per owner)
     reason: str = "type"
 
     def describe(self, rtype: ResourceType | None, locale: str = i18n.DEFAULT) -> str:
         """The progress stream's sentence about the wait, in `locale`."""
+        if self.reason == "own":
+            return i18n.translate(
+                locale,
+                "Your other workspace is starting; this one starts next, at position {position} of {waiting}",
+                position=self.position,
+                waiting=self.waiting,
+            )
         if self.reason == "startup" or rtype is None:
             return self._describe_turn(locale)
         if rtype.capacity is not None and rtype.gpus:
@@ -213,10 +221,14 @@ def admit(
         now = utcnow()
         execution.lease_owner, execution.lease_until = "queue", now + QUEUE_HEARTBEAT
         expire_stale(session, now)
-        position, waiting = place_in_line(session, execution, rtype)
+        # one start-up per owner at a time: a student whose start script never lets the server answer holds
+        # one slot, not every slot of the node (their next start waits; the others' go past it)
+        busy = _busy_owners(now, startup) if startup is not None else None
+        position, waiting = place_in_line(session, execution, rtype, busy)
         on_type = type_per_node(session, rtype)
         starting = startups_per_node(session, now, startup) if startup is not None else {}
-        if position == 1:
+        own_busy = busy is not None and _has_startup(session, execution.workspace.owner, now, startup)
+        if position == 1 and not own_busy:
             placement = place(session, rtype, inventories, on_type, prefer, startup, starting)
             if placement is not None:
                 execution.node, execution.gpu_ids = placement
@@ -229,24 +241,48 @@ def admit(
             return Admission(False, position, waiting, estimate_s=estimate)
         turns = startup.total(inventories) if startup is not None else 1
         estimate = estimate_turn(session, position, turns)
-        return Admission(False, position, waiting, estimate_s=estimate, reason="startup")
+        return Admission(False, position, waiting, estimate_s=estimate, reason="own" if own_busy else "startup")
 
 
 def _of_type(rtype: ResourceType | None):
     return Execution.resource_type.is_(None) if rtype is None else Execution.resource_type == rtype.name
 
 
-def place_in_line(session, execution: Execution, rtype: ResourceType | None) -> tuple[int, int]:
+def place_in_line(session, execution: Execution, rtype: ResourceType | None, busy=None) -> tuple[int, int]:
     """(1-based position, how many wait) of a queued execution in its type's line: first requested,
-    first served."""
-    line = select(func.count()).where(_of_type(rtype), Execution.state == "queued")
+    first served; the starts of owners in `busy` (a query of owners with a start-up under way) wait
+    aside, not ahead of anyone."""
+    line = select(func.count()).select_from(Execution).where(_of_type(rtype), Execution.state == "queued")
     ahead = line.where(
         or_(
             Execution.created < execution.created,
             and_(Execution.created == execution.created, Execution.id < execution.id),
         )
     )
+    if busy is not None:
+        ahead = ahead.join(Workspace, Execution.workspace_id == Workspace.id).where(Workspace.owner.not_in(busy))
     return session.scalar(ahead) + 1, session.scalar(line)
+
+
+def _coming_up(now: dt.datetime, startup: StartupLimit):
+    """The executions holding a start-up slot: admitted within the bound, not ready, not ended."""
+    since = now - dt.timedelta(seconds=startup.bound_s)
+    return and_(
+        or_(Execution.state.in_(STARTING), and_(Execution.state == "running", Execution.ready.is_(None))),
+        or_(Execution.admitted.is_(None), Execution.admitted > since),
+    )
+
+
+def _busy_owners(now: dt.datetime, startup: StartupLimit):
+    """The owners with a start-up under way (a query, for `not in`)."""
+    return (
+        select(Workspace.owner).join(Execution, Execution.workspace_id == Workspace.id).where(_coming_up(now, startup))
+    )
+
+
+def _has_startup(session, owner: str, now: dt.datetime, startup: StartupLimit) -> bool:
+    own = select(func.count()).select_from(Execution).join(Workspace, Execution.workspace_id == Workspace.id)
+    return bool(session.scalar(own.where(Workspace.owner == owner, _coming_up(now, startup))))
 
 
 def type_per_node(session, rtype: ResourceType | None) -> dict[str, int]:
@@ -265,12 +301,8 @@ def holding_of(session, rtype: ResourceType) -> list[Execution]:
 
 def startups_per_node(session, now: dt.datetime, startup: StartupLimit) -> dict[str, int]:
     """{node: start-ups holding a slot there}: admitted, not ready, not ended, admitted within the bound."""
-    since = now - dt.timedelta(seconds=startup.bound_s)
-    coming_up = or_(Execution.state.in_(STARTING), and_(Execution.state == "running", Execution.ready.is_(None)))
     rows = session.execute(
-        select(Execution.node, func.count())
-        .where(coming_up, or_(Execution.admitted.is_(None), Execution.admitted > since))
-        .group_by(Execution.node)
+        select(Execution.node, func.count()).where(_coming_up(now, startup)).group_by(Execution.node)
     )
     return dict(rows.all())
 
@@ -454,8 +486,9 @@ def estimate_wait(
 
 
 def estimate_turn(session, position: int, turns: int) -> float | None:
-    """Expected wait for `position` in the start-up line: as many rounds of `turns` start-ups at once as are
-    ahead, each as long as recent start-ups took (admitted to ready); None before any start-up finished."""
+    """Expected wait for `position` in the start-up line, from the last start-ups that finished: the pace
+    at which they became ready (a burst's own pace, which a node's load sets), else as many rounds of
+    `turns` at once as are ahead, each as long as they took; None before any start-up finished."""
     recent = session.execute(
         select(Execution.admitted, Execution.ready)
         .where(Execution.admitted.is_not(None), Execution.ready.is_not(None))
@@ -465,7 +498,11 @@ def estimate_turn(session, position: int, turns: int) -> float | None:
     if not recent:
         return None
     typical = statistics.median(max(0.0, (ready - admitted).total_seconds()) for admitted, ready in recent)
-    return typical * position / max(1, turns)
+    by_turns = typical * position / max(1, turns)
+    span = (recent[0].ready - recent[-1].ready).total_seconds()
+    if len(recent) >= 5 and span > 0 and (utcnow() - recent[0].ready).total_seconds() < 2 * typical + 10:
+        return max(by_turns, position * span / (len(recent) - 1))  # a burst under way: its measured pace
+    return by_turns
 
 
 def mark_ready(db: Database, execution_id: int) -> None:

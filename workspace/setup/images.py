@@ -212,6 +212,12 @@ class ImageDefinition:
         return f"{self.name}-stage:{self.stage_hash()}"
 
 
+# An image's files are everyone's to read and run, as in any image: its system stage is built under umask
+# 022, not the setup commands' 077 (which keeps the data directory root's alone, #28); under 077 debootstrap
+# and pip made /opt/venv/bin 0700 root, and the image's user could not run its own Python.
+IMAGE_UMASK = 0o022
+
+
 class ImageBuilder:
     """Builds image definitions into the local Docker engine."""
 
@@ -257,6 +263,7 @@ class ImageBuilder:
         say(PREFIX, f"building the system stage {stage}{on} (log: {self.log})")
         build_dir = Path(tempfile.mkdtemp(prefix="workspace-image-", dir=self.workdir))
         rootfs = build_dir / "rootfs"
+        umask = os.umask(IMAGE_UMASK)
         try:
             if parent is None:
                 self._debootstrap(definition, rootfs)
@@ -268,6 +275,7 @@ class ImageBuilder:
             with step(PREFIX, f"docker import as {stage}"):
                 self._import(rootfs, stage)
         finally:
+            os.umask(umask)
             self._unmount(rootfs)
             shutil.rmtree(build_dir, ignore_errors=True)
 

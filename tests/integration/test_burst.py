@@ -10,8 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from workspace.spawner import networks
 
 from .hub import Hub
 
@@ -92,7 +96,7 @@ def test_an_owner_whose_start_up_hangs_holds_one_slot_and_the_others_go_past(bur
     time.sleep(3)  # both of mallory's asked well before ada: the second is first in line for the free slot
     events.update(start_all(hub, [("ada", "quick")]))
     mallory.join(300)
-    assert all(e[-1].get("ready") for e in events.values()), {s: e[-1] for s, e in events.items()}
+    assert len(events) == 3 and all(e[-1].get("ready") for e in events.values()), events
     slow = {ws: hub.executions("mallory", ws)[-1] for ws in ("slow1", "slow2")}
     quick = hub.executions("ada", "quick")[-1]
     first, second = sorted(slow, key=lambda ws: slow[ws]["ready"])
@@ -103,3 +107,19 @@ def test_an_owner_whose_start_up_hangs_holds_one_slot_and_the_others_go_past(bur
     assert any("Your other workspace is starting" in m for m in said), said
     for user, ws in (("mallory", "slow1"), ("mallory", "slow2"), ("ada", "quick")):
         hub.stop_workspace(user, ws)
+
+
+def test_starts_of_one_owner_at_once_share_the_owners_network(docker_client):
+    # the owner's network is made by whichever start comes first; Docker answers the others not "already
+    # exists" but "networks have same bridge name" (a 403): that start failed with a 500 before
+    deployment = f"wsrace-{uuid.uuid4().hex[:6]}"
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            made = list(
+                pool.map(lambda _: networks.ensure(docker_client, deployment, "rita", "10.214.0.0/16", 27), range(8))
+            )
+        name = networks.name_for(deployment, "rita")
+        assert made == [name] * 8
+        assert [n.name for n in docker_client.networks.list(names=[name])] == [name]
+    finally:
+        networks.remove_all(docker_client, deployment)

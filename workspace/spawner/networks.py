@@ -103,7 +103,9 @@ def ensure(client, deployment: str, owner: str, pool: str, prefix: int, driver: 
             return name
         except docker.errors.APIError as e:
             text = str(e).lower()
-            if "already exists" in text:  # another start made it meanwhile
+            # another start of the owner's made it meanwhile: Docker says "already exists", or (a second
+            # create racing the first) that the bridge name is taken; then a network of this name is there
+            if "already exists" in text or any(n["Name"] == name for n in api.networks(names=[name])):
                 return name
             if "overlap" not in text:
                 raise

@@ -186,3 +186,19 @@ def test_digest_is_the_content_not_the_order_and_never_follows_a_link(tmp_path, 
         shutil.rmtree(copy)
         copy_tree(home, copy)
         assert paths.digest(copy) == before
+
+
+def test_a_copy_keeps_a_fifo_s_mode_under_the_hub_s_umask(tmp_path):
+    """The hub (and workspace-admin) create with a umask of 077: a copied fifo keeps its own mode all the same,
+    as a backup's digest of it checks."""
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / "pipe", 0o644)
+    os.chmod(home / "pipe", 0o664)
+    umask = os.umask(0o077)
+    try:
+        copy_tree(home, tmp_path / "copy")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "copy/pipe").stat().st_mode & 0o777 == 0o664
+    assert paths.digest(tmp_path / "copy") == paths.digest(home)

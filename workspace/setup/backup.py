@@ -294,6 +294,15 @@ def _sha(path: Path) -> str:
     return backup_db.sha256_of(path)
 
 
+def check_key_dest(settings: Settings, key_dest: Path, dest: Path) -> Path:
+    """Where --key-dest puts the key: apart from the backups and the data directory (checked before anything
+    is written)."""
+    key_dest = Path(os.path.abspath(key_dest))
+    if inside(key_dest, dest) or inside(dest, key_dest) or inside(key_dest, settings.data_dir):
+        raise BackupError(f"--key-dest {key_dest} must be apart from the backups {dest} and the data directory.")
+    return key_dest
+
+
 def save_key(settings: Settings, key_dest: Path | None, dest: Path) -> list[str]:
     """The fingerprints of the vault's keys; with `key_dest`, the key file copied there (apart from DEST)."""
     key = Path(settings.secret_key_file)
@@ -307,9 +316,7 @@ def save_key(settings: Settings, key_dest: Path | None, dest: Path) -> list[str]
             "reads every student's SSH keys. Keep a copy apart once (--key-dest DIR): a restore needs it",
         )
         return found
-    key_dest = Path(os.path.abspath(key_dest))
-    if inside(key_dest, dest) or inside(dest, key_dest) or inside(key_dest, settings.data_dir):
-        raise BackupError(f"--key-dest {key_dest} must be apart from the backups {dest} and the data directory.")
+    key_dest = check_key_dest(settings, key_dest, dest)
     key_dest.mkdir(mode=0o700, parents=True, exist_ok=True)
     copy = key_dest / f"workspace-{found[0][:12]}.key"
     if not copy.is_file() or copy.read_bytes() != key.read_bytes():
@@ -337,6 +344,8 @@ def backup(settings: Settings, dest: Path, key_dest: Path | None = None, keep: i
     started = time.monotonic()
     if keep is not None and keep < 1:
         raise BackupError("--keep must keep at least one backup.")
+    if key_dest is not None:
+        check_key_dest(settings, key_dest, Path(os.path.abspath(dest)))
     dest = check_dest(settings, dest)
     with locked(dest):
         clean_partials(dest)

@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -31,31 +32,20 @@ from workspace.outputs.saved import delete_output
 from workspace.settings import Settings
 from workspace.setup import backup, backup_db, restore
 from workspace.setup.backup_sets import MANIFEST
-from workspace.store.homes import mount_loop_btrfs, store_for
+from workspace.store.homes import store_for
 
 from .hub import Hub
 from .test_homes import build_home, snapshot_of
+from .test_replication import node  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 MB = 1_000_000
 
 
 @pytest.fixture
-def mounts(tmp_path):
-    """mounts(name, size) -> a btrfs filesystem of its own (a machine's disk); all unmounted at the end."""
-    if os.geteuid() != 0 or shutil.which("mkfs.btrfs") is None:
-        pytest.skip("backups of a btrfs store need root and btrfs-progs (make test installs them)")
-    made = []
-
-    def make(name: str, size: str = "1G") -> Path:
-        mnt = tmp_path / name
-        mount_loop_btrfs(tmp_path / f"{name}.img", mnt, size=size)
-        made.append(mnt)
-        return mnt
-
-    yield make
-    for mnt in made:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+def mounts(node):  # noqa: F811
+    """mounts(name, size) -> a store's directory on a btrfs filesystem of its own (a machine's disk)."""
+    return lambda name, size="1G": Path(node(name, size).root)
 
 
 def write(path: Path, size: int) -> None:
@@ -181,7 +171,7 @@ def refused(result: subprocess.CompletedProcess, words: str) -> str:
 
 
 def test_twenty_users_back_up_incrementally_then_wipe_and_restore_with_every_output_equal(mounts, tmp_path):
-    site = Site(tmp_path / "data", mounts("disk", "2G") / "store").create()
+    site = Site(tmp_path / "data", mounts("disk", "2G")).create()
     twenty_users(site)
     dest, keys = tmp_path / "backups", tmp_path / "keys"
 
@@ -235,7 +225,7 @@ def test_twenty_users_back_up_incrementally_then_wipe_and_restore_with_every_out
 
 
 def test_pruning_keeps_every_backup_that_is_left_restorable(mounts, tmp_path):
-    site = Site(tmp_path / "data", mounts("disk") / "store").create()
+    site = Site(tmp_path / "data", mounts("disk")).create()
     dest = tmp_path / "backups"
     first = site.run("ada", lambda home: write(home / "model.bin", 2 * MB))
     site.run("ada", lambda home: write(home / "a.txt", 1000))
@@ -287,7 +277,7 @@ def test_a_copying_store_backs_up_as_plain_files_and_restores_equal(tmp_path):
 
 
 def test_a_backup_taken_while_workspaces_run_and_save_is_one_consistent_moment(mounts, tmp_path, monkeypatch):
-    site = Site(tmp_path / "data", mounts("disk") / "store").create()
+    site = Site(tmp_path / "data", mounts("disk")).create()
     for n in range(6):
         site.run(f"u{n}", lambda home: write(home / "model.bin", 300_000))
     running = site.start("u0", lambda home: write(home / "live.bin", 1000))  # its home is live: not an output yet
@@ -325,7 +315,7 @@ def test_a_backup_taken_while_workspaces_run_and_save_is_one_consistent_moment(m
     assert "deleted" in manifest.missing[0]["reason"]
     source = {k: _hash(site.store.snapshot_path(k)) for k in site.outputs()}  # the doomed one is gone
 
-    target = Site(tmp_path / "new", mounts("new-disk") / "store")
+    target = Site(tmp_path / "new", mounts("new-disk"))
     restore.restore(target.settings, tmp_path / "backups", key=next((tmp_path / "keys").iterdir()))
     target.open()
     # every output the restored records hold is there and equal, and the store holds nothing else
@@ -350,7 +340,7 @@ def test_a_backup_taken_while_workspaces_run_and_save_is_one_consistent_moment(m
 @pytest.fixture
 def small(mounts, tmp_path):
     """A deployment of three users (the second output of each a delta) backed up with its key apart."""
-    site = Site(tmp_path / "data", mounts("disk") / "store").create()
+    site = Site(tmp_path / "data", mounts("disk")).create()
     for n in range(3):
         site.run(f"u{n}", lambda home: write(home / "model.bin", 500_000))
         site.run(f"u{n}", lambda home: write(home / "notes.txt", 1000))
@@ -442,7 +432,7 @@ def test_a_backup_changed_or_cut_short_is_refused_before_anything_is_written(sma
     tamper, words = TAMPERING[case]
     dest = tmp_path / "backups"
     tamper(dest)
-    target = Site(tmp_path / "new", mounts("new-disk") / "store")
+    target = Site(tmp_path / "new", mounts("new-disk"))
     before = state(target.settings.data_dir), state(Path(target.settings.store_dir))
     sentence = refused(target.admin("restore", dest, "--key", next((tmp_path / "keys").iterdir())), words)
     assert "restore from another backup" in sentence or "damaged" in sentence, sentence
@@ -458,7 +448,7 @@ def test_a_backup_goes_only_where_it_may_and_a_restore_never_onto_a_deployment(s
     for dest, words in (
         (data / "backups", "inside the data directory"),
         (store / "backups", "inside the home store"),
-        (data.parent, "around the data directory"),
+        (data.parent, "contains the data directory"),
         (stranger, "holds other files and is not a backup"),
         (data / "secrets.env", "inside the data directory"),
     ):
@@ -520,3 +510,21 @@ def test_a_running_hub_s_deployment_backed_up_wiped_and_restored_starts_where_it
         assert states == [(1, "stopped", "user", True), (2, "stopped", "lost", False), (3, "stopped", "user", True)]
     finally:
         again.stop()
+
+
+def test_every_backs_up_at_once_then_on_its_schedule_keeping_the_newest(small, tmp_path):
+    dest = tmp_path / "backups"
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("WORKSPACE_")}
+    environ.update(small.env, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "workspace.setup.admin", "backup", str(dest), "--every", "1m", "--keep", "1"]
+    loop = subprocess.Popen(cmd, env=environ, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        # its first backup made, the one before pruned (names only: the loop may be removing one meanwhile)
+        while sorted(p.name[:4] for p in dest.glob("0*") if (p / MANIFEST).exists()) != ["0002"]:
+            assert loop.poll() is None and time.monotonic() < deadline, loop.stdout.read() if loop.poll() else ""
+            time.sleep(0.2)
+    finally:
+        loop.terminate()
+        out = loop.communicate(timeout=30)[0]
+    assert "every 60 s" in out and "pruned 1 old backup(s)" in out, out

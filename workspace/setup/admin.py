@@ -63,6 +63,8 @@ def main(argv=None) -> None:
             restore.restore(settings, args.src, args.key, args.force, args.name)
     except BackupError as e:
         fail(SetupError(str(e)))
+    except OSError as e:  # what the steps above do not name themselves (a disk that fails, a permission)
+        fail(SetupError(f"The {args.command} failed: {e.strerror or e} ({e.filename}); fix that and run it again."))
     except KeyboardInterrupt:
         if args.command == "backup":
             fail(SetupError("Interrupted; the unfinished backup is removed by the next one."))

@@ -61,7 +61,7 @@ from workspace.setup.steps import say
 from workspace.store import paths
 from workspace.store.btrfs_send import send_to_file, subvolume_ids
 from workspace.store.copier import copy_tree, fsync_dir
-from workspace.store.homes import PARTIAL, BtrfsHomeStore, HomeStore, HomeStoreError, store_for
+from workspace.store.homes import PARTIAL, BtrfsHomeStore, HomeStore, HomeStoreError, store_for, valid_key
 
 PREFIX = "backup"
 # what of the data directory a set holds besides the databases: (its path in the set, its name in the data dir)
@@ -96,7 +96,7 @@ def check_dest(settings: Settings, dest: Path) -> Path:
         place = Path(place).resolve()
         if inside(dest, place) or inside(place, dest):
             raise BackupError(
-                f"{dest} is {'inside' if inside(dest, place) else 'around'} the {what} {place}; "
+                f"{dest} {'is inside' if inside(dest, place) else 'contains'} the {what} {place}; "
                 "back up to a directory apart from it (another disk, best)."
             )
     if dest.exists() and not dest.is_dir():
@@ -173,21 +173,23 @@ class Outputs:
         self.started = self.last = time.monotonic()
 
     def holder(self, area: str, key: str) -> HomeStore | None:
+        try:
+            valid_key(key)
+        except ValueError:
+            return None  # no store holds such a name: noted as missing
         return next((s for s in self.stores if (Path(s.root) / area / key).is_dir()), None)
 
     def take(self, wanted: list[tuple[str, str, list[str]]]) -> list[Item]:
         """The pool's item of each wanted output (sent now if the pool lacks it); the missing ones noted."""
         items = []
-        for area, key, candidates in wanted:
+        for n, (area, key, candidates) in enumerate(wanted, 1):
             if (area, key) in self.pool:
                 items.append(self.pool[(area, key)])
                 self.reused += 1
-                continue
-            item = self.send(area, key, candidates)
-            if item is not None:
+            elif (item := self.send(area, key, candidates)) is not None:
                 self.pool[item.ref] = item
                 items.append(item)
-            self.progress(len(items), len(wanted))
+            self.progress(n, len(wanted))
         return items
 
     def send(self, area: str, key: str, candidates: list[str]) -> Item | None:
@@ -347,37 +349,48 @@ def backup(settings: Settings, dest: Path, key_dest: Path | None = None, keep: i
     if key_dest is not None:
         check_key_dest(settings, key_dest, Path(os.path.abspath(dest)))
     dest = check_dest(settings, dest)
-    with locked(dest):
-        clean_partials(dest)
-        earlier = sets(dest)
-        pool = {i.ref: i for _, m in earlier for i in m.items if (dest / i.path).exists()}
-        now = dt.datetime.now(dt.timezone.utc)
-        name = set_name(next_number(n for n, _ in earlier), now.strftime("%Y%m%dT%H%M%SZ"))
-        work = dest / f"{PARTIAL}{name}"
-        work.mkdir(mode=0o700)
-        (work / "db").mkdir(mode=0o700)
-        manifest = Manifest(name=name, created=now.isoformat(timespec="seconds"), store="copy")
-        records = _databases(settings, work, manifest)
-        stores = sources(settings)
-        manifest.store = stores[0].kind
-        outputs = Outputs(dest, stores, pool, name)
-        manifest.items = _chain(outputs.take(records.wanted()), pool, dest)
-        manifest.missing = outputs.missing
-        manifest.files = copy_files(settings, work, dest / earlier[-1][0] if earlier else None)
-        manifest.key_fingerprints = save_key(settings, key_dest, dest)
-        manifest.stats = {
-            "sent_bytes": outputs.sent_bytes,
-            "sent": outputs.sent,
-            "reused": outputs.reused,
-            "seconds": round(time.monotonic() - started, 3),
-        }
-        write_private(work / MANIFEST, manifest.to_json().encode())
-        fsync_dir(work)
-        os.rename(work, dest / name)
-        fsync_dir(dest)
-        _tell(manifest, dest, len(records.wanted()))
-        if keep is not None:
-            prune_dest(dest, keep)
+    try:
+        with locked(dest):
+            return _backup(settings, dest, key_dest, keep, started)
+    except OSError as e:
+        raise BackupError(
+            f"Writing the backup into {dest} failed ({e.strerror or e}: {e.filename}); free space there or fix "
+            "its permissions, then back up again (the unfinished one is removed then)."
+        ) from e
+
+
+def _backup(settings: Settings, dest: Path, key_dest: Path | None, keep: int | None, started: float) -> Manifest:
+    """One backup into DEST, whose lock this process holds (see `backup`)."""
+    clean_partials(dest)
+    earlier = sets(dest)
+    pool = {i.ref: i for _, m in earlier for i in m.items if (dest / i.path).exists()}
+    now = dt.datetime.now(dt.timezone.utc)
+    name = set_name(next_number(n for n, _ in earlier), now.strftime("%Y%m%dT%H%M%SZ"))
+    work = dest / f"{PARTIAL}{name}"
+    work.mkdir(mode=0o700)
+    (work / "db").mkdir(mode=0o700)
+    manifest = Manifest(name=name, created=now.isoformat(timespec="seconds"), store="copy")
+    records = _databases(settings, work, manifest)
+    stores = sources(settings)
+    manifest.store = stores[0].kind
+    outputs = Outputs(dest, stores, pool, name)
+    manifest.items = _chain(outputs.take(records.wanted()), pool, dest)
+    manifest.missing = outputs.missing
+    manifest.files = copy_files(settings, work, dest / earlier[-1][0] if earlier else None)
+    manifest.key_fingerprints = save_key(settings, key_dest, dest)
+    manifest.stats = {
+        "sent_bytes": outputs.sent_bytes,
+        "sent": outputs.sent,
+        "reused": outputs.reused,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    write_private(work / MANIFEST, manifest.to_json().encode())
+    fsync_dir(work)
+    os.rename(work, dest / name)
+    fsync_dir(dest)
+    _tell(manifest, dest)
+    if keep is not None:
+        prune_dest(dest, keep)
     return manifest
 
 
@@ -407,7 +420,7 @@ def _databases(settings: Settings, work: Path, manifest: Manifest) -> Records:
     return records
 
 
-def _tell(manifest: Manifest, dest: Path, wanted: int) -> None:
+def _tell(manifest: Manifest, dest: Path) -> None:
     s = manifest.stats
     outputs = sum(1 for i in manifest.outputs if i.area == "snapshots")
     versions = sum(1 for i in manifest.outputs if i.area == "datasets")
@@ -438,7 +451,7 @@ def prune_dest(dest: Path, keep: int) -> None:
 def every(settings: Settings, dest: Path, seconds: float, key_dest: Path | None, keep: int | None) -> None:
     """Back up now and then every `seconds` (a service the operator runs); a failed one is told and the next
     one is tried at its time."""
-    say(PREFIX, f"backing up to {dest} every {seconds / 3600:g} h on {socket.gethostname()}")
+    say(PREFIX, f"backing up to {dest} every {seconds:,.0f} s on {socket.gethostname()}, until stopped")
     while True:
         started = time.monotonic()
         try:

@@ -38,7 +38,7 @@ CHUNK = 1 << 20
 
 
 def kind_of(url: str) -> str:
-    """ "sqlite" or "postgresql" (the database a URL names); BackupError for another."""
+    """The kind of database a URL names, "sqlite" or "postgresql"; BackupError for another."""
     backend = make_url(url).get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise BackupError(f"A {backend} database cannot be backed up here; only SQLite and PostgreSQL can.")
@@ -46,6 +46,7 @@ def kind_of(url: str) -> str:
 
 
 def sha256_of(path: Path) -> str:
+    """A file's SHA-256 (hex), read in chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(CHUNK):

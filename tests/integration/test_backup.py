@@ -269,7 +269,7 @@ def test_a_copying_store_backs_up_as_plain_files_and_restores_equal(tmp_path):
     assert len(later) == 3 and all((pool / i.key / "model.bin").stat().st_nlink == 2 for i in later)
     before = site.outputs()
     site.wipe()
-    ok(site.admin("restore", dest, "--key", next(keys.iterdir())))
+    ok(site.admin("restore", dest / m.name, "--key", next(keys.iterdir())))  # SRC: one backup's directory
     assert site.open().outputs() == before
 
 

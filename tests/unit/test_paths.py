@@ -147,3 +147,58 @@ def test_measure_streams_and_counts_hard_links_once(tmp_path, resolver):
     os.symlink("/etc/passwd", tmp_path / "t/c")
     assert paths.measure(tmp_path / "t") == (1000, 3)
     assert paths.measure(tmp_path / "t", limit_files=1)[1] == 2
+
+
+def test_digest_is_the_content_not_the_order_and_never_follows_a_link(tmp_path, resolver):
+    """What a backup checks an output by: equal for a faithful copy (other listing order, hard links or
+    none), different for any change of content, name, mode or time; a link's text, never its target."""
+    home = tmp_path / "home"
+    chain_home(home)
+    (home / "data.bin").write_bytes(os.urandom(3 << 20))  # several chunks
+    os.link(home / "data.bin", home / "again.bin")
+    before = paths.digest(home)
+    assert len(before) == 64
+
+    copy = tmp_path / "copy"
+    copy_tree(home, copy)  # the copy's files are made in another order, its hard link kept
+    assert paths.digest(copy) == before
+    (copy / "again.bin").unlink()
+    shutil.copy2(copy / "data.bin", copy / "again.bin")  # the same bytes, no longer a hard link
+    assert paths.digest(copy) == before
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    os.symlink(str(outside), copy / "out")
+    with_link = paths.digest(copy)
+    outside.write_text("changed")  # what a link points to is not the tree's
+    assert paths.digest(copy) == with_link != before
+    (copy / "out").unlink()
+    assert paths.digest(copy) == before
+
+    for change in (
+        lambda: (copy / "work/result.txt").write_text("minE"),
+        lambda: os.chmod(copy / "work/result.txt", 0o600),
+        lambda: os.utime(copy / "work/result.txt", ns=(1, 1)),
+        lambda: os.rename(copy / "work/result.txt", copy / "work/result.csv"),
+    ):
+        change()
+        assert paths.digest(copy) != before
+        shutil.rmtree(copy)
+        copy_tree(home, copy)
+        assert paths.digest(copy) == before
+
+
+def test_a_copy_keeps_a_fifo_s_mode_under_the_hub_s_umask(tmp_path):
+    """The hub (and workspace-admin) create with a umask of 077: a copied fifo keeps its own mode all the same,
+    as a backup's digest of it checks."""
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / "pipe", 0o644)
+    os.chmod(home / "pipe", 0o664)
+    umask = os.umask(0o077)
+    try:
+        copy_tree(home, tmp_path / "copy")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "copy/pipe").stat().st_mode & 0o777 == 0o664
+    assert paths.digest(tmp_path / "copy") == paths.digest(home)

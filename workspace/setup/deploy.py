@@ -82,21 +82,22 @@ def ensure_tools(settings: Settings, tests: bool = False) -> None:
             )
 
 
-def ensure_store(settings: Settings) -> None:
-    """Put the home store on btrfs (constant-time restore and save) when possible."""
+def ensure_store(settings: Settings, prefix: str = PREFIX) -> None:
+    """Put the home store on btrfs (constant-time restore and save) when possible (`prefix`: the command's
+    lines; a restore mounts it as `make up` does)."""
     store = settings.store_dir
     if homes.is_btrfs(store):
-        say(PREFIX, f"home store {store} is on btrfs (snapshots)")
+        say(prefix, f"home store {store} is on btrfs (snapshots)")
         return
     if os.geteuid() != 0 or shutil.which("mkfs.btrfs") is None:
         say(
-            PREFIX,
+            prefix,
             f"home store {store} is not on btrfs and mounting one needs root and btrfs-progs: "
             "homes will be copied (slower starts and stops)",
         )
         return
     image = settings.path("store.btrfs")
-    with step(PREFIX, f"mount the btrfs home store {image} ({settings.store_size}, sparse) at {store}"):
+    with step(prefix, f"mount the btrfs home store {image} ({settings.store_size}, sparse) at {store}"):
         try:
             homes.mount_loop_btrfs(image, store, size=settings.store_size)
         except subprocess.CalledProcessError as e:

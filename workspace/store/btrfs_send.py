@@ -1,25 +1,28 @@
 """What a btrfs send stream carries between stores: the identities of subvolumes and the stream's format.
 
-Shared by the two ways a snapshot moves between stores: replication between
-stores this process reaches (replication.py) and between store agents
-(agent.py). Why a copy's identity decides which parent fits, and why the
-stream's first command is renamed to the partial name, is told in
-replication.py.
+Shared by the ways a snapshot moves between stores: replication between
+stores this process reaches (replication.py), between store agents
+(agent.py), and through a file (a backup's stream: `send_to_file`, received
+again by `receive_from_file`). Why a copy's identity decides which parent
+fits, and why the stream's first command is renamed to the partial name, is
+told in replication.py.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import struct
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from workspace.store.copier import fsync_dir
-from workspace.store.homes import PARTIAL, BtrfsHomeStore, HomeStoreError
+from workspace.store.homes import PARTIAL, BtrfsHomeStore, HomeStoreError, StoreFullError, is_full
 
 
 @dataclass(frozen=True)
@@ -188,3 +191,69 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+# -- a stream through a file: a backup's copy of a snapshot, received again at a restore -------------
+
+FILE_CHUNK = 1 << 20
+
+
+def send_to_file(
+    store: BtrfsHomeStore, snap: Path, parent: Path | None, out, sent: Callable[[int], None] | None = None
+) -> tuple[int, str]:
+    """Write `btrfs send [-p parent] snap` to the open binary file `out`; (bytes, sha256 of the stream).
+
+    `sent(n)` is told each chunk's size as it passes (progress). Raises HomeStoreError if the send fails
+    (the file then holds a part of a stream: the caller removes it)."""
+    cmd = [store.btrfs, "send", *(["-p", str(parent)] if parent else []), str(snap)]
+    digest, size = hashlib.sha256(), 0
+    with tempfile.TemporaryFile() as err:
+        send = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+        try:
+            while chunk := send.stdout.read(FILE_CHUNK):
+                out.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+                if sent is not None:
+                    sent(len(chunk))
+        finally:
+            send.stdout.close()
+            if send.wait() != 0 or size == 0:
+                err.seek(0)
+                message = err.read()[-2000:].decode(errors="replace").strip() or f"exit status {send.returncode}"
+                raise HomeStoreError(f"btrfs send of {snap} failed ({message})")
+    return size, digest.hexdigest()
+
+
+def receive_from_file(store: BtrfsHomeStore, directory: Path, key: str, identity: str, stream: Path) -> int:
+    """Receive the send stream in the file `stream` as `directory/key` (published whole or not at all, as
+    `receiving` does; `btrfs receive` confined to `directory`); the stream's bytes. The stream must name
+    `key` (it is renamed to the partial name as it passes) and give the subvolume `identity`."""
+    with open(stream, "rb") as f, receiving(store, directory, key, identity) as _partial:
+        head = renamed_head(f.fileno(), key)
+        if head is None:
+            raise HomeStoreError(f"{stream} is not a btrfs send stream")
+        size = len(head)
+        with tempfile.TemporaryFile() as err:
+            # --chroot: the receive cannot write outside `directory`, whatever the stream says; -e: stop at its end
+            recv = subprocess.Popen(
+                [store.btrfs, "receive", "-e", "--chroot", str(directory)],
+                stdin=subprocess.PIPE,
+                stdout=err,
+                stderr=err,
+            )
+            try:
+                write_all(recv.stdin.fileno(), head)
+                while chunk := f.read(FILE_CHUNK):
+                    write_all(recv.stdin.fileno(), chunk)
+                    size += len(chunk)
+            except BrokenPipeError:
+                pass  # the receive stopped reading: its status says why
+            finally:
+                recv.stdin.close()
+            if recv.wait() != 0:
+                err.seek(0)
+                message = err.read()[-2000:].decode(errors="replace").strip() or "no message"
+                error = StoreFullError if is_full(message) else HomeStoreError
+                raise error(f"btrfs receive of {stream.name} into {directory} failed ({message})")
+    return size

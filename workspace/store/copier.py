@@ -358,8 +358,9 @@ class _Copy:
             os.lchown(path, e.st.st_uid, e.st.st_gid)
             os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
         elif stat.S_ISFIFO(mode):
-            os.mkfifo(path, stat.S_IMODE(mode))
+            os.mkfifo(path, 0o600)
             os.chown(path, e.st.st_uid, e.st.st_gid, follow_symlinks=False)
+            os.chmod(path, stat.S_IMODE(mode))  # its own mode, whatever the umask (the hub's is 077): made here
             os.utime(path, ns=(e.st.st_atime_ns, e.st.st_mtime_ns), follow_symlinks=False)
         elif stat.S_ISREG(mode) and e.rel not in self.started_early:
             self._regular_file(e, path)

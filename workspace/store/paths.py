@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -312,6 +313,45 @@ def measure(root: str | bytes | os.PathLike, limit_files: int | None = None) -> 
         if limit_files is not None and files > limit_files:
             break
     return size, files
+
+
+DIGEST_CHUNK = 1 << 20
+_MOD = 1 << 256
+
+
+def digest(root: str | bytes | os.PathLike) -> str:
+    """A fingerprint of a tree's content (hex): every entry's path, type, mode, owner and mtime, each
+    regular file's bytes and each link's text; equal for two trees that hold the same, whatever order
+    their directories list entries in (the entries' hashes are summed), and whether or not files are
+    hard links of each other. The root's own metadata, sockets and devices are left out (a copy keeps
+    none of them). Never follows a link: a backup's check of an output reads the output only."""
+    total = 0
+    with Tree(root) as tree:
+        for e in tree.walk():
+            kind = stat.S_IFMT(e.st.st_mode)
+            if not (stat.S_ISREG(kind) or stat.S_ISDIR(kind) or stat.S_ISLNK(kind) or stat.S_ISFIFO(kind)):
+                continue
+            h = hashlib.sha256(
+                b"%d %o %d %d %d\0" % (kind, stat.S_IMODE(e.st.st_mode), e.st.st_uid, e.st.st_gid, e.st.st_mtime_ns)
+            )
+            h.update(e.rel + b"\0")
+            if stat.S_ISLNK(kind):
+                h.update(tree.readlink(e.rel))
+            elif stat.S_ISREG(kind):
+                _hash_file(tree, e.rel, h)
+            total = (total + int.from_bytes(h.digest(), "big")) % _MOD
+    return f"{total:064x}"
+
+
+def _hash_file(tree: Tree, rel: bytes, h) -> None:
+    fd = tree.open(rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Escape(errno.EINVAL, "a file changed while it was read", os.fsdecode(rel))
+        while chunk := os.read(fd, DIGEST_CHUNK):
+            h.update(chunk)
+    finally:
+        os.close(fd)
 
 
 def link_escapes(rel: bytes, target: bytes) -> bool:

@@ -60,7 +60,7 @@ format: $(STAMP)
 	@$(VENV)/bin/ruff check --fix . ; $(VENV)/bin/ruff format .
 
 ## make bench: set up, run every benchmark, print each one's last line (its ratio against its baseline)
-BENCHMARKS := homes datasets culler replication backup starts ssh download
+BENCHMARKS := homes datasets culler replication backup starts burst ssh download
 bench: $(STAMP)
 	@$(PY) -m workspace.setup.deploy prepare
 	@mkdir -p data/logs

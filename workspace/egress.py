@@ -327,6 +327,10 @@ def _guard(tool: str, policy: Policy, parent: str, chain: str, wanted: list[list
 # it asked takes that apply's success: the rules were verified after its request.
 _applying = threading.Lock()
 _verified: dict[tuple[str, tuple[str, ...]], float] = {}  # (policy, prefix) -> when its last good apply began
+# (policy, prefix) -> the tables' own listing of its chains and jumps right after its last good apply: a
+# later apply that lists the same is done in ten listings instead of a hundred checks (under a burst's
+# load each iptables run costs tens of milliseconds, and every start applies)
+_listed: dict[tuple[str, tuple[str, ...]], tuple] = {}
 
 
 def apply(policy: Policy, prefix: tuple[str, ...] = ()) -> None:
@@ -339,8 +343,30 @@ def apply(policy: Policy, prefix: tuple[str, ...] = ()) -> None:
         if _verified.get(key, float("-inf")) >= asked:
             return
         began = time.monotonic()
-        _apply(policy, prefix)
+        if _listed.get(key) is None or _listing(policy, prefix) != _listed[key]:
+            _listed.pop(key, None)
+            _apply(policy, prefix)
+            _listed[key] = _listing(policy, prefix)
         _verified[key] = began
+
+
+def _listing(policy: Policy, prefix: tuple[str, ...]) -> tuple:
+    """What the tables say of `policy` now: its chains' rules and the jumps to them, as `-S` lists them,
+    and whether IPv6 is routed (which decides whether it is guarded at all)."""
+    ours = {policy.chain, policy.input_chain}
+    out: list = [_ipv6_forwarding(prefix)]
+    for tool in ("iptables", "ip6tables"):
+        if shutil.which(tool) is None:
+            continue
+        for chain in ("DOCKER-USER", "FORWARD", "INPUT", policy.chain, policy.input_chain):
+            listed = subprocess.run(
+                [*prefix, tool, "-w", XTABLES_WAIT, "-S", chain], capture_output=True, text=True, timeout=60
+            )
+            lines = listed.stdout.splitlines() if listed.returncode == 0 else None
+            if lines is not None and chain not in ours:  # a parent: only the jumps to our chains
+                lines = [line for line in lines if line.split()[-1:] and line.split()[-1] in ours]
+            out.append((tool, chain, tuple(lines) if lines is not None else None))
+    return tuple(out)
 
 
 def _apply(policy: Policy, prefix: tuple[str, ...]) -> None:

@@ -207,3 +207,32 @@ def test_an_image_build_reaches_the_internet_and_what_the_site_allows_only(docke
             docker_client.networks.get(name).remove()
         except Exception as e:  # the test's own network; say so rather than hide it
             print(f"could not remove {name}: {e}")
+
+
+def test_rules_taken_away_between_two_starts_are_made_again():
+    # a start whose rules' listing is unchanged since the last apply does not make them again (#30: ten
+    # listings instead of a hundred checks); a flushed chain (a firewall reloaded) is seen and made again
+    policy = egress.Policy(
+        chain=egress.chain_name(f"wstest-listing-{uuid.uuid4().hex[:6]}"),
+        interfaces=["wsnone0+"],  # no such bridge: the rules guard nothing here
+        dns=egress.nameservers(),
+        host_nets=egress.host_networks(),
+        hub=("172.17.0.1", 8081),
+    )
+
+    def rules() -> list[str]:
+        listed = subprocess.run(["iptables", "-w", "20", "-S", policy.chain], capture_output=True, text=True)
+        return listed.stdout.splitlines()[1:]
+
+    try:
+        egress.apply(policy)
+        made = rules()
+        assert made and any("REJECT" in r for r in made), made
+        egress.apply(policy)
+        assert rules() == made
+        subprocess.run(["iptables", "-w", "20", "-F", policy.chain], check=True)
+        assert rules() == []
+        egress.apply(policy)
+        assert rules() == made
+    finally:
+        egress.remove(policy.chain)

@@ -177,6 +177,8 @@ def test_starts_at_once_make_the_rules_one_at_a_time_and_share_a_later_apply(mon
 
     monkeypatch.setattr(egress, "_apply", slow_apply)
     monkeypatch.setattr(egress, "_verified", {})
+    monkeypatch.setattr(egress, "_listed", {})
+    monkeypatch.setattr(egress, "_listing", lambda policy, prefix: ("as made",))
     policy = egress.Policy(chain="WS-burst", interfaces=["wsabcde+"])
     threads = [threading.Thread(target=egress.apply, args=(policy,)) for _ in range(30)]
     for t in threads:
@@ -187,3 +189,21 @@ def test_starts_at_once_make_the_rules_one_at_a_time_and_share_a_later_apply(mon
     assert 1 <= len(calls) <= 3  # the first, one for all who asked while it ran, and perhaps a straggler
     egress.apply(policy)  # a start after them all still has the rules verified for itself
     assert len(calls) <= 4 and calls.count("WS-burst") == len(calls)
+
+
+def test_rules_listed_as_made_are_not_made_again_and_rules_gone_are(monkeypatch):
+    # every start applies the rules: the tables' own listing, unchanged since the last good apply, is enough;
+    # a listing that changed (a firewall reloaded, a rule deleted by hand) makes the next apply make them all
+    made, tables = [], {"listing": ("chain", "rules", "jumps")}
+    monkeypatch.setattr(egress, "_apply", lambda policy, prefix: made.append(policy.chain))
+    monkeypatch.setattr(egress, "_verified", {})
+    monkeypatch.setattr(egress, "_listed", {})
+    monkeypatch.setattr(egress, "_listing", lambda policy, prefix: tables["listing"])
+    policy = egress.Policy(chain="WS-listed", interfaces=["wsabcde+"])
+    egress.apply(policy)
+    egress.apply(policy)
+    egress.apply(policy)
+    assert made == ["WS-listed"]
+    tables["listing"] = ("chain", "jumps")  # the rules were flushed
+    egress.apply(policy)
+    assert made == ["WS-listed", "WS-listed"]

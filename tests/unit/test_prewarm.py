@@ -243,8 +243,8 @@ def test_the_sentences_are_in_the_callers_language():
     prewarm = job.Prewarm(a_plan(1), "prof", "img")
     prewarm.run(lambda h, p: True, lambda n, p: "present", lambda h: None)
     assert "预热" in prewarm.status("zh_CN")["message"]
-    assert "预热" in job.single_host("cs101", "zh_CN")["message"]
-    assert "预热" in job.never("cs101", "zh_CN")["message"]
+    assert "无需预热" in job.without_job("cs101", True, "zh_CN")["message"]
+    assert "尚未预热" in job.without_job("cs101", False, "zh_CN")["message"]
 
 
 class Stores:

@@ -44,6 +44,29 @@ HOME_STATES = ("waiting", "sending", "sent", "there", "empty", "running", "faile
 # a node's image: to check, being loaded, found there, loaded, left to the node (it pulls from the site's
 # registry), could not be loaded
 IMAGE_STATES = ("waiting", "copying", "present", "copied", "registry", "failed")
+# what the figures leave out, said after them when its count is not 0: (part of the counts, count, sentence)
+NOTES = (
+    (
+        "homes",
+        "failed",
+        i18n.N_("{count} home(s) could not be sent ahead (see below); each is sent at its owner's start."),
+    ),
+    (
+        "images",
+        "failed",
+        i18n.N_(
+            "The image could not be loaded into {count} node(s) (see below): a start there fails until it is; "
+            "tell your administrator."
+        ),
+    ),
+    (
+        "images",
+        "registry",
+        i18n.N_("{count} node(s) fetch the image from the site's registry themselves at their first start."),
+    ),
+    ("homes", "empty", i18n.N_("{count} student(s) start with an empty home: nothing to send.")),
+    ("homes", "running", i18n.N_("{count} student(s) have their workspace running now: their home is where it runs.")),
+)
 
 
 @dataclass
@@ -226,53 +249,11 @@ class Prewarm:
                 seconds=seconds,
                 **figures,
             )
-        return " ".join([text, *self._notes(locale, homes, images)])
+        return " ".join([text, *self._notes(locale, c)])
 
-    def _notes(self, locale: str, homes: dict, images: dict) -> list[str]:
-        """What the figures leave out: failures, nodes that pull the image themselves, nothing to send."""
-        notes = []
-        if homes["failed"]:
-            notes.append(
-                i18n.translate(
-                    locale,
-                    "{count} home(s) could not be sent ahead (see below); each is sent at its owner's start.",
-                    count=homes["failed"],
-                )
-            )
-        if images["failed"]:
-            notes.append(
-                i18n.translate(
-                    locale,
-                    "The image could not be loaded into {count} node(s) (see below): a start there fails until it "
-                    "is; tell your administrator.",
-                    count=images["failed"],
-                )
-            )
-        if images["registry"]:
-            notes.append(
-                i18n.translate(
-                    locale,
-                    "{count} node(s) fetch the image from the site's registry themselves at their first start.",
-                    count=images["registry"],
-                )
-            )
-        if homes["empty"]:
-            notes.append(
-                i18n.translate(
-                    locale,
-                    "{count} student(s) start with an empty home: nothing to send.",
-                    count=homes["empty"],
-                )
-            )
-        if homes["running"]:
-            notes.append(
-                i18n.translate(
-                    locale,
-                    "{count} student(s) have their workspace running now: their home is where it runs.",
-                    count=homes["running"],
-                )
-            )
-        return notes
+    def _notes(self, locale: str, counts: dict) -> list[str]:
+        """What the figures leave out (NOTES), each whose count is not 0."""
+        return [i18n.translate(locale, text, count=counts[part][key]) for part, key, text in NOTES if counts[part][key]]
 
 
 def _first_state(home: Home) -> str:
@@ -281,31 +262,24 @@ def _first_state(home: Home) -> str:
     return "empty" if home.snapshot is None else "waiting"
 
 
-def single_host(course: str, locale: str = i18n.DEFAULT) -> dict:
-    """What the API answers on a single host, where every home and image is on the one node already."""
-    return {
-        "course": course,
-        "state": "done",
-        "single_host": True,
-        "message": i18n.translate(
-            locale,
-            "This server runs every workspace on one host: the students' homes and the image are there "
-            "already, so there is nothing to pre-warm.",
-        ),
-    }
+SINGLE_HOST = i18n.N_(
+    "This server runs every workspace on one host: the students' homes and the image are there already, so "
+    "there is nothing to pre-warm."
+)
+NEVER = i18n.N_(
+    "Not pre-warmed yet. Pre-warm the course shortly before a lecture: each student's home is brought to the "
+    "node their start will get, and the image to every node."
+)
 
 
-def never(course: str, locale: str = i18n.DEFAULT) -> dict:
-    """What the API answers for a course not pre-warmed since the service started."""
+def without_job(course: str, single_host: bool, locale: str = i18n.DEFAULT) -> dict:
+    """What the API answers where no pre-warm ran: on a single host, where every home and image is on the one
+    node already (done); on a swarm, for a course not pre-warmed since the service started (none)."""
     return {
         "course": course,
-        "state": "none",
-        "single_host": False,
-        "message": i18n.translate(
-            locale,
-            "Not pre-warmed yet. Pre-warm the course shortly before a lecture: each student's home is "
-            "brought to the node their start will get, and the image to every node.",
-        ),
+        "state": "done" if single_host else "none",
+        "single_host": single_host,
+        "message": i18n.translate(locale, SINGLE_HOST if single_host else NEVER),
     }
 
 

@@ -36,15 +36,15 @@ class PrewarmHandler(CourseActions, APIHandler):
         self.allowed(course)
         jobs = self.settings["prewarms"]
         if jobs is None:
-            return self.write_json(job.single_host(course, self.lang))
+            return self.write_json(job.without_job(course, True, self.lang))
         current = jobs.of(course)
-        self.write_json(current.status(self.lang) if current is not None else job.never(course, self.lang))
+        self.write_json(current.status(self.lang) if current is not None else job.without_job(course, False, self.lang))
 
     async def post(self, course: str):
         self.allowed(course)
         jobs = self.settings["prewarms"]
         if jobs is None:
-            return self.write_json(job.single_host(course, self.lang))
+            return self.write_json(job.without_job(course, True, self.lang))
         students = await self.enrolled(course)
         by = self.caller()["name"]
         started = await self.blocking(jobs.start, course, students, by)

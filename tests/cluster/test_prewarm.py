@@ -158,3 +158,4 @@ def lecture(cluster: Cluster, hub: Hub, prof: str, tokens: dict[str, str], keys:
     admin = hub.user_token(hub.settings.admin_user, ADMIN_PASSWORD)
     page = requests.get(f"{hub.url}/services/workspace/course", headers={"Authorization": f"token {admin}"}, timeout=30)
     assert page.status_code == 200 and "Pre-warm the course" in page.text
+    assert 'data-api="/services/workspace/api/courses/cs101/prewarm"' in page.text

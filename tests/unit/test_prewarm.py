@@ -293,3 +293,34 @@ def test_one_pre_warm_at_a_time_per_course_and_the_next_once_it_ended(course_db)
     with pytest.raises(UserError) as err:
         jobs.start("cs101", ["ann"], "prof")
     assert err.value.status_code == 503 and jobs.of("cs101") is second
+
+
+# -- the start: the recorded node first among those holding the snapshot ---------------------------------
+
+
+class Holding:
+    def __init__(self, keys):
+        self.keys = keys
+
+    def has_snapshot(self, key):
+        return key in self.keys
+
+
+def test_a_start_names_the_node_its_pre_warm_chose_first_among_those_holding_its_home(course_db):
+    from types import SimpleNamespace
+
+    from workspace.spawner.placement import PlacementMixin
+
+    db, keys = course_db
+    starter = keys["starter"]
+    stores = {"node1": Holding({starter}), "node2": Holding({starter}), "node3": Holding(set())}
+    spawner = PlacementMixin()
+    spawner.db, spawner.user, spawner.name, spawner.store_of = db, SimpleNamespace(name="bob"), "lab1", stores.get
+    names = ["node1", "node2", "node3"]
+    assert spawner.nodes_holding(starter, names) == ["node1", "node2"]  # no record: the nodes' order
+    assignment.record(db, "cs101", Home("bob", "lab1", starter, node="node2"))
+    assert spawner.nodes_holding(starter, names) == ["node2", "node1"]
+    assert spawner.nodes_holding("another", names) == []
+    # another workspace of the same snapshot (the course's starter) is not bob's: its own order
+    spawner.user = SimpleNamespace(name="eve")
+    assert spawner.nodes_holding(starter, names) == ["node1", "node2"]

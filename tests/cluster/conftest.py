@@ -6,16 +6,25 @@ a reason, and under CI=true such a skip fails the run (tests/conftest.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import docker_client, image  # noqa: F401  (fixtures)
+from tests.integration.hub import Hub, free_port
 from workspace.settings import Settings
-from workspace.setup.cluster import BRIDGE, Cluster
+from workspace.setup import engine
+from workspace.setup.cluster import BRIDGE, NET, Cluster
+from workspace.spawner import networks
+from workspace.store import homes
 
 GPUS = {"node2": ["0", "1"], "node3": ["0", "1", "2", "3"]}
+NET_GATEWAY = f"{NET}.1"  # the host on the cluster's bridge
 
 
 def pytest_collection_modifyitems(items):
@@ -43,3 +52,62 @@ def cluster(tmp_path_factory, image):  # noqa: F811
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(n.name in netns.split() for n in c.nodes), netns
     assert str(c.root) not in open("/proc/self/mounts").read()
+
+
+@contextlib.contextmanager
+def running_swarm_hub(cluster: Cluster, data: Path, **env):
+    """A hub on the swarm (`env`: its WORKSPACE_* settings), its own store (the store of record, a btrfs of
+    its own under the cluster) served by a store agent as the nodes' are; everything it made removed at
+    the end."""
+    central = cluster.root / f"central-{data.name}"
+    homes.mount_loop_btrfs(cluster.root / f"{central.name}.btrfs", central, size="2G")  # unmounted by cluster.down
+    # the hub's own store has an agent too: the nodes' agents pull from it and send to it, node to node
+    port = free_port(NET_GATEWAY)
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workspace.store.agent",
+            "--root",
+            str(central / "store"),
+            "--listen",
+            f"{NET_GATEWAY}:{port}",
+            "--token-file",
+            str(cluster.agent_token_file),
+        ],
+        stdout=open(cluster.root / f"{central.name}-agent.log", "ab"),
+        stderr=subprocess.STDOUT,
+    )
+    site = data / "jupyterhub_config.d"
+    site.mkdir()
+    # the hub notices a dead workspace (a lost node) within seconds; node changes are seen at once; the
+    # nodes' stores are reached only through their agents, as on separate machines
+    (site / "cluster.py").write_text(
+        "c.Spawner.poll_interval = 2\n"
+        "c.SwarmWorkspaceSpawner.node_refresh = 0.5\n"
+        f"c.SwarmWorkspaceSpawner.store_agent_url = 'http://{NET_GATEWAY}:{port}'\n"
+        f"c.SwarmWorkspaceSpawner.store_agent_token_file = {str(cluster.agent_token_file)!r}\n"
+    )
+    hub = Hub(
+        data,
+        store_dir=central / "store",
+        WORKSPACE_SWARM_MANAGER=cluster.manager.socket,
+        WORKSPACE_CULL_BROWSER_TIMEOUT="86400",
+        WORKSPACE_SAVE_RETRY_INTERVAL="2",
+        **env,
+    )
+    # the nodes' egress rules let the hub's API through (it is the host's, not a node's: forwarded)
+    allowed = [a for a in hub.env["WORKSPACE_EGRESS_ALLOWED"].split(",") if a]
+    cluster.guard_egress((engine.bridge_gateway(), int(hub.env["WORKSPACE_HUB_PORT"])), allowed)
+    try:
+        hub.start()
+        yield hub
+    finally:
+        hub.stop()
+        agent.terminate()
+        agent.wait(10)
+        manager = cluster.manager.client()
+        for service in manager.services.list(filters={"label": f"workspace.deployment={hub.deployment}"}):
+            service.remove()
+        time.sleep(2)  # the tasks' containers leave the owners' overlays
+        networks.remove_all(manager, hub.deployment)

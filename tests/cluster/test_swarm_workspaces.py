@@ -13,20 +13,18 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 import requests
 
-from tests.integration.hub import ADMIN_PASSWORD, Hub, free_port
+from tests.cluster.conftest import NET_GATEWAY, running_swarm_hub
+from tests.integration.hub import ADMIN_PASSWORD, Hub
 from tests.security.test_egress import PROBE
 from workspace import ssh_identities
 from workspace.gateway_keys import GatewayKeys
-from workspace.setup import engine
 from workspace.setup.cluster import AGENT_PORT, BRIDGE, NET, Cluster
 from workspace.spawner import networks
-from workspace.store import homes
 
 TYPES = [
     {"name": "cpu", "description": "CPU only"},
@@ -34,65 +32,17 @@ TYPES = [
     {"name": "gpu2", "description": "two GPUs", "gpus": 2},
 ]
 MB = 1_000_000
-NET_GATEWAY = f"{NET}.1"  # the host on the cluster's bridge
 
 
 @pytest.fixture(scope="module")
 def swarm_hub(cluster: Cluster, tmp_path_factory):
-    central = cluster.root / "central"
-    homes.mount_loop_btrfs(cluster.root / "central.btrfs", central, size="2G")  # unmounted by cluster.down
-    # the hub's own store has an agent too: the nodes' agents pull from it and send to it, node to node
-    port = free_port(NET_GATEWAY)
-    agent = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workspace.store.agent",
-            "--root",
-            str(central / "store"),
-            "--listen",
-            f"{NET_GATEWAY}:{port}",
-            "--token-file",
-            str(cluster.agent_token_file),
-        ],
-        stdout=open(cluster.root / "central-agent.log", "ab"),
-        stderr=subprocess.STDOUT,
-    )
-    data = tmp_path_factory.mktemp("swarm-hub")
-    site = data / "jupyterhub_config.d"
-    site.mkdir()
-    # the hub notices a dead workspace (a lost node) within seconds; node changes are seen at once; the
-    # nodes' stores are reached only through their agents, as on separate machines
-    (site / "cluster.py").write_text(
-        "c.Spawner.poll_interval = 2\n"
-        "c.SwarmWorkspaceSpawner.node_refresh = 0.5\n"
-        f"c.SwarmWorkspaceSpawner.store_agent_url = 'http://{NET_GATEWAY}:{port}'\n"
-        f"c.SwarmWorkspaceSpawner.store_agent_token_file = {str(cluster.agent_token_file)!r}\n"
-    )
-    hub = Hub(
-        data,
-        store_dir=central / "store",
-        WORKSPACE_SWARM_MANAGER=cluster.manager.socket,
+    with running_swarm_hub(
+        cluster,
+        tmp_path_factory.mktemp("swarm-hub"),
         WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES),
         WORKSPACE_GPU_DEVICE_MODE="env",
-        WORKSPACE_CULL_BROWSER_TIMEOUT="86400",
-        WORKSPACE_SAVE_RETRY_INTERVAL="2",
-    )
-    # the nodes' egress rules let the hub's API through (it is the host's, not a node's: forwarded)
-    allowed = [a for a in hub.env["WORKSPACE_EGRESS_ALLOWED"].split(",") if a]
-    cluster.guard_egress((engine.bridge_gateway(), int(hub.env["WORKSPACE_HUB_PORT"])), allowed)
-    try:
-        hub.start()
+    ) as hub:
         yield hub
-    finally:
-        hub.stop()
-        agent.terminate()
-        agent.wait(10)
-        manager = cluster.manager.client()
-        for service in manager.services.list(filters={"label": f"workspace.deployment={hub.deployment}"}):
-            service.remove()
-        time.sleep(2)  # the tasks' containers leave the owners' overlays
-        networks.remove_all(manager, hub.deployment)
 
 
 def set_availability(cluster: Cluster, availability: dict[str, str]) -> None:

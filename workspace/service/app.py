@@ -39,6 +39,7 @@ from workspace.images import user as user_images
 from workspace.images.builds import ImageBuilder
 from workspace.limits import queue
 from workspace.limits.quotas import StorageQuota
+from workspace.prewarm.job import Prewarms
 from workspace.process import die_with_the_hub
 from workspace.service import (
     accounting_api,
@@ -51,6 +52,7 @@ from workspace.service import (
     outputs_api,
     outputs_page,
     pages,
+    prewarm_api,
     resource_types_api,
     ssh_keys_api,
     ssh_page,
@@ -63,6 +65,7 @@ from workspace.service import (
 )
 from workspace.service.api import handlers
 from workspace.service.metrics_api import handlers as metrics_handlers
+from workspace.spawner.docker_spawner import engine_client
 from workspace.spawner.options import SpawnerOptions
 from workspace.store.agent_store import read_token
 from workspace.store.homes import BtrfsHomeStore, HomeStore, store_for
@@ -161,7 +164,7 @@ class WorkspaceService(Application):
             **self.store_settings(),
             **self.start_settings(),
             **self.image_settings(),
-            courses=self.courses,
+            **self.course_settings(),
             followers=streams.Followers(self.max_followers_per_user),  # the logs followed now, per user
             webhook_networks=webhooks.networks(self.spawner.webhook_networks),
             cookie_secret=os.urandom(32),
@@ -183,6 +186,7 @@ class WorkspaceService(Application):
             *activity_api.handlers(prefix),
             *resource_types_api.handlers(prefix),
             *courses_api.handlers(prefix),
+            *prewarm_api.handlers(prefix),
             *outputs_api.handlers(prefix),
             *ssh_keys_api.handlers(prefix),
             *ssh_page.handlers(prefix),
@@ -233,6 +237,22 @@ class WorkspaceService(Application):
             execution_log_root=spawner.execution_log_root,
         )
 
+    def course_settings(self) -> dict:
+        """The courses' instructors, and their pre-warms where nodes have stores of their own (a swarm)."""
+        spawner = self.spawner
+        prewarms = None
+        if spawner.spawner_class.nodes_have_own_stores:
+            prewarms = Prewarms(
+                database(spawner.db_url, spawner.secret_key_file),
+                self.home_stores.nodes,
+                store_of_record(self),
+                spawner.parsed_resource_types(),
+                lambda name: self.image_refs.get(name, name) if name else spawner.image,
+                # the images are copied from the manager's engine, where a start resolves its image's ID
+                functools.partial(engine_client, spawner),
+            )
+        return dict(courses=self.courses, prewarms=prewarms)
+
     def image_settings(self) -> dict:
         """The site's images, the users' images and their builder."""
         spawner = self.spawner
@@ -264,6 +284,16 @@ def home_stores(spawner) -> HomeStores:
     return HomeStores(central, node_stores(spawner, central), record)
 
 
+def store_of_record(service: WorkspaceService):
+    """The store of record as this process reaches it: `record_store_root`'s, else on a swarm the hub's own
+    store (through its agent where the nodes have agents); None on a single host without one."""
+    spawner, stores = service.spawner, service.home_stores
+    if stores.record is not None or not spawner.spawner_class.nodes_have_own_stores:
+        return stores.record
+    agent = getattr(spawner, "store_agent_url", "")
+    return stores.nodes.store(spawner.store_root, agent) if agent else stores.central
+
+
 def node_stores(spawner, central) -> NodeStores:
     """Every node's store as this process reaches it (mounted, or through the node's store agent)."""
     token = read_token(getattr(spawner, "store_agent_token_file", ""))
@@ -278,11 +308,7 @@ async def retry_saves(service: WorkspaceService) -> None:
     expire_after = service.upload_policy.expire_after
     # each node's store (a swarm's nodes have their own; a single host's is `store`)
     stores = service.home_stores.nodes
-    record = service.home_stores.record  # the store of record: outputs whose save did not replicate them
-    if record is None and spawner.spawner_class.nodes_have_own_stores:
-        # on a swarm the hub's own store is the store of record (through its agent where nodes have agents)
-        agent = getattr(spawner, "store_agent_url", "")
-        record = stores.store(spawner.store_root, agent) if agent else store
+    record = store_of_record(service)  # the store of record: outputs whose save did not replicate them
     loop = asyncio.get_running_loop()
     while True:
         try:

@@ -346,6 +346,9 @@ class CoursePage(CourseActions, PageHandler):
             # a user's image must be shared with the course (or public) and approved for it for its students
             # to start it (set_up_course checks that)
             images=list(await self.image_choices()),
+            # a course is pre-warmed before a lecture where nodes have stores of their own (a swarm); one host
+            # has every home and image on it already
+            prewarm=self.settings["prewarms"] is not None,
         )
 
     @web.authenticated

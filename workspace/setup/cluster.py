@@ -383,7 +383,12 @@ class Cluster:
             labels = dict(
                 spec.get("Labels") or {},
                 node=node.name,
-                **{"workspace.store": str(node.store), "workspace.store-agent": node.agent_url},
+                **{
+                    "workspace.store": str(node.store),
+                    "workspace.store-agent": node.agent_url,
+                    # no registry here: a course's pre-warm loads its image into the node's engine
+                    "workspace.engine": node.socket,
+                },
             )
             if gpus.get(node.name):
                 labels["workspace.gpus"] = ",".join(gpus[node.name])

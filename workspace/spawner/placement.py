@@ -4,7 +4,7 @@ Every start waits in the queue (state `queued`) until a node has room for it: a
 start-up turn (a node brings up only so many at once, `startup_slots`), and for
 a type that may wait its capacity and GPUs. Its progress shows its position and
 the expected wait. Nodes that hold the home's snapshot are preferred, so that
-the home need not travel.
+the home need not travel; of those, the node a course's pre-warm chose for it.
 
 A start waits on `TURNS`, a nudge within the hub's process, as well as its own
 timer: a start-up that ends (ready, failed, stopped) wakes the first few in
@@ -22,6 +22,7 @@ import time
 from workspace import lifecycle
 from workspace.errors import UserError
 from workspace.limits import queue, resource_types
+from workspace.prewarm import assignment
 from workspace.store import nodes
 from workspace.store.nodes import Node
 
@@ -70,10 +71,14 @@ class PlacementMixin:
         return await self._wait_in_queue(plan, rtype, inventories, prefer, self.startup_limit(cluster))
 
     def nodes_holding(self, snapshot: str | None, names: list[str]) -> list[str]:
-        """Of the nodes `names`, those whose store holds `snapshot` (blocking)."""
+        """Of the nodes `names`, those whose store holds `snapshot` (blocking); first the one a course's
+        pre-warm brought it to for this workspace, so that a lecture's burst spreads as it planned
+        (workspace/prewarm/: the students of a starter all hold the same snapshot, on several nodes)."""
         if not snapshot:
             return []
-        return [n for n in names if self.store_of(n).has_snapshot(snapshot)]
+        held = [n for n in names if self.store_of(n).has_snapshot(snapshot)]
+        noted = assignment.noted_node(self.db, self.user.name, self.name, snapshot) if len(held) > 1 else None
+        return sorted(held, key=lambda n: n != noted)
 
     async def _leave_queue(self, plan, state: str, detail: str, reason: str) -> None:
         await self.run_blocking(lifecycle.discard, self.db, self.home_store, plan.execution_id, state, detail, reason)

@@ -9,6 +9,9 @@ with what the administrator labelled them with:
     workspace.gpu-model   their model ("A100"), which a resource type's `gpu_model` asks for
     workspace.store-agent the URL of the node's store agent (workspace/store/agent.py), where the
                           hub cannot reach the store as a mount of its own (separate machines)
+    workspace.engine      the node's own Docker engine as the hub reaches it, where images are copied
+                          into nodes rather than pulled from a registry (`make cluster-up`'s nodes): a
+                          course's pre-warm loads its image there (workspace/prewarm/)
 
 Admission places starts by these (workspace/limits/queue.py); the admin page shows
 them with their free GPUs.
@@ -23,7 +26,7 @@ from typing import Callable
 
 log = logging.getLogger("workspace.nodes")
 STORE_LABEL, GPUS_LABEL, MODEL_LABEL = "workspace.store", "workspace.gpus", "workspace.gpu-model"
-AGENT_LABEL = "workspace.store-agent"
+AGENT_LABEL, ENGINE_LABEL = "workspace.store-agent", "workspace.engine"
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class Node:
     ready: bool = True  # up (its engine answers the manager)
     active: bool = True  # takes new work (an admin may pause or drain it)
     cpus: float = 0.0  # its cores (0: unknown), which size how many workspaces it brings up at once
+    engine: str = ""  # its own Docker engine's URL, where images are loaded into it ("": it pulls them itself)
 
     @property
     def state(self) -> str:
@@ -71,6 +75,7 @@ def parse_swarm(listing: list[dict]) -> list[Node]:
                 ready=status.get("State") == "ready",
                 active=spec.get("Availability", "active") == "active",
                 cpus=(attrs["Description"].get("Resources") or {}).get("NanoCPUs", 0) / 1e9,
+                engine=labels.get(ENGINE_LABEL, ""),
             )
         )
     return nodes

@@ -247,7 +247,14 @@ def forward_rules(policy: Policy, version: int = 4) -> list[list[str]]:
     # to the guarded bridges themselves: Docker's isolation decides (an owner's own workspaces only)
     out += [["-o", bridge, "-j", "RETURN"] for bridge in policy.interfaces]
     refused = list(BLOCKED[version])
-    refused += [n for n in policy.host_nets if ipaddress.ip_network(n).version == version and n not in refused]
+    # the host's networks outside those ranges (its LAN in a public range, say); one inside them is refused
+    # already, and naming it would change the rules with every owner network made (each gives the host an
+    # address): every start would make the rules anew, a rule longer each time (#30: 4 s a start at 60)
+    blocked = [ipaddress.ip_network(n) for n in BLOCKED[version]]
+    for net in policy.host_nets:
+        network = ipaddress.ip_network(net)
+        if network.version == version and not any(network.subnet_of(b) for b in blocked) and net not in refused:
+            refused.append(net)
     out += [["-d", net, "-j", "REJECT"] for net in refused]
     return out
 
@@ -326,8 +333,8 @@ def _guard(tool: str, policy: Policy, parent: str, chain: str, wanted: list[list
 # its rules away (measured: 29 of 30 starts at once failed). A start that waited for an apply begun after
 # it asked takes that apply's success: the rules were verified after its request.
 _applying = threading.Lock()
-_verified: dict[tuple[str, tuple[str, ...]], float] = {}  # (policy, prefix) -> when its last good apply began
-# (policy, prefix) -> the tables' own listing of its chains and jumps right after its last good apply: a
+_verified: dict[tuple[str, tuple[str, ...]], float] = {}  # (its rules, prefix) -> when its last good apply began
+# (its rules, prefix) -> the tables' own listing of its chains and jumps right after its last good apply: a
 # later apply that lists the same is done in ten listings instead of a hundred checks (under a burst's
 # load each iptables run costs tens of milliseconds, and every start applies)
 _listed: dict[tuple[str, tuple[str, ...]], tuple] = {}
@@ -338,7 +345,7 @@ def apply(policy: Policy, prefix: tuple[str, ...] = ()) -> None:
     EgressError when a rule cannot be made. Serialized in the process; a call that waited for an apply of
     the same policy begun after it was made returns at once (a class's starts make the rules once, not a
     hundred times)."""
-    asked, key = time.monotonic(), (repr(policy), tuple(prefix))
+    asked, key = time.monotonic(), (_rules_of(policy), tuple(prefix))
     with _applying:
         if _verified.get(key, float("-inf")) >= asked:
             return
@@ -348,6 +355,13 @@ def apply(policy: Policy, prefix: tuple[str, ...] = ()) -> None:
             _apply(policy, prefix)
             _listed[key] = _listing(policy, prefix)
         _verified[key] = began
+
+
+def _rules_of(policy: Policy) -> str:
+    """What applying `policy` makes (its chains, rules and jumps), as a key: two policies that make the same
+    rules are one (the host's networks inside the refused ranges change nothing)."""
+    made = [(version, forward_rules(policy, version), input_rules(policy, version)) for version in (4, 6)]
+    return repr((policy.chain, policy.interfaces, made))
 
 
 def _listing(policy: Policy, prefix: tuple[str, ...]) -> tuple:

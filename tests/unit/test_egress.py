@@ -106,7 +106,8 @@ def test_the_host_answers_a_workspace_only_on_the_hubs_port():
 def test_ipv6_refuses_its_own_ranges_and_the_hosts():
     rules = egress.forward_rules(policy(), 6)
     refused = {r[1] for r in rules if r[-1] == "REJECT"}
-    assert {"fc00::/7", "fe80::/10", "ff00::/8", "fd00::/64", "::ffff:0:0/96"} <= refused
+    assert {"fc00::/7", "fe80::/10", "ff00::/8", "::ffff:0:0/96"} <= refused
+    assert "fd00::/64" not in refused  # the host's, but inside fc00::/7: refused by that rule already
     assert ["-d", "fd00::53", "-p", "udp", "--dport", "53", "-j", "RETURN"] in rules
 
 
@@ -135,7 +136,7 @@ def test_a_swarm_nodes_rules_let_the_hub_through_as_a_forwarded_destination():
     rules = egress.forward_rules(node)
     hub = ["-d", "172.17.0.1", "-p", "tcp", "--dport", "8081", "-j", "RETURN"]
     assert hub in rules and rules.index(hub) < rules.index(["-d", "172.16.0.0/12", "-j", "REJECT"])
-    assert ["-d", "10.250.0.0/24", "-j", "REJECT"] in rules
+    assert ["-d", "10.0.0.0/8", "-j", "REJECT"] in rules  # the node's own 10.250.0.0/24 with it
     assert egress.input_rules(node)[-2:] == [hub, ["-j", "REJECT"]]  # a hub on a manager that is a node too
     assert egress.parse_hub("172.17.0.1:8081") == ("172.17.0.1", 8081)
     assert egress.parse_hub("[fd00::1]:443") == ("fd00::1", 443)
@@ -207,3 +208,13 @@ def test_rules_listed_as_made_are_not_made_again_and_rules_gone_are(monkeypatch)
     tables["listing"] = ("chain", "jumps")  # the rules were flushed
     egress.apply(policy)
     assert made == ["WS-listed", "WS-listed"]
+
+
+def test_the_rules_stay_the_same_as_owner_networks_come_and_go():
+    # every owner network gives the host an address in it (10.213.x.1/27); naming each in the rules made them
+    # anew, a rule longer, at every start of a class's burst (4 s a start at the 60th). They are inside
+    # 10.0.0.0/8, refused already: the rules are the same with one owner network or a hundred
+    few = policy(host_nets=["130.59.10.0/24", "10.213.0.0/27"])
+    many = policy(host_nets=["130.59.10.0/24"] + [f"10.213.{i}.0/27" for i in range(100)])
+    assert egress.forward_rules(few) == egress.forward_rules(many)
+    assert ["-d", "130.59.10.0/24", "-j", "REJECT"] in egress.forward_rules(many)  # outside them: named

@@ -57,7 +57,9 @@ class StartupMixin:
         """The start-up is over when the server answers (a task's: when its container runs): its node's
         start-up slot is free then. Waited for here rather than by JupyterHub after start(), so that the
         slot is held for exactly the start-up, and a start's `http_timeout` counts from its turn."""
-        if not task:
+        # without a Server (a spawner started outside a hub's spawn, as dockerspawner's own tests do) there
+        # is no URL to wait on, and nobody waits after start() either
+        if not task and self.server is not None:
             url = self.server_url(result)
             try:
                 await wait_for_http_server(url, timeout=self.http_timeout)

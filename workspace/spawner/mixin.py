@@ -170,7 +170,7 @@ class WorkspaceMixin(
         0,
         config=True,
         help="""How many workspaces a node brings up at once (#30); the next starts wait in the queue for
-        their turn, so a class's burst all starts instead of timing out together. 0 (the default): two per
+        their turn, so a class's burst all starts instead of timing out together. 0 (the default): four per
         core of the node. `node_startup_slots` sets single nodes.""",
     )
     node_startup_slots = Dict(

@@ -212,7 +212,7 @@ class Execution(Base):
     # its start-up (#30): admitted (left the queue) and ready (its server answered; a task: its container
     # ran). Between the two it holds one of its node's start-up slots (workspace/limits/queue.py).
     admitted: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
-    ready: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    ready: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True, index=True)
 
     workspace: Mapped[Workspace] = relationship(back_populates="executions", foreign_keys=[workspace_id])
     parent: Mapped["Execution | None"] = relationship(remote_side=[id], foreign_keys=[parent_id])

@@ -23,10 +23,13 @@ def upgrade():
     with op.batch_alter_table("executions") as batch:
         batch.add_column(sa.Column("admitted", sa.DateTime(), nullable=True))
         batch.add_column(sa.Column("ready", sa.DateTime(), nullable=True))
+        # the queue's estimate reads the newest ready start-ups at every look of every waiting start
+        batch.create_index("ix_executions_ready", ["ready"])
     op.execute("UPDATE executions SET ready = started WHERE started IS NOT NULL")
 
 
 def downgrade():
     with op.batch_alter_table("executions") as batch:
+        batch.drop_index("ix_executions_ready")
         batch.drop_column("ready")
         batch.drop_column("admitted")

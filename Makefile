@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # parallel test workers (pytest-xdist); 0 runs the suite in this process
 TEST_WORKERS ?= 3
 
-.PHONY: up down images test unit venv bench lint format cluster-up cluster-down messages
+.PHONY: up upgrade down images test unit venv bench lint format cluster-up cluster-down messages
 
 # The venv is (re)built when the package definition changes.
 $(STAMP): pyproject.toml
@@ -22,6 +22,11 @@ venv: $(STAMP)
 ## make up: set everything up and run the hub on http://127.0.0.1:8000
 up: $(STAMP)
 	@$(PY) -m workspace.setup.deploy up
+
+## make upgrade: after `git pull`, the deployment onto the new release in place, its running workspaces
+## kept running (BACKUP=/backups/workspace backs up first; docs/upgrade.md)
+upgrade: $(STAMP)
+	@$(PY) -m workspace.setup.upgrade $(if $(BACKUP),--backup $(BACKUP))
 
 ## make down: stop the hub and its containers; all data is kept
 down: $(STAMP)

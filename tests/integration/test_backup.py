@@ -35,7 +35,7 @@ from workspace.setup.backup_sets import MANIFEST
 from workspace.store.homes import store_for
 
 from .hub import Hub
-from .test_homes import build_home, snapshot_of
+from .test_homes import build_home, tree_hash
 from .test_replication import node  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,8 +100,8 @@ class Site:
         with self.db.session() as s:
             keys = [k for k, d in s.execute(select(Snapshot.key, Snapshot.deleted)) if d is None]
             versions = [v.key for v in s.scalars(select(datasets.DatasetVersion)) if v.deleted is None]
-        found = {k: _hash(self.store.snapshot_path(k)) for k in keys}
-        found.update({k: _hash(self.store.dataset_path(k)) for k in versions})
+        found = {k: tree_hash(self.store.snapshot_path(k)) for k in keys}
+        found.update({k: tree_hash(self.store.dataset_path(k)) for k in versions})
         return found
 
     def wipe(self) -> None:
@@ -125,11 +125,6 @@ class Site:
             text=True,
             timeout=300,
         )
-
-
-def _hash(path: Path) -> str:
-    """Everything of the tree test_homes checks a home by (paths as bytes, and its hard links by name)."""
-    return hashlib.sha256(repr(sorted(snapshot_of(path).items(), key=lambda kv: repr(kv[0]))).encode()).hexdigest()
 
 
 def twenty_users(site: Site) -> None:
@@ -313,7 +308,7 @@ def test_a_backup_taken_while_workspaces_run_and_save_is_one_consistent_moment(m
         saver.join()
     assert manifest.missing == [{"area": "snapshots", "key": doomed, "reason": manifest.missing[0]["reason"]}]
     assert "deleted" in manifest.missing[0]["reason"]
-    source = {k: _hash(site.store.snapshot_path(k)) for k in site.outputs()}  # the doomed one is gone
+    source = {k: tree_hash(site.store.snapshot_path(k)) for k in site.outputs()}  # the doomed one is gone
 
     target = Site(tmp_path / "new", mounts("new-disk"))
     restore.restore(target.settings, tmp_path / "backups", key=next((tmp_path / "keys").iterdir()))

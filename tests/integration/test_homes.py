@@ -114,6 +114,11 @@ def snapshot_of(root: Path) -> dict:
     return out
 
 
+def tree_hash(root: Path) -> str:
+    """One digest of everything snapshot_of checks a tree by (paths as bytes, hard links by name)."""
+    return hashlib.sha256(repr(sorted(snapshot_of(root).items(), key=lambda kv: repr(kv[0]))).encode()).hexdigest()
+
+
 def test_roundtrip_keeps_everything(store):
     store.restore(None, "e1")
     home = store.live_path("e1")

@@ -1,6 +1,7 @@
 """`workspace-admin`: the operator's command.
 
     workspace-admin up | down | images | prepare       the deployment (workspace/setup/deploy.py; `make up`)
+    workspace-admin upgrade [--backup DEST]            onto a new release in place (upgrade.py; `make upgrade`)
     workspace-admin backup DEST [--key-dest DIR] [--keep N] [--every 24h]
                                                      back up into DEST (workspace/setup/backup.py)
     workspace-admin restore SRC [--key FILE] [--set NAME] [--force]
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from workspace import data_dir
 from workspace.settings import Settings
-from workspace.setup import backup, deploy, restore
+from workspace.setup import backup, deploy, restore, upgrade
 from workspace.setup.backup_sets import BackupError, parse_every
 from workspace.setup.steps import ROOT, SetupError, fail
 
@@ -32,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
     commands = p.add_subparsers(dest="command", required=True)
     for name in DEPLOY:
         commands.add_parser(name, help=f"see `python -m workspace.setup.deploy --help` ({name})")
+    commands.add_parser("upgrade", help="onto a new release in place (see `python -m workspace.setup.upgrade --help`)")
     b = commands.add_parser("backup", help="back the deployment up into DEST (a new set; incremental)")
     b.add_argument("dest", type=Path, help="the backups' directory (0700; apart from the data directory)")
     b.add_argument("--key-dest", type=Path, help="a directory apart from DEST for the key sealing the secrets")
@@ -49,6 +51,9 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in DEPLOY:
         deploy.main(argv)
+        return
+    if argv and argv[0] == "upgrade":
+        upgrade.main(argv[1:])
         return
     args = parser().parse_args(argv)
     settings = Settings.from_env(base=ROOT)

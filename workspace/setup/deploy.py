@@ -291,10 +291,10 @@ def down(settings: Settings) -> None:
     if pid:
         with step("down", f"stop JupyterHub (pid {pid})"):
             os.kill(pid, signal.SIGTERM)
-            if not _wait_exit(pid, 30):
+            if not wait_exit(pid, 30):
                 say("down", f"JupyterHub (pid {pid}) did not exit in 30 s; killing it")
                 os.kill(pid, signal.SIGKILL)
-                _wait_exit(pid, 10)
+                wait_exit(pid, 10)
     else:
         say("down", "JupyterHub is not running")
     removed = remove_containers(settings.deployment)
@@ -303,7 +303,7 @@ def down(settings: Settings) -> None:
     say("down", f"stopped; all data is kept in {settings.data_dir}")
 
 
-def _wait_exit(pid: int, timeout: float) -> bool:
+def wait_exit(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -332,6 +332,13 @@ def remove_containers(deployment: str) -> int:
     return len(found)
 
 
+def default_origins() -> None:
+    """Per-user origins where browsers allow it (`make up`, `make upgrade`): every name under localhost is
+    the loopback address (workspace/origins.py); WORKSPACE_SUBDOMAIN_HOST= turns it off."""
+    if "WORKSPACE_SUBDOMAIN_HOST" not in os.environ and os.environ.get("WORKSPACE_IP", "127.0.0.1") == "127.0.0.1":
+        os.environ["WORKSPACE_SUBDOMAIN_HOST"] = f"http://localhost:{os.environ.get('WORKSPACE_PORT', '8000')}"
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         prog="workspace-admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -339,14 +346,8 @@ def main(argv=None) -> None:
     parser.add_argument("command", choices=["up", "down", "images", "prepare"])
     parser.add_argument("--force", action="store_true", help="images: rebuild even when unchanged")
     args = parser.parse_args(argv)
-    if (
-        args.command == "up"
-        and "WORKSPACE_SUBDOMAIN_HOST" not in os.environ
-        and os.environ.get("WORKSPACE_IP", "127.0.0.1") == "127.0.0.1"
-    ):
-        # per-user origins where browsers allow it: every name under localhost is the
-        # loopback address (workspace/origins.py); WORKSPACE_SUBDOMAIN_HOST= turns it off
-        os.environ["WORKSPACE_SUBDOMAIN_HOST"] = f"http://localhost:{os.environ.get('WORKSPACE_PORT', '8000')}"
+    if args.command == "up":
+        default_origins()
     settings = Settings.from_env(base=ROOT)
     # what every command here and every process it starts (the hub and its children) creates is
     # root's alone: the data directory holds every home and key (workspace/data_dir.py, #28)

@@ -83,6 +83,15 @@ class Hub:
             if deploy.hub_answers(self.settings):
                 return self
             time.sleep(0.3)
+        # nobody holds a hub that did not come up: stopped here, or it runs (with its services and egress
+        # chains) for the rest of the suite and after it
+        self.proc.terminate()  # its services and proxy go with it
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        deploy.remove_containers(self.deployment)
         raise RuntimeError(f"JupyterHub did not answer in {timeout} s:\n{self.log_tail()}")
 
     def stop(self) -> None:

@@ -56,3 +56,29 @@ def test_an_endless_start_script_is_stopped_at_its_limit(tmp_path):
 def test_a_start_script_cannot_read_the_servers_stdin(tmp_path):
     out = run(tmp_path, "read line && echo got:$line || echo nothing\n")
     assert "[start.sh] nothing" in out
+
+
+def test_the_hub_follows_a_servers_log_only_when_its_home_may_have_a_start_script(tmp_path):
+    from workspace.spawner.execution_logs import may_have_start_script
+
+    home = tmp_path / "home"
+    home.mkdir()
+    assert not may_have_start_script(home)  # nothing to show: the engine is not asked every second
+    (home / ".workspace").mkdir()
+    assert not may_have_start_script(home)
+    (home / ".workspace/start.sh").write_text("echo hi\n")
+    assert may_have_start_script(home)
+    # links a student made are never followed, and mean "maybe" (the container's bash follows them)
+    (home / ".workspace/start.sh").unlink()
+    (home / ".workspace/start.sh").symlink_to("/etc/passwd")
+    assert may_have_start_script(home)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / ".workspace").mkdir(parents=True)
+    other = tmp_path / "other-home"
+    other.mkdir()
+    (other / ".workspace").symlink_to(elsewhere / ".workspace")
+    assert may_have_start_script(other)
+    (other / ".workspace").unlink()
+    (other / ".workspace").write_text("not a directory")
+    assert may_have_start_script(other)
+    assert may_have_start_script(tmp_path / "on-another-node")  # not here: maybe

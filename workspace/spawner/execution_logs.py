@@ -8,10 +8,33 @@ server starts, the lines of the home's start script are shown as progress.
 from __future__ import annotations
 
 import asyncio
+import errno
+import stat
 import threading
 import time
+from pathlib import Path
 
 from workspace import lifecycle, tasks
+from workspace.store import paths
+
+
+def may_have_start_script(home: Path) -> bool:
+    """Whether the restored home may hold a start script (~/.workspace/start.sh, which the image's
+    workspace-start runs): False only when it certainly has none, looked at without following a link a
+    student made. A link on the way, a home not on this host (another node's store) or any doubt: True.
+    A class starting at once then does not ask the engine for each server's log every second, with a
+    new client each time, for lines that never come."""
+    try:
+        with paths.Tree(home) as tree:
+            try:
+                if not stat.S_ISDIR(tree.lstat(".workspace").st_mode):
+                    return True
+                tree.lstat(".workspace/start.sh")
+            except OSError as e:
+                return e.errno != errno.ENOENT
+    except OSError:
+        return True
+    return True
 
 
 class ExecutionLogsMixin:
@@ -59,6 +82,8 @@ class ExecutionLogsMixin:
         """While the hub waits for the server: the home's start script's lines (`[start.sh] ...`, written by
         the image's workspace-start) as progress events. What a student's script prints is theirs: each
         line is cut to 300 characters, and the page shows it as text."""
+        if not await self.run_blocking(may_have_start_script, self.home_dir):
+            return
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + self.http_timeout
         done = threading.Event()

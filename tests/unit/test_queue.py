@@ -6,14 +6,14 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from workspace import lifecycle, start_request
 from workspace.db import Database, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, get_or_create_workspace, new_execution
 from workspace.limits import queue
-from workspace.limits.queue import admit, free_gpus
+from workspace.limits.queue import QUEUE_HEARTBEAT, RENEW_AFTER, admit, free_gpus
 from workspace.limits.resource_types import ResourceType, choose
 from workspace.store.nodes import Node
 
@@ -89,14 +89,43 @@ def test_a_start_whose_hub_died_leaves_the_queue(db):
     a, b = queued(db, "a", ONE), queued(db, "b", ONE)
     assert try_admit(db, a, ONE).position == 1
     assert try_admit(db, b, ONE).position == 2
-    move_clock(dt.timedelta(seconds=45))  # a's hub is gone: no heartbeat for 45 s
+    gone = QUEUE_HEARTBEAT + dt.timedelta(seconds=15)
+    move_clock(gone)  # a's hub is gone: no heartbeat since
     try:
         assert try_admit(db, b, ONE).position == 1
     finally:
-        move_clock(dt.timedelta(seconds=-45))
+        move_clock(-gone)
     with db.session() as s:
         ex = s.get(Execution, a)
         assert ex.state == "stopped" and ex.stop_reason == "lost" and "hub restarted" in ex.stop_detail
+
+
+def test_a_waiting_starts_looks_write_its_heartbeat_only_when_due(db):
+    """A class in line looks often: most looks read, and only a due renewal writes (one commit that
+    every other writer waits behind); the lease never comes near its end between looks."""
+    blocker = queued(db, "z", ONE)
+    assert try_admit(db, blocker, ONE).admitted
+    a = queued(db, "a", ONE)
+
+    def lease():
+        with db.session() as s:
+            return s.get(Execution, a).lease_until
+
+    try_admit(db, a, ONE)
+    first = lease()
+    writes = []
+    event.listen(db.engine, "before_cursor_execute", lambda *args: writes.append(args[2]))
+    soon = RENEW_AFTER - dt.timedelta(seconds=1)
+    move_clock(soon)
+    try:
+        assert try_admit(db, a, ONE).position == 1
+        assert lease() == first and not [w for w in writes if w.lstrip().upper().startswith("UPDATE")], writes
+        move_clock(dt.timedelta(seconds=2))  # past RENEW_AFTER: this look renews
+        assert try_admit(db, a, ONE).position == 1
+        renewed = lease()
+        assert renewed - first >= RENEW_AFTER and abs(renewed - utcnow() - QUEUE_HEARTBEAT).total_seconds() < 5
+    finally:
+        move_clock(-(soon + dt.timedelta(seconds=2)))
 
 
 def test_choosing_a_type():

@@ -42,9 +42,15 @@ from workspace.limits.resource_types import ResourceType
 HOLDING = ("preparing", "pulling", "restoring", "running", "saving")
 # Executions coming up: admitted, not yet running (and those running whose server has not answered yet)
 STARTING = ("preparing", "pulling", "restoring")
-# A waiting start renews its heartbeat (the execution's lease) every poll; one
-# not renewed for this long lost its hub (a restart) and leaves the queue.
-QUEUE_HEARTBEAT = dt.timedelta(seconds=30)
+# A waiting start renews its heartbeat (the execution's lease) at its looks; one
+# not renewed for this long lost its hub (a restart) and leaves the queue. A look
+# writes the renewal only once RENEW_AFTER has passed since the last: a class
+# waiting in line looks often (the first few at every freed slot), and a look
+# that writes nothing is a read, not a synchronous commit that every other
+# writer of the database waits behind. Looks come at most 10 s apart
+# (placement.LONGEST_LOOK), so a lease is renewed with 35 s or more to spare.
+QUEUE_HEARTBEAT = dt.timedelta(seconds=60)
+RENEW_AFTER = dt.timedelta(seconds=15)
 STALE_MESSAGE = i18n.N_(
     "The hub restarted while this start waited in the queue; nothing ran, so nothing is lost. "
     "Start the workspace again."
@@ -219,7 +225,8 @@ def admit(
     lock_admission(session)
     with _admit_lock:
         now = utcnow()
-        execution.lease_owner, execution.lease_until = "queue", now + QUEUE_HEARTBEAT
+        if execution.lease_until is None or execution.lease_until - now < QUEUE_HEARTBEAT - RENEW_AFTER:
+            execution.lease_owner, execution.lease_until = "queue", now + QUEUE_HEARTBEAT
         expire_stale(session, now)
         # one start-up per owner at a time: a student whose start script never lets the server answer holds
         # one slot, not every slot of the node (their next start waits; the others' go past it)

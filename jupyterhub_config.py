@@ -49,6 +49,12 @@ chp = HERE / ".node" / "node_modules" / ".bin" / "configurable-http-proxy"
 if chp.exists():
     c.ConfigurableHTTPProxy.command = [str(chp)]
 c.ConfigurableHTTPProxy.pid_file = str(data / "run" / "proxy.pid")
+# `make up` runs the proxy as a process of its own (workspace/setup/proxy.py): a hub that restarts (an
+# upgrade, a crash) leaves every route, and every open connection to a workspace, as it was; the hub only
+# tells it its routes, with the token they share. Started otherwise (the tests' hubs), the hub starts its own.
+if os.environ.get("WORKSPACE_PROXY") == "external" and settings.secrets["WORKSPACE_PROXY_AUTH_TOKEN"]:
+    c.ConfigurableHTTPProxy.should_start = False
+    c.ConfigurableHTTPProxy.auth_token = settings.secrets["WORKSPACE_PROXY_AUTH_TOKEN"]
 
 c.JupyterHub.db_url = settings.hub_db_url  # WORKSPACE_HUB_DB_URL; SQLite in the data dir by default
 c.JupyterHub.cookie_secret_file = str(data / "jupyterhub_cookie_secret")

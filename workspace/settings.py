@@ -56,7 +56,13 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SECRET_NAMES = ("WORKSPACE_ADMIN_PASSWORD", "WORKSPACE_USER_PASSWORD", "WORKSPACE_ADMIN_API_TOKEN")
+# WORKSPACE_PROXY_AUTH_TOKEN: what the hub and the proxy `make up` runs apart from it share (setup/proxy.py)
+SECRET_NAMES = (
+    "WORKSPACE_ADMIN_PASSWORD",
+    "WORKSPACE_USER_PASSWORD",
+    "WORKSPACE_ADMIN_API_TOKEN",
+    "WORKSPACE_PROXY_AUTH_TOKEN",
+)
 
 
 def _generate(name: str) -> str:

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -51,7 +52,7 @@ class Deployment:
     """A checkout of its own (`tree`), run by its own Makefile; `hub` speaks to it."""
 
     def __init__(self, tree: Path, hub: Hub):
-        self.tree, self.hub = tree, hub
+        self.tree, self.hub, self.said = tree, hub, ""
 
     def make(self, target: str, check: bool = True, timeout: float = 900) -> str:
         # the administrator's environment: the deployment's settings and nothing of this suite's (its venv,
@@ -63,7 +64,7 @@ class Deployment:
         }
         env.update(self.hub.env)
         r = subprocess.run(["make", target], cwd=self.tree, env=env, capture_output=True, text=True, timeout=timeout)
-        out = r.stdout + r.stderr
+        out = self.said = r.stdout + r.stderr
         if check:
             assert r.returncode == 0, f"`make {target}` failed:\n{out}\n--- hub log ---\n{self.hub.log_tail()}"
         return out
@@ -200,6 +201,35 @@ def outputs(hub: Hub, rows: dict) -> dict[str, str]:
     return found
 
 
+def watch(hub: Hub, user: str, server: str, token: str, during) -> tuple[int, list]:
+    """Ask the running workspace for its status through the proxy, again and again, while `during()` runs:
+    how many answered, and what failed."""
+    answered, failures, done = [0], [], threading.Event()
+
+    def ask() -> None:
+        while not done.is_set():
+            try:
+                r = requests.get(
+                    f"{hub.url}/user/{user}/{server}/api/status", headers={"Authorization": f"token {token}"}, timeout=5
+                )
+                if r.status_code == 200:
+                    answered[0] += 1
+                else:
+                    failures.append(r.status_code)
+            except requests.RequestException as e:
+                failures.append(repr(e))
+            time.sleep(0.05)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    try:
+        during()
+    finally:
+        done.set()
+        asker.join()
+    return answered[0], failures
+
+
 def running_containers(hub: Hub) -> dict[str, tuple[str, str]]:
     return {c.name: (c.id, c.attrs["State"]["StartedAt"]) for c in hub.containers() if c.status == "running"}
 
@@ -236,6 +266,14 @@ def test_the_previous_release_upgrades_in_place_and_keeps_everything(previous):
         )
         assert r.status_code == 200, (user, r.status_code, r.text[:300])
         assert hub.sh(user, server, "cat before.txt; echo after > after.txt").strip() == "before"
+
+    # again, this release onto itself: the proxy runs apart from the hub now (workspace/setup/proxy.py), so a
+    # running workspace answers the whole time the hub is away
+    answered, failures = watch(hub, "dan", "w", tokens["dan"], lambda: previous.make("upgrade"))
+    print(previous.said)
+    assert "the proxy kept their routes" in previous.said, previous.said
+    assert not failures and answered > 20, (answered, failures[:5])
+    assert running_containers(hub) == containers
 
     # stopped now, each saves what was written before and after the upgrade
     for user, server, number in (("ann", "lab1", 1), ("dan", "w", 2)):

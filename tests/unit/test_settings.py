@@ -49,5 +49,9 @@ def test_environment_wins_over_the_stored_secrets(tmp_path):
 
 def test_only_unset_secrets_are_generated(tmp_path):
     s = Settings.from_env({"WORKSPACE_ADMIN_PASSWORD": "a" * 40}, base=tmp_path)
-    assert s.generate_missing_secrets() == ["WORKSPACE_USER_PASSWORD", "WORKSPACE_ADMIN_API_TOKEN"]
+    assert s.generate_missing_secrets() == [
+        "WORKSPACE_USER_PASSWORD",
+        "WORKSPACE_ADMIN_API_TOKEN",
+        "WORKSPACE_PROXY_AUTH_TOKEN",
+    ]
     assert s.secrets["WORKSPACE_ADMIN_PASSWORD"] == "a" * 40

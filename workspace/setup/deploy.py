@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,8 +25,8 @@ from pathlib import Path
 
 from workspace import data_dir, egress
 from workspace.settings import Settings
-from workspace.setup import engine, images, postgres
-from workspace.setup.steps import ROOT, SetupError, apt_install, fail, run_logged, say, step
+from workspace.setup import engine, images, postgres, proxy
+from workspace.setup.steps import ROOT, SetupError, apt_install, fail, port_in_use, run_logged, say, step
 from workspace.spawner import networks
 from workspace.store import homes
 
@@ -148,31 +147,19 @@ def hub_answers(settings: Settings) -> str | None:
         return None
 
 
-def port_in_use(ip: str, port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((ip, port))
-            return False
-        except OSError:
-            return True
-
-
-def start_hub(settings: Settings, wait_s: float = 90) -> None:
+def start_hub(settings: Settings, wait_s: float = 90, prefix: str = PREFIX) -> bool:
+    """The proxy (a process of its own: kept if it runs, workspace/setup/proxy.py), then the hub; True if the
+    proxy ran already (every route kept)."""
     log = settings.path("logs", "jupyterhub.log")
+    kept = proxy.ensure(settings, ensure_proxy(settings), prefix)
     gateway = engine.bridge_gateway()
-    for ip, port, what in (
-        (settings.ip, settings.port, "WORKSPACE_PORT"),
-        ("127.0.0.1", settings.proxy_api_port, "WORKSPACE_PROXY_API_PORT"),
-        (gateway, settings.hub_port, "WORKSPACE_HUB_PORT"),
-    ):
-        if port_in_use(ip, port):
-            raise SetupError(
-                f"Port {port} on {ip} is already in use by another program; stop it, "
-                f"or choose another port with {what}=<port> make up."
-            )
-    with step(PREFIX, f"start JupyterHub (log: {log})"):
-        env = dict(os.environ, WORKSPACE_DATA_DIR=str(settings.data_dir), PATH=_venv_path())
+    if port_in_use(gateway, settings.hub_port):
+        raise SetupError(
+            f"Port {settings.hub_port} on {gateway} is already in use by another program; stop it, "
+            "or choose another port with WORKSPACE_HUB_PORT=<port> make up."
+        )
+    with step(prefix, f"start JupyterHub (log: {log})"):
+        env = dict(os.environ, WORKSPACE_DATA_DIR=str(settings.data_dir), PATH=_venv_path(), WORKSPACE_PROXY="external")
         mirrors = [] if "WORKSPACE_EGRESS_ALLOWED" in env else egress.package_mirrors()
         if mirrors:
             env["WORKSPACE_EGRESS_ALLOWED"] = ",".join(mirrors)
@@ -188,12 +175,25 @@ def start_hub(settings: Settings, wait_s: float = 90) -> None:
                 start_new_session=True,
             )
         deadline = time.monotonic() + wait_s
-        while not hub_answers(settings):
+        # ready when the pages answer too: the workspace service (the hub's child) starts after the hub
+        while not (hub_answers(settings) and service_answers(settings)):
             if proc.poll() is not None:
                 raise SetupError(f"JupyterHub exited with status {proc.returncode} at start.", log)
             if time.monotonic() > deadline:
                 raise SetupError(f"JupyterHub did not answer on {settings.url} within {wait_s:.0f} s.", log)
             time.sleep(0.5)
+    return kept
+
+
+def service_answers(settings: Settings) -> bool:
+    """Whether the workspace service (its pages and REST API) answers through the proxy."""
+    try:
+        with urllib.request.urlopen(f"{settings.url}/services/workspace/api/", timeout=3) as r:
+            return r.status < 500
+    except urllib.error.HTTPError as e:
+        return e.code < 500  # 401, 404: it answers
+    except OSError:
+        return False
 
 
 def _venv_path() -> str:
@@ -219,7 +219,7 @@ JupyterHub {hub_answers(settings)} is running at {settings.url}/
     )
     if generated:
         print("\n  Generated now and shown only this once (kept in {}):".format(settings.secrets_file))
-        for name in generated:
+        for name in (n for n in generated if n != proxy.TOKEN):  # the proxy's token is the hub's business
             print(f"    {name}={settings.secrets[name]}")
     else:
         print(f"  The passwords are in {settings.secrets_file}.")
@@ -297,6 +297,9 @@ def down(settings: Settings) -> None:
                 wait_exit(pid, 10)
     else:
         say("down", "JupyterHub is not running")
+    if proxy.running(settings):
+        with step("down", "stop the proxy"):
+            proxy.stop(settings)
     removed = remove_containers(settings.deployment)
     if removed:
         say("down", f"removed {removed} leftover container(s)")

@@ -9,6 +9,7 @@ the path of the log to read: never a traceback as the only message.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -79,3 +80,13 @@ def fail(err: SetupError) -> None:
     """Print the one sentence of a failed setup and exit non-zero."""
     print(f"\nerror: {err}", file=sys.stderr, flush=True)
     sys.exit(1)
+
+
+def port_in_use(ip: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((ip, port))
+            return False
+        except OSError:
+            return True

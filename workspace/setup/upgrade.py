@@ -9,9 +9,10 @@ What it does, each step a line with its duration (docs/upgrade.md tells the admi
 2. with BACKUP, a backup first (workspace/setup/backup.py; incremental after the first), so that a
    release that goes wrong is undone with `workspace-admin restore`;
 3. the running hub stops, and only the hub: `cleanup_servers` is off (jupyterhub_config.py), so every
-   workspace keeps running and its home keeps what its owner is writing. The proxy stops with it: the
-   workspaces' addresses answer again once the new hub has started (a few seconds, measured in the
-   upgrade test);
+   workspace keeps running and its home keeps what its owner is writing. The proxy is a process of its
+   own (workspace/setup/proxy.py) and keeps every route: open notebooks and terminals never notice.
+   (From a release whose hub started the proxy itself, the routes go with that hub once, and answer
+   again when the new hub has started: seconds, measured in the upgrade test);
 4. both databases are brought to the new schema while nothing uses them: JupyterHub's (`upgrade-db`,
    which copies a SQLite file beside it first) and the workspace database's (workspace/migrations);
 5. the new hub starts and finds every running workspace again from its spawner state; the command
@@ -52,27 +53,15 @@ def running_servers(settings: Settings) -> set[tuple[str, str]]:
     return {(u["name"], name) for u in users for name, s in u.get("servers", {}).items() if s.get("ready")}
 
 
-def stop_hub(settings: Settings, pid: int) -> None:
-    """Stop the hub process alone (its services and its proxy go with it; the workspaces stay)."""
+def stop_hub(pid: int) -> None:
+    """Stop the hub process alone: its services go with it; the workspaces and the proxy `make up` runs
+    apart from it stay (an older release's hub stops the proxy it started itself)."""
     with step(PREFIX, f"stop the running hub (pid {pid}); the workspaces keep running"):
         os.kill(pid, signal.SIGTERM)
         if not deploy.wait_exit(pid, 60):
             say(PREFIX, f"the hub (pid {pid}) did not exit in 60 s; killing it")
             os.kill(pid, signal.SIGKILL)
             deploy.wait_exit(pid, 10)
-        proxy = _pid_of(settings.path("run", "proxy.pid"))
-        if proxy:  # a hub that was killed leaves its proxy on the public port: the new hub starts its own
-            os.kill(proxy, signal.SIGTERM)
-            deploy.wait_exit(proxy, 10)
-
-
-def _pid_of(pid_file: Path) -> int | None:
-    try:
-        pid = int(pid_file.read_text().strip())
-        os.kill(pid, 0)
-        return pid
-    except (OSError, ValueError):
-        return None
 
 
 def migrate(settings: Settings) -> None:
@@ -116,12 +105,12 @@ def upgrade(settings: Settings, backup_dest: Path | None = None) -> None:
     before = running_servers(settings)
     pid = deploy.hub_pid(settings)
     if pid:
-        stop_hub(settings, pid)
+        stop_hub(pid)
     else:
         say(PREFIX, "no hub is running: the new one starts after the migrations")
     stopped = time.monotonic()
     migrate(settings)
-    deploy.start_hub(settings)
+    kept_routes = deploy.start_hub(settings, prefix=PREFIX)
     missing = wait_kept(settings, before)
     if missing:
         names = ", ".join(f"{u}/{s}" for u, s in sorted(missing))
@@ -130,11 +119,11 @@ def upgrade(settings: Settings, backup_dest: Path | None = None) -> None:
             "their homes are kept in their containers: read the hub's log, then stop and start them.",
             settings.path("logs", "jupyterhub.log"),
         )
-    say(
-        PREFIX,
-        f"upgraded in {time.monotonic() - started:.1f} s; {len(before)} running workspace(s) kept, "
-        f"their addresses answered again {time.monotonic() - stopped:.1f} s after the old hub stopped",
-    )
+    if kept_routes:
+        routes = "the proxy kept their routes: their open pages and connections never stopped"
+    else:  # from a release whose hub started the proxy itself: once, its routes went with it
+        routes = f"their addresses answered again {time.monotonic() - stopped:.1f} s after the old hub stopped"
+    say(PREFIX, f"upgraded in {time.monotonic() - started:.1f} s; {len(before)} running workspace(s) kept, {routes}")
 
 
 def main(argv=None) -> None:

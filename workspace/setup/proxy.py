@@ -63,8 +63,6 @@ def command(settings: Settings, chp: Path) -> list[str]:
 
 
 def start(settings: Settings, chp: Path, wait_s: float = 30, prefix: str = "up") -> None:
-    if not settings.secrets.get(TOKEN):
-        raise SetupError(f"The proxy has no token: set {TOKEN}, or run `make up`, which makes one.")
     ports = (
         (settings.ip, settings.port, "WORKSPACE_PORT"),
         ("127.0.0.1", settings.proxy_api_port, "WORKSPACE_PROXY_API_PORT"),
@@ -75,6 +73,8 @@ def start(settings: Settings, chp: Path, wait_s: float = 30, prefix: str = "up")
                 f"Port {port} on {ip} is already in use by another program; stop it, "
                 f"or choose another port with {what}=<port> make up."
             )
+    if not settings.secrets.get(TOKEN):
+        raise SetupError(f"The proxy has no token: set {TOKEN}, or run `make up`, which makes one.")
     log = settings.path("logs", "proxy.log")
     with step(prefix, f"start the proxy on {settings.ip}:{settings.port} (log: {log})"):
         env = dict(os.environ, CONFIGPROXY_AUTH_TOKEN=settings.secrets[TOKEN])

@@ -243,6 +243,8 @@ if settings.secrets["WORKSPACE_ADMIN_API_TOKEN"]:
                 "read:users",
                 "tokens",
                 "access:services!service=workspace",
+                # the proxy's keeper (workspace/setup/proxy.py) asks for the routes again after a restart
+                "proxy",
             ],
             "services": ["workspace-admin"],
         }

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -201,6 +202,14 @@ def outputs(hub: Hub, rows: dict) -> dict[str, str]:
     return found
 
 
+def answers(hub: Hub, user: str, server: str, token: str) -> bool:
+    try:
+        url = f"{hub.url}/user/{user}/{server}/api/status"
+        return requests.get(url, headers={"Authorization": f"token {token}"}, timeout=5).ok
+    except requests.RequestException:
+        return False
+
+
 def watch(hub: Hub, user: str, server: str, token: str, during) -> tuple[int, list]:
     """Ask the running workspace for its status through the proxy, again and again, while `during()` runs:
     how many answered, and what failed."""
@@ -274,6 +283,12 @@ def test_the_previous_release_upgrades_in_place_and_keeps_everything(previous):
     assert "the proxy kept their routes" in previous.said, previous.said
     assert not failures and answered > 20, (answered, failures[:5])
     assert running_containers(hub) == containers
+    # a proxy that dies is started again by its keeper, and the hub gives it its routes again
+    os.kill(int((hub.data_dir / "run" / "proxy.pid").read_text()), signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while not answers(hub, "dan", "w", tokens["dan"]):
+        assert time.monotonic() < deadline, (hub.data_dir / "logs" / "proxy.log").read_text()[-3000:]
+        time.sleep(0.5)
 
     # stopped now, each saves what was written before and after the upgrade
     for user, server, number in (("ann", "lab1", 1), ("dan", "w", 2)):

@@ -297,7 +297,7 @@ def down(settings: Settings) -> None:
                 wait_exit(pid, 10)
     else:
         say("down", "JupyterHub is not running")
-    if proxy.running(settings):
+    if proxy.running(settings) or proxy.keeper(settings):
         with step("down", "stop the proxy"):
             proxy.stop(settings)
     removed = remove_containers(settings.deployment)

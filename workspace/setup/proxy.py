@@ -1,5 +1,7 @@
 """The public proxy as a process of its own (`make up`): configurable-http-proxy, which the hub only tells
-its routes (`should_start` off in jupyterhub_config.py, with the token they share).
+its routes (`should_start` off in jupyterhub_config.py, with the token they share), run by a keeper
+(`python -m workspace.setup.proxy`) that starts it again when it exits and then has the hub give it its
+routes again (`POST /hub/api/proxy`), as JupyterHub does for a proxy it started itself.
 
 A hub that stops (`make upgrade`) or dies leaves it running, and with it every route: an open notebook, a
 terminal, a download or an SSH-less API call to a running workspace goes on while the hub is away; the
@@ -9,9 +11,12 @@ The hubs the tests start (tests/integration/hub.py) start their own proxy, as Ju
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +24,7 @@ from pathlib import Path
 
 from workspace.settings import Settings
 from workspace.setup import engine
-from workspace.setup.steps import SetupError, port_in_use, say, step
+from workspace.setup.steps import ROOT, SetupError, port_in_use, say, step
 
 TOKEN = "WORKSPACE_PROXY_AUTH_TOKEN"
 
@@ -28,12 +33,26 @@ def pid_file(settings: Settings) -> Path:
     return settings.path("run", "proxy.pid")
 
 
+def keeper_pid_file(settings: Settings) -> Path:
+    return settings.path("run", "proxy-keeper.pid")
+
+
 def running(settings: Settings) -> int | None:
     """The pid of the proxy the pid file names, if it runs and is configurable-http-proxy."""
+    return _alive(pid_file(settings), b"configurable-http-proxy")
+
+
+def keeper(settings: Settings) -> int | None:
+    """The pid of the proxy's keeper, if it runs."""
+    return _alive(keeper_pid_file(settings), b"workspace.setup.proxy")
+
+
+def _alive(path: Path, marker: bytes) -> int | None:
+    """The pid `path` names, if that process runs and its command line holds `marker` (not a reused pid)."""
     try:
-        pid = int(pid_file(settings).read_text().strip())
+        pid = int(path.read_text().strip())
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return pid if b"configurable-http-proxy" in f.read() else None
+            return pid if marker in f.read() else None
     except (OSError, ValueError):
         return None
 
@@ -80,19 +99,21 @@ def start(settings: Settings, chp: Path, wait_s: float = 30, prefix: str = "up")
         env = dict(os.environ, CONFIGPROXY_AUTH_TOKEN=settings.secrets[TOKEN])
         with open(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
             proc = subprocess.Popen(
-                command(settings, chp),
+                [sys.executable, "-m", "workspace.setup.proxy", str(chp)],
+                cwd=ROOT,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # not the hub's child: it outlives the hub
             )
-        pid_file(settings).write_text(f"{proc.pid}\n")
+        keeper_pid_file(settings).write_text(f"{proc.pid}\n")
         deadline = time.monotonic() + wait_s
         while not answers(settings):
             if proc.poll() is not None:
-                raise SetupError(f"The proxy exited with status {proc.returncode} at start.", log)
+                raise SetupError(f"The proxy's keeper exited with status {proc.returncode} at start.", log)
             if time.monotonic() > deadline:
+                stop(settings)  # not left trying again and again
                 raise SetupError(f"The proxy did not answer on its API within {wait_s:.0f} s.", log)
             time.sleep(0.2)
 
@@ -100,28 +121,89 @@ def start(settings: Settings, chp: Path, wait_s: float = 30, prefix: str = "up")
 def ensure(settings: Settings, chp: Path, prefix: str = "up") -> bool:
     """The proxy running with this deployment's token; True if one was running already (its routes kept)."""
     pid = running(settings)
-    if pid and answers(settings):
+    if pid and answers(settings) and keeper(settings):
         say(prefix, f"the proxy (pid {pid}) keeps running: every route to a running workspace is kept")
         return True
-    if pid:  # another token: what an older release's hub started (and left, killed): replaced
-        say(prefix, f"the proxy (pid {pid}) was started by an older hub; replacing it")
+    if pid:  # another token (what an older release's hub started, and left when killed), or no keeper
+        say(prefix, f"the proxy (pid {pid}) was not started by `make up` or lost its keeper; replacing it")
         stop(settings)
     start(settings, chp, prefix=prefix)
     return False
 
 
 def stop(settings: Settings, wait_s: float = 10) -> None:
-    pid = running(settings)
-    if not pid:
-        return
-    os.kill(pid, signal.SIGTERM)
+    """The keeper first (it ends the proxy it runs), then a proxy left without one."""
+    for path, marker in ((keeper_pid_file(settings), b"workspace.setup.proxy"), (pid_file(settings), b"configurable")):
+        pid = _alive(path, marker)
+        if not pid:
+            continue
+        os.kill(pid, signal.SIGTERM)
+        if not _gone(pid, wait_s):
+            os.kill(pid, signal.SIGKILL)
+        path.unlink(missing_ok=True)
+
+
+def _gone(pid: int, wait_s: float) -> bool:
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            break
+            return True
         time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-    pid_file(settings).unlink(missing_ok=True)
+    return False
+
+
+# -- the keeper (a process of its own) ---------------------------------------------------------------
+
+
+def keep(settings: Settings, chp: Path) -> None:
+    """Run the proxy until SIGTERM; start it again when it exits (1 s, doubling to 30 s while it keeps
+    failing at once), and each time have the hub give it its routes again."""
+    child: list[subprocess.Popen] = []
+    stopping = threading.Event()
+
+    def on_term(*_) -> None:
+        stopping.set()
+        if child:
+            child[-1].terminate()
+
+    signal.signal(signal.SIGTERM, on_term)
+    delay, first = 1.0, True
+    while not stopping.is_set():
+        started = time.monotonic()
+        child.append(subprocess.Popen(command(settings, chp), stdin=subprocess.DEVNULL))
+        pid_file(settings).write_text(f"{child[-1].pid}\n")
+        if not first:
+            threading.Thread(target=resync, args=(settings, stopping), daemon=True).start()
+        code = child[-1].wait()
+        if stopping.is_set():
+            break
+        delay = 1.0 if time.monotonic() - started > 60 else min(delay * 2, 30.0)
+        print(f"[proxy keeper] the proxy exited with status {code}; starting it again in {delay:.0f} s", flush=True)
+        first = False
+        stopping.wait(delay)
+
+
+def resync(settings: Settings, stopping: threading.Event, wait_s: float = 300) -> None:
+    """Once the proxy answers again, ask the hub to give it every route (the hub may be away: retried)."""
+    deadline = time.monotonic() + wait_s
+    while not stopping.is_set() and time.monotonic() < deadline:
+        if answers(settings):
+            req = urllib.request.Request(
+                f"{settings.url}/hub/api/proxy",
+                method="POST",
+                data=json.dumps({}).encode(),
+                headers={"Authorization": f"token {settings.secrets['WORKSPACE_ADMIN_API_TOKEN']}"},
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=30):
+                    print("[proxy keeper] the hub gave the proxy its routes again", flush=True)
+                    return
+            except (OSError, urllib.error.HTTPError) as e:
+                print(f"[proxy keeper] asking the hub for the routes: {e}; trying again", flush=True)
+        stopping.wait(2)
+
+
+if __name__ == "__main__":
+    keep(Settings.from_env(base=ROOT), Path(sys.argv[1]))

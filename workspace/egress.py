@@ -372,15 +372,37 @@ def _listing(policy: Policy, prefix: tuple[str, ...]) -> tuple:
     for tool in ("iptables", "ip6tables"):
         if shutil.which(tool) is None:
             continue
+        saved = _saved(tool, prefix)
         for chain in ("DOCKER-USER", "FORWARD", "INPUT", policy.chain, policy.input_chain):
-            listed = subprocess.run(
-                [*prefix, tool, "-w", XTABLES_WAIT, "-S", chain], capture_output=True, text=True, timeout=60
-            )
-            lines = listed.stdout.splitlines() if listed.returncode == 0 else None
+            lines = saved.get(chain) if saved is not None else _listed_chain(tool, chain, prefix)
             if lines is not None and chain not in ours:  # a parent: only the jumps to our chains
                 lines = [line for line in lines if line.split()[-1:] and line.split()[-1] in ours]
             out.append((tool, chain, tuple(lines) if lines is not None else None))
     return tuple(out)
+
+
+def _saved(tool: str, prefix: tuple[str, ...]) -> dict[str, list[str]] | None:
+    """The filter table as `<tool>-save` prints it, {chain: its rules}: one run for all five chains a listing
+    reads (each `-S` run reads the whole table too; a burst's every start lists). None without the tool."""
+    try:
+        saved = subprocess.run([*prefix, f"{tool}-save", "-t", "filter"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if saved.returncode != 0:
+        return None
+    chains: dict[str, list[str]] = {}
+    for line in saved.stdout.splitlines():
+        if line.startswith(":"):
+            chains[line[1:].split()[0]] = []
+        elif line.startswith("-A "):
+            chains.setdefault(line.split()[1], []).append(line)
+    return chains
+
+
+def _listed_chain(tool: str, chain: str, prefix: tuple[str, ...]) -> list[str] | None:
+    cmd = [*prefix, tool, "-w", XTABLES_WAIT, "-S", chain]
+    listed = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    return listed.stdout.splitlines() if listed.returncode == 0 else None
 
 
 def _apply(policy: Policy, prefix: tuple[str, ...]) -> None:

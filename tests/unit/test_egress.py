@@ -4,6 +4,7 @@ real kernel in tests/security/test_egress.py."""
 from __future__ import annotations
 
 import ipaddress
+import subprocess
 import threading
 import time
 
@@ -218,3 +219,36 @@ def test_the_rules_stay_the_same_as_owner_networks_come_and_go():
     many = policy(host_nets=["130.59.10.0/24"] + [f"10.213.{i}.0/27" for i in range(100)])
     assert egress.forward_rules(few) == egress.forward_rules(many)
     assert ["-d", "130.59.10.0/24", "-j", "REJECT"] in egress.forward_rules(many)  # outside them: named
+
+
+def test_a_listing_reads_each_family_s_table_once(monkeypatch):
+    # every start lists the rules: one `iptables-save` a family, not five `-S` runs that each read the table
+    saved = "\n".join(
+        [
+            "*filter",
+            ":INPUT ACCEPT [0:0]",
+            ":DOCKER-USER - [0:0]",
+            ":WS-one - [0:0]",
+            ":WS-one-IN - [0:0]",
+            "-A INPUT -i wsabcde+ -j WS-one-IN",
+            "-A INPUT -j ACCEPT",
+            "-A DOCKER-USER -i wsabcde+ -j WS-one",
+            "-A WS-one -d 10.0.0.0/8 -j REJECT",
+            "COMMIT",
+        ]
+    )
+    runs = []
+
+    def run(cmd, **kwargs):
+        runs.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout=saved if cmd[0].endswith("-save") else "", stderr="")
+
+    monkeypatch.setattr(egress.subprocess, "run", run)
+    monkeypatch.setattr(egress.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
+    listing = egress._listing(egress.Policy(chain="WS-one", interfaces=["wsabcde+"]), ())
+    assert [cmd[0] for cmd in runs if cmd[0] != "cat"] == ["iptables-save", "ip6tables-save"]
+    chains = {(tool, chain): lines for tool, chain, lines in listing[1:]}
+    assert chains["iptables", "INPUT"] == ("-A INPUT -i wsabcde+ -j WS-one-IN",)  # only the jumps to ours
+    assert chains["iptables", "WS-one"] == ("-A WS-one -d 10.0.0.0/8 -j REJECT",)
+    assert chains["iptables", "WS-one-IN"] == ()  # there, and empty: not the same as gone
+    assert chains["iptables", "FORWARD"] is None

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -205,6 +206,9 @@ def up(settings: Settings) -> None:
     prepare(settings)
     ensure_store(settings)
     generated = settings.generate_missing_secrets()
+    if hub_pid(settings) and not proxy.ensure(settings, ensure_proxy(settings)):
+        # the hub runs but its proxy was gone (and its keeper): a new one, given the hub's routes
+        proxy.resync(settings, threading.Event(), wait_s=30)
     if hub_pid(settings) and hub_answers(settings):
         say(PREFIX, f"JupyterHub is already running at {settings.url}")
     else:

@@ -190,8 +190,8 @@ def resync(settings: Settings, stopping: threading.Event, wait_s: float = 300) -
     deadline = time.monotonic() + wait_s
     while not stopping.is_set() and time.monotonic() < deadline:
         if answers(settings):
-            req = urllib.request.Request(
-                f"{settings.url}/hub/api/proxy",
+            req = urllib.request.Request(  # the hub itself, not through the proxy: it has no route to it yet
+                f"http://{engine.bridge_gateway()}:{settings.hub_port}/hub/api/proxy",
                 method="POST",
                 data=json.dumps({}).encode(),
                 headers={"Authorization": f"token {settings.secrets['WORKSPACE_ADMIN_API_TOKEN']}"},

@@ -147,7 +147,7 @@ def proxy_routes(hub: Hub) -> dict:
 
 def records(hub: Hub) -> list[dict]:
     """Every execution of the hub, with its workspace and output, read from the workspace database."""
-    db = Database(hub.settings.db_url, migrate=False)  # no sealed column is read
+    db = Database(hub.settings.db_url, migrate=False, key_file=hub.settings.secret_key_file)
     with db.session() as s:
         out = []
         for e in s.query(Execution).all():

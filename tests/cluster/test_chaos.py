@@ -81,20 +81,25 @@ class Run:
         )
 
 
-def settle(hub: Hub, user: str) -> None:
-    """Stop whatever server of `user` the hub has (a start a fault interrupted may have finished since)."""
-    servers = hub.api("GET", f"/users/{user}").json().get("servers", {})
-    for name in servers:
-        r = hub.api("DELETE", f"/users/{user}/servers/{name}")
-        assert r.status_code in (202, 204, 404), r.text
-        hub.wait_stopped(user, name, timeout=90)
+def settle(hub: Hub, user: str, timeout: float = 120) -> None:
+    """Stop whatever server of `user` the hub has (a start a fault interrupted may have finished since).
+    Right after its restart the hub checks each server it had (`pending check`) and answers a stop with
+    500 meanwhile (JupyterHub's own): asked again until the check is over."""
+    deadline = time.monotonic() + timeout
+    while servers := hub.api("GET", f"/users/{user}").json().get("servers", {}):
+        assert time.monotonic() < deadline, f"the servers of {user} did not stop in {timeout} s: {servers}"
+        for name in servers:
+            r = hub.api("DELETE", f"/users/{user}/servers/{name}")
+            if r.status_code in (202, 204):
+                hub.wait_stopped(user, name, timeout=max(1.0, deadline - time.monotonic()))
+        time.sleep(2)
 
 
 def workspaces(run: Run, user: str, rng: random.Random, until: float) -> None:
     """Start, write a file, wait a little, stop (a save); again until `until`; whatever a fault breaks is
     counted and the next round begins by stopping what the hub still has."""
     hub, token = run.hub, None
-    while time.monotonic() < until:
+    while time.monotonic() < until and not run.done.is_set():
         try:
             token = token or hub.user_token(user)
             settle(hub, user)
@@ -122,7 +127,7 @@ def workspaces(run: Run, user: str, rng: random.Random, until: float) -> None:
 def tasks(run: Run, rng: random.Random, until: float) -> None:
     """A task now and then: it writes a file and sleeps; the next once it ended (or after a while)."""
     hub, token = run.hub, None
-    while time.monotonic() < until:
+    while time.monotonic() < until and not run.done.is_set():
         try:
             token = token or hub.user_token(TASKER)
             content = secrets.token_hex(16)
@@ -192,9 +197,12 @@ def test_faults_together_lose_no_output_and_leave_nothing_behind(cluster, chaos_
     print(f"\n[chaos] seed {SEED} (WORKSPACE_CHAOS_SEED={SEED} reruns it); faults:\n  " + "\n  ".join(map(str, faults)))
     start = time.monotonic()
     until = start + WINDOW_S + 10
-    load = [threading.Thread(target=workspaces, args=(run, u, random.Random(rng.random()), until)) for u in USERS]
-    load.append(threading.Thread(target=tasks, args=(run, random.Random(rng.random()), until)))
-    watcher = threading.Thread(target=watch, args=(run,))
+    load = [
+        threading.Thread(target=workspaces, args=(run, u, random.Random(rng.random()), until), daemon=True)
+        for u in USERS
+    ]
+    load.append(threading.Thread(target=tasks, args=(run, random.Random(rng.random()), until), daemon=True))
+    watcher = threading.Thread(target=watch, args=(run,), daemon=True)
     for t in [*load, watcher]:
         t.start()
     try:

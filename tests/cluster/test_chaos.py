@@ -24,6 +24,7 @@ import time
 from collections import Counter
 
 import pytest
+import requests
 
 from tests.cluster import chaos
 from tests.cluster.conftest import running_swarm_hub
@@ -65,7 +66,8 @@ class Run:
         self.hashed: dict[str, tuple[dict, dict]] = {}  # snapshot key: (its record, its files' hashes)
         self.clashes: list[str] = []
         self.lock = threading.Lock()
-        self.done = threading.Event()
+        self.done = threading.Event()  # the watcher's end
+        self.stop = threading.Event()  # the load's end
 
     def count(self, what: str, n: int = 1) -> None:
         with self.lock:
@@ -95,11 +97,27 @@ def settle(hub: Hub, user: str, timeout: float = 120) -> None:
         time.sleep(2)
 
 
+def follow(hub: Hub, user: str, token: str, seconds: float) -> bool:
+    """Follow a start's progress for at most `seconds` (its stream may say its place in the queue for
+    longer); whether it said ready."""
+    deadline = time.monotonic() + seconds
+    url = f"{hub.url}/hub/api/users/{user}/servers/w/progress"
+    with requests.get(url, headers={"Authorization": f"token {token}"}, stream=True, timeout=30) as r:
+        for line in r.iter_lines(decode_unicode=True):
+            if line and line.startswith("data:"):
+                event = json.loads(line[5:])
+                if event.get("ready") or event.get("failed"):
+                    return bool(event.get("ready"))
+            if time.monotonic() > deadline:
+                return False
+    return False
+
+
 def workspaces(run: Run, user: str, rng: random.Random, until: float) -> None:
     """Start, write a file, wait a little, stop (a save); again until `until`; whatever a fault breaks is
     counted and the next round begins by stopping what the hub still has."""
     hub, token = run.hub, None
-    while time.monotonic() < until and not run.done.is_set():
+    while time.monotonic() < until and not run.stop.is_set():
         try:
             token = token or hub.user_token(user)
             settle(hub, user)
@@ -108,7 +126,7 @@ def workspaces(run: Run, user: str, rng: random.Random, until: float) -> None:
                 run.count("starts refused")
                 time.sleep(2)
                 continue
-            if not hub.progress(user, "w", token, timeout=90)[-1].get("ready"):
+            if not follow(hub, user, token, 120):
                 run.count("starts failed")
                 continue
             run.count("starts ok")
@@ -127,7 +145,7 @@ def workspaces(run: Run, user: str, rng: random.Random, until: float) -> None:
 def tasks(run: Run, rng: random.Random, until: float) -> None:
     """A task now and then: it writes a file and sleeps; the next once it ended (or after a while)."""
     hub, token = run.hub, None
-    while time.monotonic() < until and not run.done.is_set():
+    while time.monotonic() < until and not run.stop.is_set():
         try:
             token = token or hub.user_token(TASKER)
             content = secrets.token_hex(16)
@@ -185,9 +203,10 @@ def inject(run: Run, faults: list[chaos.Fault], start: float) -> None:
 
 
 def wait_for(what: str, check, timeout: float) -> None:
+    """Wait until check() says nothing is left (an empty answer); fail with what is left."""
     deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what} did not happen in {timeout} s"
+    while left := check():
+        assert time.monotonic() < deadline, f"{what} did not happen in {timeout} s: {left}"
         time.sleep(1)
 
 
@@ -207,11 +226,13 @@ def test_faults_together_lose_no_output_and_leave_nothing_behind(cluster, chaos_
         t.start()
     try:
         inject(run, faults, start)
-        for t in load:
-            t.join(300)
+        for t in load:  # a round ends within its start's, write's and stop's bounds
+            t.join(max(1.0, until + 240 - time.monotonic()))
+        run.stop.set()
         quiet_and_agreeing(run, faults)
         everything_stopped(run)
     finally:
+        run.stop.set()
         run.done.set()
         watcher.join(60)
         counts = json.dumps(dict(sorted(run.counts.items())))
@@ -223,9 +244,9 @@ def test_faults_together_lose_no_output_and_leave_nothing_behind(cluster, chaos_
 def quiet_and_agreeing(run: Run, faults: list[chaos.Fault]) -> None:
     """Once nothing is starting or saving: what was killed runs again, and the records agree with the engines."""
     hub = run.hub
-    wait_for("every start and save ending", lambda: not [r for r in chaos.records(hub) if r["state"] in SETTLING], 180)
+    wait_for("every start and save ending", lambda: [r for r in chaos.records(hub) if r["state"] in SETTLING], 180)
     for kind in chaos.SERVICES:  # JupyterHub restarts its services (its poll: up to 30 s)
-        wait_for(f"the hub restarting its {kind}", lambda k=kind: chaos.service_pids(hub, k), 90)
+        wait_for(f"the hub restarting its {kind}", lambda k=kind: not chaos.service_pids(hub, k), 90)
     proxy = int((hub.data_dir / "run" / "proxy.pid").read_text())
     assert proxy not in [f.killed for f in faults] and os.path.exists(f"/proc/{proxy}")
     recs = {r["id"]: r for r in chaos.records(hub)}
@@ -268,10 +289,10 @@ def everything_stopped(run: Run) -> None:
     hub = run.hub
     for user in (*USERS, TASKER):
         settle(hub, user)
-    wait_for("every execution ending", lambda: not [r for r in chaos.records(hub) if r["state"] in UNFINISHED], 120)
+    wait_for("every execution ending", lambda: [r for r in chaos.records(hub) if r["state"] in UNFINISHED], 120)
     manager = run.cluster.manager.client()
     label = f"workspace.deployment={hub.deployment}"
-    wait_for("the services' removal", lambda: not manager.services.list(filters={"label": label}), 60)
+    wait_for("the services' removal", lambda: [s.name for s in manager.services.list(filters={"label": label})], 60)
     for node in run.cluster.nodes:
         assert not node.client().containers.list(filters={"label": label}), f"containers left running on {node.name}"
     left = [n.name for n in manager.networks.list(filters={"label": [label, networks.LABEL]})]
@@ -285,7 +306,7 @@ def everything_stopped(run: Run) -> None:
     run.count("executions lost", sum(r["stop_reason"] == "lost" for r in recs))
     wait_for(
         "every output reaching the store of record",
-        lambda: all(r["replicated"] for r in chaos.records(hub) if r["snapshot"]),
+        lambda: [r for r in chaos.records(hub) if r["snapshot"] and not r["replicated"]],
         90,
     )
 

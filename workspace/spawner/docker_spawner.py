@@ -293,6 +293,12 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         self.current.image_checked = self.image
 
     async def remove_dead_container(self) -> None:
+        if not self.container_id and self._interrupted:
+            # a start-up its hub died during (startup.py) may have made its container, its id unrecorded
+            try:
+                await self.get_object()  # by its name: the server's one container (or service)
+            except docker.errors.DockerException as e:
+                self.log.warning("Could not look for the container of %s: %s", self._log_name, e)
         if self.container_id:
             try:
                 await self.remove_object()

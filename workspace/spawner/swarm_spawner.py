@@ -378,6 +378,8 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
             return True  # the manager did not answer: no verdict on the node
 
     async def poll(self):
+        if await self.start_interrupted():
+            return 1  # as WorkspaceMixin.poll, which this one (the engine's) comes before
         try:
             task = await self.get_task()
         except docker.errors.DockerException as e:

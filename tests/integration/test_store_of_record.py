@@ -73,7 +73,7 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
     assert digest(record.snapshot_path(key2)) == digest(store.snapshot_path(key2))
     assert lifecycle.replicate(db, store, record, key2)  # already there: nothing sent, still true
 
-    # a send that fails is recorded, left alone while its save's own attempt may run, then retried
+    # a send that fails is recorded and retried at once; one not tried yet is left to its save for a while
     def broken(*args, **kwargs):
         raise HomeStoreError("the store of record does not answer")
 
@@ -83,14 +83,17 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
         assert not lifecycle.replicate(db, store, record, key3)
     three = snapshot(db, key3)
     assert three.replicated_at is None and "does not answer" in three.replica_error
-    assert lifecycle.replicate_pending(db, store, record) == 0  # too recent: its save may still be sending
+    _, key4 = run(db, store, lambda home: write(home / "last.csv", 100_000))  # its save may be sending it
+    assert lifecycle.replicate_pending(db, store, record) == 1  # #3 only: its save's one try is over
+    three = snapshot(db, key3)
+    assert three.replicated_at is not None and three.replica_error is None and record.has_snapshot(key3)
+    assert snapshot(db, key4).replicated_at is None  # too recent: left to its save
     move_clock(lifecycle.REPLICATION_GRACE + dt.timedelta(minutes=1))
     try:
         assert lifecycle.replicate_pending(db, store, record) == 1
     finally:
         move_clock(-(lifecycle.REPLICATION_GRACE + dt.timedelta(minutes=1)))
-    three = snapshot(db, key3)
-    assert three.replicated_at is not None and three.replica_error is None and record.has_snapshot(key3)
+    assert record.has_snapshot(key4)
 
     # the owner deletes #2's output: its copy in the store of record goes too
     with db.session() as s:

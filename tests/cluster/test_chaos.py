@@ -114,8 +114,9 @@ def follow(hub: Hub, user: str, token: str, seconds: float) -> bool:
 
 
 def workspaces(run: Run, user: str, rng: random.Random, until: float) -> None:
-    """Start, write a file, wait a little, stop (a save); again until `until`; whatever a fault breaks is
-    counted and the next round begins by stopping what the hub still has."""
+    """Start, write a file, wait a little, stop (a save); again until `until`, when the last one is left
+    running (the engines are compared with the records then); whatever a fault breaks is counted and the
+    next round begins by stopping what the hub still has."""
     hub, token = run.hub, None
     while time.monotonic() < until and not run.stop.is_set():
         try:
@@ -123,7 +124,7 @@ def workspaces(run: Run, user: str, rng: random.Random, until: float) -> None:
             settle(hub, user)
             r = hub.spawn(user, "w", token, {"resource_type": rng.choice(("cpu", "cpu", "gpu1"))})
             if r.status_code not in (201, 202):
-                run.count("starts refused")
+                run.count(f"starts refused ({r.status_code})")
                 time.sleep(2)
                 continue
             if not follow(hub, user, token, 120):
@@ -134,7 +135,10 @@ def workspaces(run: Run, user: str, rng: random.Random, until: float) -> None:
             sh(run.cluster, hub, user, "w", f"printf %s {content} > ~/chaos-{ex['number']}.txt")
             with run.lock:
                 run.written.append((ex["id"], f"chaos-{ex['number']}.txt", content, False))
+            run.count("writes")
             time.sleep(rng.uniform(1, 5))
+            if time.monotonic() >= until:
+                return
             hub.stop_workspace(user, "w")
             run.count("stops")
         except Exception as e:
@@ -156,7 +160,7 @@ def tasks(run: Run, rng: random.Random, until: float) -> None:
                 json={"command": f"printf %s {content} > result.txt; sleep {rng.randint(3, 12)}"},
             )
             if r.status_code != 202:
-                run.count("tasks refused")
+                run.count(f"tasks refused ({r.status_code})")
                 time.sleep(3)
                 continue
             run.count("tasks")
@@ -231,14 +235,16 @@ def test_faults_together_lose_no_output_and_leave_nothing_behind(cluster, chaos_
         run.stop.set()
         quiet_and_agreeing(run, faults)
         everything_stopped(run)
+        run.done.set()
+        watcher.join(60)
+        run.count("GPU clashes", len(run.clashes))
+        assert not run.clashes, run.clashes
+        outputs_intact(run)
     finally:
         run.stop.set()
         run.done.set()
-        watcher.join(60)
         counts = json.dumps(dict(sorted(run.counts.items())))
         print(f"[chaos] seed {SEED}, {time.monotonic() - start:.0f} s; counts: {counts}")
-    assert not run.clashes, run.clashes
-    outputs_intact(run)
 
 
 def quiet_and_agreeing(run: Run, faults: list[chaos.Fault]) -> None:

@@ -104,6 +104,24 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
     assert lifecycle.purge_deleted_replicas(db, record) == 0
 
 
+def test_a_save_finished_after_a_failure_is_sent_to_the_store_of_record_at_once(node, tmp_path):  # noqa: F811
+    """#30 (found by tests/cluster/test_chaos.py): a save retried after its node's agent failed was left on
+    that node alone for REPLICATION_GRACE; whoever finishes it sends it, as a stop's save sends its own."""
+    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}", key_file=tmp_path / "key")
+    store, record = node("retried", "1G"), node("record-retried", "1G")
+    plan = lifecycle.begin(db, "bo", "thesis", "latest", None)
+    lifecycle.restore(db, store, plan, None)
+    write(store.live_path(plan.live_key) / "model.bin", MB)
+    lifecycle.transition(db, plan.execution_id, "running")
+    with db.session() as s:
+        s.get(Execution, plan.execution_id).to(s, "saving")
+        s.get(Execution, plan.execution_id).to(s, "save_failed")
+    assert lifecycle.finish_pending_saves(db, store, record=record) == [plan.execution_id]
+    key = lifecycle.snapshot_key_of(db, plan.execution_id)
+    assert record.has_snapshot(key) and snapshot(db, key).replicated_at is not None
+    assert digest(record.snapshot_path(key)) == digest(store.snapshot_path(key))
+
+
 def test_a_node_s_own_store_its_pending_save_a_received_output_and_deleted_copies(node, tmp_path):  # noqa: F811
     """A swarm's nodes keep homes in stores of their own: what the service does to each (nodes.NodeStores)."""
     db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}", key_file=tmp_path / "key")

@@ -410,7 +410,11 @@ class WorkspaceMixin(
         from it; the plan."""
         db, store = self.db, await self.run_blocking(lambda: self.home_store)
         # A save that failed earlier is retried first, so "latest" can include it.
-        await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name, self.store_of)
+        await self.run_blocking(
+            lambda: lifecycle.finish_pending_saves(
+                db, store, self.user.name, self.name, self.store_of, self.record_store if self.replicates else None
+            )
+        )
         cleanup = self.storage_quota.slack if request.cleanup else None
         plan = await self.run_blocking(
             lambda: lifecycle.begin(

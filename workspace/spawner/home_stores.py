@@ -156,8 +156,8 @@ class HomeStoresMixin:
                 if state == "queued"
                 else self.localized("Closed while preparing: nothing ran, so there is no output to save.")
             )
-            if reason == "lost" and detail:  # why a start-up ended that nobody closed (its hub died)
-                message = detail
+            if getattr(self, "_interrupted", False):  # nobody closed it: its hub died (startup.py), `detail` says so
+                reason, message = "lost", detail
             else:
                 reason = "user"
             await self.run_blocking(lifecycle.discard, db, store, execution_id, "stopped", message, reason)

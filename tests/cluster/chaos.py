@@ -87,7 +87,11 @@ class Injector:
         os.kill(fault.killed, signal.SIGKILL)  # the hub notices within 5 s and starts another
 
     def _managed(self, fault: Fault) -> None:
-        (fault.killed,) = service_pids(self.hub, fault.kind)
+        deadline = time.monotonic() + 60  # a hub just restarted may not have started it yet
+        while not (pids := service_pids(self.hub, fault.kind)):
+            assert time.monotonic() < deadline, f"the hub runs no {fault.kind}"
+            time.sleep(0.5)
+        fault.killed = pids[0]
         os.kill(fault.killed, signal.SIGKILL)  # the hub restarts it (its poll)
 
     def _agent(self, fault: Fault) -> None:

@@ -226,6 +226,50 @@ def test_hub_restart_reconciles(start_hub):
     hub.stop_workspace(user, "dies", token)
 
 
+UNDER_WAY = ("preparing", "pulling", "restoring", "running")
+
+
+def spawn_aside(hub: Hub, user: str, token: str) -> None:
+    try:
+        hub.spawn(user, "w", token)
+    except requests.RequestException:
+        pass  # the hub was killed under it
+
+
+def test_a_hub_killed_during_a_start_up_has_that_start_ended_by_its_restart(start_hub):
+    """#30 (found by tests/cluster/test_chaos.py): the hub dies between a start's admission and its server's
+    answer. Its restart ends that execution (nothing ran: nothing saved, no container left) instead of leaving
+    it `restoring` for ever, its node's start-up slot and its container taken."""
+    hub = start_hub()
+    for attempt in range(5):  # the start-up lasts a second or two here: caught before `running` (else another)
+        user = f"kit{attempt}"
+        token = hub.user_token(user)
+        # the hub answers a spawn only once the server is up if that takes under 10 s: asked aside
+        threading.Thread(target=spawn_aside, args=(hub, user, token), daemon=True).start()
+        deadline = time.monotonic() + 60
+        while (hub.executions(user, "w") or [{"state": None}])[-1]["state"] not in UNDER_WAY:
+            assert time.monotonic() < deadline, hub.executions(user, "w")
+            time.sleep(0.02)
+        hub.proc.kill()
+        hub.proc.wait(30)
+        caught = hub.executions(user, "w")[-1]  # as the dead hub left it
+        hub.start()
+        if caught["state"] != "running":
+            break
+    else:
+        pytest.fail("the hub was never killed before the start-up ended")
+    deadline = time.monotonic() + 60
+    while (ex := hub.executions(user, "w")[-1])["state"] not in ("stopped", "failed"):
+        assert time.monotonic() < deadline, f"a start-up the hub died during was left {ex['state']}: {ex}"
+        time.sleep(0.5)
+    assert ex["stop_reason"] == "lost" and "hub restarted while this workspace was starting" in ex["stop_detail"], ex
+    assert not ex["has_output"], ex
+    hub.wait_stopped(user, "w", timeout=60)
+    assert not [c for c in hub.containers(user=user, server="w") if c.status == "running"]
+    hub.start_workspace(user, "w", token)  # the next start is not kept waiting
+    hub.stop_workspace(user, "w", token)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small filesystem needs root")
 def test_full_disk_during_save_loses_nothing_and_the_retry_succeeds(start_hub, tmp_path):
     small = tmp_path / "small"

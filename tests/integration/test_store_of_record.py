@@ -73,7 +73,7 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
     assert digest(record.snapshot_path(key2)) == digest(store.snapshot_path(key2))
     assert lifecycle.replicate(db, store, record, key2)  # already there: nothing sent, still true
 
-    # a send that fails is recorded, left alone while its save's own attempt may run, then retried
+    # a send that fails is recorded and retried at once; one not tried yet is left to its save for a while
     def broken(*args, **kwargs):
         raise HomeStoreError("the store of record does not answer")
 
@@ -83,14 +83,17 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
         assert not lifecycle.replicate(db, store, record, key3)
     three = snapshot(db, key3)
     assert three.replicated_at is None and "does not answer" in three.replica_error
-    assert lifecycle.replicate_pending(db, store, record) == 0  # too recent: its save may still be sending
+    _, key4 = run(db, store, lambda home: write(home / "last.csv", 100_000))  # its save may be sending it
+    assert lifecycle.replicate_pending(db, store, record) == 1  # #3 only: its save's one try is over
+    three = snapshot(db, key3)
+    assert three.replicated_at is not None and three.replica_error is None and record.has_snapshot(key3)
+    assert snapshot(db, key4).replicated_at is None  # too recent: left to its save
     move_clock(lifecycle.REPLICATION_GRACE + dt.timedelta(minutes=1))
     try:
         assert lifecycle.replicate_pending(db, store, record) == 1
     finally:
         move_clock(-(lifecycle.REPLICATION_GRACE + dt.timedelta(minutes=1)))
-    three = snapshot(db, key3)
-    assert three.replicated_at is not None and three.replica_error is None and record.has_snapshot(key3)
+    assert record.has_snapshot(key4)
 
     # the owner deletes #2's output: its copy in the store of record goes too
     with db.session() as s:
@@ -99,6 +102,24 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
     assert lifecycle.purge_deleted_replicas(db, record) == 1
     assert not record.has_snapshot(key2) and record.has_snapshot(key1) and record.has_snapshot(key3)
     assert lifecycle.purge_deleted_replicas(db, record) == 0
+
+
+def test_a_save_finished_after_a_failure_is_sent_to_the_store_of_record_at_once(node, tmp_path):  # noqa: F811
+    """#30 (found by tests/cluster/test_chaos.py): a save retried after its node's agent failed was left on
+    that node alone for REPLICATION_GRACE; whoever finishes it sends it, as a stop's save sends its own."""
+    db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}", key_file=tmp_path / "key")
+    store, record = node("retried", "1G"), node("record-retried", "1G")
+    plan = lifecycle.begin(db, "bo", "thesis", "latest", None)
+    lifecycle.restore(db, store, plan, None)
+    write(store.live_path(plan.live_key) / "model.bin", MB)
+    lifecycle.transition(db, plan.execution_id, "running")
+    with db.session() as s:
+        s.get(Execution, plan.execution_id).to(s, "saving")
+        s.get(Execution, plan.execution_id).to(s, "save_failed")
+    assert lifecycle.finish_pending_saves(db, store, record=record) == [plan.execution_id]
+    key = lifecycle.snapshot_key_of(db, plan.execution_id)
+    assert record.has_snapshot(key) and snapshot(db, key).replicated_at is not None
+    assert digest(record.snapshot_path(key)) == digest(store.snapshot_path(key))
 
 
 def test_a_node_s_own_store_its_pending_save_a_received_output_and_deleted_copies(node, tmp_path):  # noqa: F811

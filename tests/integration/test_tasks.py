@@ -23,6 +23,9 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from workspace.setup import engine
+from workspace.spawner import networks
+
 from .hub import ADMIN_PASSWORD, Hub
 
 TYPES = [
@@ -127,6 +130,11 @@ def test_a_task_runs_to_completion_its_output_and_log_are_kept(task_hub: Hub):
     third = run(task_hub, token, "train", "cat out/result.txt", continue_from=again["number"])
     wait_ended(task_hub, "tara", "train", third["number"])
     assert lines(log_of(task_hub, token, "train", third["number"]))[1:3] == ["42", "more"]
+    # a task ends by itself, not by stop(): its owner's network goes with it all the same (#30: it stayed)
+    name, deadline = networks.name_for(task_hub.deployment, "tara"), time.monotonic() + 20
+    while [n for n in engine.client().networks.list(names=[name]) if n.name == name]:
+        assert time.monotonic() < deadline, f"the network {name} outlived the owner's last task"
+        time.sleep(0.5)
 
 
 def test_log_follow_delivers_lines_while_the_task_runs_and_cancel_saves(task_hub: Hub):

@@ -312,7 +312,9 @@ async def retry_saves(service: WorkspaceService) -> None:
     loop = asyncio.get_running_loop()
     while True:
         try:
-            done = await loop.run_in_executor(None, lifecycle.finish_pending_saves, db, store, None, None, stores.of)
+            done = await loop.run_in_executor(
+                None, lifecycle.finish_pending_saves, db, store, None, None, stores.of, record
+            )
             if done:
                 log.info("finished %d pending save(s)", len(done))
             gone = await loop.run_in_executor(None, queue.expire_stale_queue, db)

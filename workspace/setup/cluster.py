@@ -376,9 +376,14 @@ class Cluster:
                     advertise_addr=node.address,
                     listen_addr=f"{node.address}:2377",
                 )
-        by_name = {n.attrs["Description"]["Hostname"]: n for n in manager.nodes.list()}
         for node in self.nodes:
-            swarm_node = by_name[node.name]
+            self._label(manager, node, gpus)
+
+    def _label(self, manager, node: Node, gpus: dict[str, list[str]], tries: int = 10) -> None:
+        """Its labels on the node's swarm record; read again and retried while the record changes under the
+        update (a node coming back rejoins meanwhile: "update out of sequence")."""
+        for attempt in range(tries):
+            swarm_node = next(n for n in manager.nodes.list() if n.attrs["Description"]["Hostname"] == node.name)
             spec = swarm_node.attrs["Spec"]
             labels = dict(
                 spec.get("Labels") or {},
@@ -394,7 +399,13 @@ class Cluster:
                 labels["workspace.gpus"] = ",".join(gpus[node.name])
             else:
                 labels.pop("workspace.gpus", None)
-            swarm_node.update(dict(spec, Labels=labels))
+            try:
+                swarm_node.update(dict(spec, Labels=labels))
+                return
+            except docker.errors.APIError as e:
+                if "out of sequence" not in str(e) or attempt == tries - 1:
+                    raise
+                time.sleep(0.5)
 
     def guard_egress(self, hub: tuple[str, int] | None = None, allowed: list[str] | None = None) -> None:
         """The egress rules of a swarm node in every node's namespace (idempotent): its workspaces reach

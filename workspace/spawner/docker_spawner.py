@@ -8,8 +8,10 @@ owner's own network, the container's exit status, the local image.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
@@ -293,11 +295,21 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         self.current.image_checked = self.image
 
     async def remove_dead_container(self) -> None:
+        if not self.container_id and self._interrupted:
+            # a start-up its hub died during (startup.py) may have made its container, its id unrecorded
+            try:
+                await self.get_object()  # by its name: the server's one container (or service)
+            except docker.errors.DockerException as e:
+                self.log.warning("Could not look for the container of %s: %s", self._log_name, e)
         if self.container_id:
             try:
                 await self.remove_object()
             except docker.errors.DockerException as e:
                 self.log.warning("Could not remove the container of %s: %s", self._log_name, e)
+        # a container that ended by itself (a task's command, a lost node, a crash) is stopped by this path
+        # alone, not by stop(): its owner's network goes here too, or it stayed for good (found by
+        # tests/cluster/test_chaos.py)
+        await self._drop_owner_network(wait=self.network_release_wait)
 
     @classmethod
     def engine_log(cls, options, record_id: str, since: float | None = None):
@@ -420,14 +432,23 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         await super().stop(now)
         await self._drop_owner_network()
 
-    async def _drop_owner_network(self) -> None:
-        """Remove the owner's network once none of their workspaces runs (a /27 each is finite)."""
+    # how long a stop waits for a container just removed to leave its owner's network (a swarm's: its
+    # task leaves the overlay on its node a moment after its service is removed)
+    network_release_wait = 0.0
+
+    async def _drop_owner_network(self, wait: float = 0.0) -> None:
+        """Remove the owner's network once none of their workspaces runs (a /27 each is finite); while it
+        is still in use, try again for `wait` seconds."""
         if not self.owner_networks or any(sp is not self and sp.active for sp in self.user.spawners.values()):
             return
+        deadline = time.monotonic() + wait
         try:
-            await self.run_blocking(
+            while not await self.run_blocking(
                 networks.remove_if_unused, self.client_for_networks(), self.deployment, self.user.name
-            )
+            ):
+                if time.monotonic() >= deadline:
+                    return
+                await asyncio.sleep(1)
         except docker.errors.DockerException as e:
             self.log.warning("Could not remove the network of %s: %s", self.user.name, e)
 

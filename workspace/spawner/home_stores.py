@@ -156,7 +156,11 @@ class HomeStoresMixin:
                 if state == "queued"
                 else self.localized("Closed while preparing: nothing ran, so there is no output to save.")
             )
-            await self.run_blocking(lifecycle.discard, db, store, execution_id, "stopped", message, "user")
+            if getattr(self, "_interrupted", False):  # nobody closed it: its hub died (startup.py), `detail` says so
+                reason, message = "lost", detail
+            else:
+                reason = "user"
+            await self.run_blocking(lifecycle.discard, db, store, execution_id, "stopped", message, reason)
             return
         if reason == "completed":  # a task's command ended: say how, from its recorded exit code
             detail = await self.run_blocking(lifecycle.task_ending, db, execution_id)

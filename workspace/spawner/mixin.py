@@ -30,7 +30,7 @@ from workspace.spawner.home_stores import HomeStoresMixin
 from workspace.spawner.placement import TURNS, PlacementMixin
 from workspace.spawner.progress import ProgressMixin, ready_in_users_language
 from workspace.spawner.start_options import StartOptionsMixin
-from workspace.spawner.startup import StartupMixin
+from workspace.spawner.startup import INTERRUPTED, StartupMixin
 from workspace.start_request import StartRequest, StartState
 
 
@@ -287,12 +287,13 @@ class WorkspaceMixin(
 
     def load_state(self, state):
         super().load_state(state)
-        self.execution_id = state.get("execution_id")
+        self.execution_id = self._loaded_execution = state.get("execution_id")
         self.live_key = state.get("live_key", "")
         self.node = state.get("node", "")
 
     def clear_state(self):
         super().clear_state()
+        self._loaded_execution, self._interrupted = None, False
         self.execution_id = None
         self.live_key = ""
         self.node = ""
@@ -409,7 +410,11 @@ class WorkspaceMixin(
         from it; the plan."""
         db, store = self.db, await self.run_blocking(lambda: self.home_store)
         # A save that failed earlier is retried first, so "latest" can include it.
-        await self.run_blocking(lifecycle.finish_pending_saves, db, store, self.user.name, self.name, self.store_of)
+        await self.run_blocking(
+            lambda: lifecycle.finish_pending_saves(
+                db, store, self.user.name, self.name, self.store_of, self.record_store if self.replicates else None
+            )
+        )
         cleanup = self.storage_quota.slack if request.cleanup else None
         plan = await self.run_blocking(
             lambda: lifecycle.begin(
@@ -434,6 +439,7 @@ class WorkspaceMixin(
         current.task = request.task
         current.gpu_ids = []
         self.apply_limits(request.limits)
+        self.record_start()  # a hub that dies during the start finds it (startup.py)
         return plan
 
     async def _announce(self, request: StartRequest, plan) -> None:
@@ -553,6 +559,11 @@ class WorkspaceMixin(
             detail = self.localized("The task was cancelled; its home was saved as it was.")
         return reason, detail
 
+    async def poll(self):
+        if await self.start_interrupted():
+            return 1  # its hub died during its start-up: the hub stops it (run_post_stop_hook ends it)
+        return await super().poll()
+
     async def stop(self, now=False):
         execution_id, node = self.execution_id, self.node  # the engine's stop clears the state
         reason, detail = await self._ending(execution_id)
@@ -566,7 +577,10 @@ class WorkspaceMixin(
         # only this hook runs. End the execution here too (idempotent).
         if self.execution_id is not None:
             execution_id = self.execution_id
-            reason, detail = await self._ending(execution_id)
+            if self._interrupted:
+                reason, detail = "lost", self.localized(INTERRUPTED)
+            else:
+                reason, detail = await self._ending(execution_id)
             await self._wait_restore()
             await self.remove_dead_container()
             await self._end_execution(execution_id, reason, detail, self.node)

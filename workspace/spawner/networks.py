@@ -168,7 +168,8 @@ def guard(
 
 
 def remove_if_unused(client, deployment: str, owner: str) -> bool:
-    """Remove the owner's network if no container is on it (blocking); True if it went."""
+    """Remove the owner's network if no container is on it (blocking); True if it went or was not there,
+    False while something uses it."""
     api = _client(client)
     name = name_for(deployment, owner)
     for net in api.networks(names=[name]):
@@ -179,12 +180,14 @@ def remove_if_unused(client, deployment: str, owner: str) -> bool:
         try:
             api.remove_network(net["Id"])
             return True
+        except docker.errors.NotFound:
+            return True  # removed meanwhile (another stop of the owner's)
         except docker.errors.APIError as e:
             # in use: a container on this engine, or (an overlay) a task of the swarm's
             if "active endpoints" in str(e) or "in use" in str(e) or e.status_code in (403, 409):
                 return False
             raise
-    return False
+    return True
 
 
 def remove_all(client, deployment: str) -> int:

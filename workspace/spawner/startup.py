@@ -7,6 +7,12 @@ time out together (#30: 9 of 100 started). The slot is held for exactly the
 start-up because this mixin waits for the server to answer inside start()
 (JupyterHub's own wait after start() then finds it up at once), and frees it
 then (queue.mark_ready) or when the start fails.
+
+A hub that dies during a start-up (a crash, a kill) leaves its execution short of
+`running`; the hub that restarts finds it in its record of the server
+(record_start) and ends it (start_interrupted): otherwise it stayed `restoring`
+for ever, its GPUs and its node's start-up slot held, and the container it may
+have made ran with no execution (found by tests/cluster/test_chaos.py).
 """
 
 from __future__ import annotations
@@ -16,13 +22,44 @@ import os
 
 from jupyterhub.utils import wait_for_http_server
 
+from workspace import i18n, lifecycle
 from workspace.errors import UserError
 from workspace.limits import queue
 from workspace.store.nodes import Node
 
+INTERRUPTED = i18n.N_(
+    "The hub restarted while this workspace was starting; nothing ran, so nothing is lost. Start the workspace again."
+)
+
 
 class StartupMixin:
     """The bounds of a start once admitted, and its readiness (mixed into WorkspaceMixin)."""
+
+    # the execution in the hub's record of this server when this spawner was made from it (load_state):
+    # a start of this process has another; the interrupted one is ended once (start_interrupted)
+    _loaded_execution: int | None = None
+    _interrupted = False
+
+    def record_start(self) -> None:
+        """The new execution in the hub's record of this server now, not only once start() returns (when
+        JupyterHub stores the spawner's state): a hub that dies during the start-up then finds it there."""
+        orm_spawner = getattr(self, "orm_spawner", None)
+        if orm_spawner is not None and getattr(self.user, "db", None) is not None:
+            orm_spawner.state = self.get_state()
+            self.user.db.commit()
+
+    async def start_interrupted(self) -> bool:
+        """Whether this server's execution is a start-up its hub died during: the one in the hub's record
+        (not a start of this process) and still short of `running`. Then poll() says the server is not
+        running, and the hub's stop ends it (run_post_stop_hook: its container removed, nothing saved)."""
+        if self.execution_id is None or self.execution_id != self._loaded_execution:
+            return False
+        state = await self.run_blocking(lifecycle.state_of, self.db, self.execution_id)
+        if state not in ("queued", *queue.STARTING):
+            self._loaded_execution = None  # it ran (or ended): nothing to ask at the next poll
+            return False
+        self._interrupted = True
+        return True
 
     def startup_limit(self, cluster: list[Node]) -> queue.StartupLimit:
         """The start-ups each node brings up at once: `node_startup_slots`, else `startup_slots`, else four a

@@ -85,6 +85,7 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
 
     # the service builds users' images on the hub's own engine; the nodes do not have them (docs/images.md)
     offers_user_images = False
+    network_release_wait = 10.0  # a removed service's task leaves its overlay on its node a moment later
 
     node_refresh = Float(
         5.0,
@@ -378,6 +379,8 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
             return True  # the manager did not answer: no verdict on the node
 
     async def poll(self):
+        if await self.start_interrupted():
+            return 1  # as WorkspaceMixin.poll, which this one (the engine's) comes before
         try:
             task = await self.get_task()
         except docker.errors.DockerException as e:

@@ -335,7 +335,7 @@ def _guard(tool: str, policy: Policy, parent: str, chain: str, wanted: list[list
 _applying = threading.Lock()
 _verified: dict[tuple[str, tuple[str, ...]], float] = {}  # (its rules, prefix) -> when its last good apply began
 # (its rules, prefix) -> the tables' own listing of its chains and jumps right after its last good apply: a
-# later apply that lists the same is done in ten listings instead of a hundred checks (under a burst's
+# later apply that lists the same is done in two table reads instead of a hundred checks (under a burst's
 # load each iptables run costs tens of milliseconds, and every start applies)
 _listed: dict[tuple[str, tuple[str, ...]], tuple] = {}
 
@@ -365,7 +365,7 @@ def _rules_of(policy: Policy) -> str:
 
 
 def _listing(policy: Policy, prefix: tuple[str, ...]) -> tuple:
-    """What the tables say of `policy` now: its chains' rules and the jumps to them, as `-S` lists them,
+    """What the tables say of `policy` now: its chains' rules and the jumps to them, in save format,
     and whether IPv6 is routed (which decides whether it is guarded at all)."""
     ours = {policy.chain, policy.input_chain}
     out: list = [_ipv6_forwarding(prefix)]

@@ -85,13 +85,7 @@ class Hub:
             time.sleep(0.3)
         # nobody holds a hub that did not come up: stopped here, or it runs (with its services and egress
         # chains) for the rest of the suite and after it
-        self.proc.terminate()  # its services and proxy go with it
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        deploy.remove_containers(self.deployment)
+        self._end()
         raise RuntimeError(f"JupyterHub did not answer in {timeout} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
@@ -100,6 +94,11 @@ class Hub:
                 deploy.stop_servers(self.settings, wait_s=60)
             except Exception as e:  # the hub may be broken by the test; clean up anyway
                 print(f"stopping servers through the hub failed: {e}")
+        self._end()
+
+    def _end(self) -> None:
+        """The hub process (its services and proxy go with it), then whatever of the deployment is left."""
+        if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(30)

@@ -202,12 +202,14 @@ def outputs(hub: Hub, rows: dict) -> dict[str, str]:
     return found
 
 
-def answers(hub: Hub, user: str, server: str, token: str) -> bool:
+def status(hub: Hub, user: str, server: str, token: str, timeout: float = 5) -> int | str:
+    """What the running workspace answers through the proxy when asked for its status: the HTTP status, or
+    the request's error."""
     try:
         url = f"{hub.url}/user/{user}/{server}/api/status"
-        return requests.get(url, headers={"Authorization": f"token {token}"}, timeout=5).ok
-    except requests.RequestException:
-        return False
+        return requests.get(url, headers={"Authorization": f"token {token}"}, timeout=timeout).status_code
+    except requests.RequestException as e:
+        return repr(e)
 
 
 def watch(hub: Hub, user: str, server: str, token: str, during) -> tuple[int, list]:
@@ -217,16 +219,11 @@ def watch(hub: Hub, user: str, server: str, token: str, during) -> tuple[int, li
 
     def ask() -> None:
         while not done.is_set():
-            try:
-                r = requests.get(
-                    f"{hub.url}/user/{user}/{server}/api/status", headers={"Authorization": f"token {token}"}, timeout=5
-                )
-                if r.status_code == 200:
-                    answered[0] += 1
-                else:
-                    failures.append(r.status_code)
-            except requests.RequestException as e:
-                failures.append(repr(e))
+            answer = status(hub, user, server, token)
+            if answer == 200:
+                answered[0] += 1
+            else:
+                failures.append(answer)
             time.sleep(0.05)
 
     asker = threading.Thread(target=ask)
@@ -270,10 +267,8 @@ def test_the_previous_release_upgrades_in_place_and_keeps_everything(previous):
     # the same containers, never restarted; reached through the new proxy with the tokens of before
     assert running_containers(hub) == containers
     for user, server in (("ann", "lab1"), ("dan", "w")):
-        r = requests.get(
-            f"{hub.url}/user/{user}/{server}/api/status", headers={"Authorization": f"token {tokens[user]}"}, timeout=30
-        )
-        assert r.status_code == 200, (user, r.status_code, r.text[:300])
+        answer = status(hub, user, server, tokens[user], timeout=30)
+        assert answer == 200, (user, answer)
         assert hub.sh(user, server, "cat before.txt; echo after > after.txt").strip() == "before"
 
     # again, this release onto itself: the proxy runs apart from the hub now (workspace/setup/proxy.py), so a
@@ -286,7 +281,7 @@ def test_the_previous_release_upgrades_in_place_and_keeps_everything(previous):
     # a proxy that dies is started again by its keeper, and the hub gives it its routes again
     os.kill(int((hub.data_dir / "run" / "proxy.pid").read_text()), signal.SIGKILL)
     deadline = time.monotonic() + 60
-    while not answers(hub, "dan", "w", tokens["dan"]):
+    while status(hub, "dan", "w", tokens["dan"]) != 200:
         assert time.monotonic() < deadline, (hub.data_dir / "logs" / "proxy.log").read_text()[-3000:]
         time.sleep(0.5)
 

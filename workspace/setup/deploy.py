@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +26,17 @@ from pathlib import Path
 from workspace import data_dir, egress
 from workspace.settings import Settings
 from workspace.setup import engine, images, postgres, proxy
-from workspace.setup.steps import ROOT, SetupError, apt_install, fail, port_in_use, run_logged, say, step
+from workspace.setup.steps import (
+    ROOT,
+    SetupError,
+    apt_install,
+    fail,
+    refuse_port_in_use,
+    run_logged,
+    say,
+    step,
+    terminate,
+)
 from workspace.spawner import networks
 from workspace.store import homes
 
@@ -153,12 +162,7 @@ def start_hub(settings: Settings, wait_s: float = 90, prefix: str = PREFIX) -> b
     proxy ran already (every route kept)."""
     log = settings.path("logs", "jupyterhub.log")
     kept = proxy.ensure(settings, ensure_proxy(settings), prefix)
-    gateway = engine.bridge_gateway()
-    if port_in_use(gateway, settings.hub_port):
-        raise SetupError(
-            f"Port {settings.hub_port} on {gateway} is already in use by another program; stop it, "
-            "or choose another port with WORKSPACE_HUB_PORT=<port> make up."
-        )
+    refuse_port_in_use(engine.bridge_gateway(), settings.hub_port, "WORKSPACE_HUB_PORT")
     with step(prefix, f"start JupyterHub (log: {log})"):
         env = dict(os.environ, WORKSPACE_DATA_DIR=str(settings.data_dir), PATH=_venv_path(), WORKSPACE_PROXY="external")
         mirrors = [] if "WORKSPACE_EGRESS_ALLOWED" in env else egress.package_mirrors()
@@ -294,11 +298,8 @@ def down(settings: Settings) -> None:
                 say("down", f"{left} workspace(s) did not stop in time; removing their containers")
     if pid:
         with step("down", f"stop JupyterHub (pid {pid})"):
-            os.kill(pid, signal.SIGTERM)
-            if not wait_exit(pid, 30):
-                say("down", f"JupyterHub (pid {pid}) did not exit in 30 s; killing it")
-                os.kill(pid, signal.SIGKILL)
-                wait_exit(pid, 10)
+            if not terminate(pid, 30):
+                say("down", f"JupyterHub (pid {pid}) did not exit in 30 s; it was killed")
     else:
         say("down", "JupyterHub is not running")
     if proxy.running(settings) or proxy.keeper(settings):
@@ -308,17 +309,6 @@ def down(settings: Settings) -> None:
     if removed:
         say("down", f"removed {removed} leftover container(s)")
     say("down", f"stopped; all data is kept in {settings.data_dir}")
-
-
-def wait_exit(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def remove_containers(deployment: str) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from workspace.settings import Settings
 from workspace.setup import engine
-from workspace.setup.steps import ROOT, SetupError, port_in_use, say, step
+from workspace.setup.steps import ROOT, SetupError, refuse_port_in_use, say, step, terminate
 
 TOKEN = "WORKSPACE_PROXY_AUTH_TOKEN"
 
@@ -82,16 +82,8 @@ def command(settings: Settings, chp: Path) -> list[str]:
 
 
 def start(settings: Settings, chp: Path, wait_s: float = 30, prefix: str = "up") -> None:
-    ports = (
-        (settings.ip, settings.port, "WORKSPACE_PORT"),
-        ("127.0.0.1", settings.proxy_api_port, "WORKSPACE_PROXY_API_PORT"),
-    )
-    for ip, port, what in ports:
-        if port_in_use(ip, port):
-            raise SetupError(
-                f"Port {port} on {ip} is already in use by another program; stop it, "
-                f"or choose another port with {what}=<port> make up."
-            )
+    refuse_port_in_use(settings.ip, settings.port, "WORKSPACE_PORT")
+    refuse_port_in_use("127.0.0.1", settings.proxy_api_port, "WORKSPACE_PROXY_API_PORT")
     if not settings.secrets.get(TOKEN):
         raise SetupError(f"The proxy has no token: set {TOKEN}, or run `make up`, which makes one.")
     log = settings.path("logs", "proxy.log")
@@ -133,25 +125,11 @@ def ensure(settings: Settings, chp: Path, prefix: str = "up") -> bool:
 
 def stop(settings: Settings, wait_s: float = 10) -> None:
     """The keeper first (it ends the proxy it runs), then a proxy left without one."""
-    for path, marker in ((keeper_pid_file(settings), b"workspace.setup.proxy"), (pid_file(settings), b"configurable")):
-        pid = _alive(path, marker)
-        if not pid:
-            continue
-        os.kill(pid, signal.SIGTERM)
-        if not _gone(pid, wait_s):
-            os.kill(pid, signal.SIGKILL)
-        path.unlink(missing_ok=True)
-
-
-def _gone(pid: int, wait_s: float) -> bool:
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    return False
+    for find, path in ((keeper, keeper_pid_file(settings)), (running, pid_file(settings))):
+        pid = find(settings)  # looked up in turn: the keeper's end may have ended the proxy
+        if pid:
+            terminate(pid, wait_s)
+            path.unlink(missing_ok=True)
 
 
 # -- the keeper (a process of its own) ---------------------------------------------------------------

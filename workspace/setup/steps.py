@@ -9,6 +9,7 @@ the path of the log to read: never a traceback as the only message.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -90,3 +91,34 @@ def port_in_use(ip: str, port: int) -> bool:
             return False
         except OSError:
             return True
+
+
+def refuse_port_in_use(ip: str, port: int, variable: str) -> None:
+    """The operator's sentence when another program holds a port this deployment needs (`variable` sets it)."""
+    if port_in_use(ip, port):
+        raise SetupError(
+            f"Port {port} on {ip} is already in use by another program; stop it, "
+            f"or choose another port with {variable}=<port> make up."
+        )
+
+
+def wait_exit(pid: int, timeout: float) -> bool:
+    """Whether process `pid` is gone within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def terminate(pid: int, wait_s: float) -> bool:
+    """SIGTERM, then SIGKILL if `pid` is still there after `wait_s` seconds; whether it ended by itself."""
+    os.kill(pid, signal.SIGTERM)
+    if wait_exit(pid, wait_s):
+        return True
+    os.kill(pid, signal.SIGKILL)
+    wait_exit(pid, 10)
+    return False

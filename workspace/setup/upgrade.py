@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import signal
 import time
 import urllib.error
 from pathlib import Path
@@ -37,13 +35,13 @@ from workspace import data_dir
 from workspace.settings import Settings
 from workspace.setup import backup, deploy
 from workspace.setup.backup_sets import BackupError
-from workspace.setup.steps import ROOT, SetupError, fail, say, step
+from workspace.setup.steps import ROOT, SetupError, fail, say, step, terminate
 
 PREFIX = "upgrade"
 
 
 def running_servers(settings: Settings) -> set[tuple[str, str]]:
-    """(user, server name) of every server the hub has running or starting."""
+    """(user, server name) of every server the hub has running and ready."""
     if not deploy.hub_answers(settings):
         return set()
     try:
@@ -57,11 +55,8 @@ def stop_hub(pid: int) -> None:
     """Stop the hub process alone: its services go with it; the workspaces and the proxy `make up` runs
     apart from it stay (an older release's hub stops the proxy it started itself)."""
     with step(PREFIX, f"stop the running hub (pid {pid}); the workspaces keep running"):
-        os.kill(pid, signal.SIGTERM)
-        if not deploy.wait_exit(pid, 60):
-            say(PREFIX, f"the hub (pid {pid}) did not exit in 60 s; killing it")
-            os.kill(pid, signal.SIGKILL)
-            deploy.wait_exit(pid, 10)
+        if not terminate(pid, 60):
+            say(PREFIX, f"the hub (pid {pid}) did not exit in 60 s; it was killed")
 
 
 def migrate(settings: Settings) -> None:

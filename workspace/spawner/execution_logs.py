@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import stat
 import threading
 import time
 from pathlib import Path
@@ -25,15 +24,14 @@ def may_have_start_script(home: Path) -> bool:
     A class starting at once then does not ask the engine for each server's log every second, with a
     new client each time, for lines that never come."""
     try:
-        with paths.Tree(home) as tree:
-            try:
-                if not stat.S_ISDIR(tree.lstat(".workspace").st_mode):
-                    return True
-                tree.lstat(".workspace/start.sh")
-            except OSError as e:
-                return e.errno != errno.ENOENT
+        tree = paths.Tree(home)
     except OSError:
-        return True
+        return True  # not on this host
+    with tree:
+        try:
+            tree.lstat(".workspace/start.sh")  # never through a link: one on the way is ELOOP or EXDEV
+        except OSError as e:
+            return e.errno != errno.ENOENT
     return True
 
 

@@ -116,9 +116,9 @@ def ensure(settings: Settings, chp: Path, prefix: str = "up") -> bool:
     if pid and answers(settings) and keeper(settings):
         say(prefix, f"the proxy (pid {pid}) keeps running: every route to a running workspace is kept")
         return True
-    if pid:  # another token (what an older release's hub started, and left when killed), or no keeper
-        say(prefix, f"the proxy (pid {pid}) was not started by `make up` or lost its keeper; replacing it")
-        stop(settings)
+    if pid or keeper(settings):  # another token (an older release's hub's), no keeper, or a keeper between tries
+        say(prefix, "the proxy running was not started by `make up`, lost its keeper or is down; replacing it")
+        stop(settings)  # never two keepers, each starting its own on the same port
     start(settings, chp, prefix=prefix)
     return False
 

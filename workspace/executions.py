@@ -147,6 +147,9 @@ class Snapshot(Base):
     replica_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # what the send carried
     replica_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)  # how long it took
     replica_error: Mapped[str | None] = mapped_column(Text, nullable=True)  # the last failure, until one succeeds
+    # the send in progress: who (host:pid) and until when its lease holds (workspace/replicas.py)
+    replica_sender: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    replica_until: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
 
 
 class Execution(Base):

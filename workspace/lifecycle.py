@@ -22,7 +22,7 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from workspace import courses, i18n
+from workspace import courses, i18n, process, replicas
 from workspace.db import Database, utcnow
 from workspace.executions import (
     Execution,
@@ -36,7 +36,6 @@ from workspace.executions import (
 )
 from workspace.limits import queue
 from workspace.limits.home_size import HomeLimit, home_limit
-from workspace.store import replication
 from workspace.store.copier import Transfer
 from workspace.store.homes import HomeStore, HomeStoreError, StoreFullError
 
@@ -53,10 +52,8 @@ SAVE_FAILED = i18n.N_(
 SAVING = i18n.N_("Saving the home")
 
 LEASE = dt.timedelta(minutes=10)
-PROCESS = f"{os.uname().nodename}:{os.getpid()}"
+PROCESS = process.identity()
 NODE = os.uname().nodename  # where this process's store is: the node of the outputs it saves
-# A save's own process replicates its output at once; the service's loop takes over only after this long
-REPLICATION_GRACE = dt.timedelta(minutes=5)
 
 
 @dataclass
@@ -370,10 +367,7 @@ def save(
 def _forget_dead_owner(session, execution_id: int) -> None:
     """Drop a lease held by a process of this host that no longer exists (a crashed hub)."""
     ex = session.get(Execution, execution_id)
-    if not ex.lease_owner:
-        return
-    host, _, pid = ex.lease_owner.rpartition(":")
-    if host == os.uname().nodename and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+    if process.gone(ex.lease_owner):
         log.warning("taking over execution %s from %s, which is gone", execution_id, ex.lease_owner)
         ex.lease_owner, ex.lease_until = None, None
         session.flush()
@@ -417,136 +411,16 @@ def finish_pending_saves(
         where = store_of(node) if store_of is not None else store
         if save(db, where, execution_id, None, None) == "stopped":
             record_snapshot_size(db, where, execution_id)
-            # nobody else sends it: replicate_pending leaves a new output to its save for REPLICATION_GRACE,
-            # on one node only meanwhile (found by the chaos test: a save retried after a store agent's fault)
+            # sent at once, as a stop's save sends its own (found by the chaos test: a save retried after
+            # a store agent's fault stayed on one node until the service's next round)
             key = snapshot_key_of(db, execution_id)
             if record is not None and key:
-                replicate(db, where, record, key)
+                replicas.replicate(db, where, record, key)
             done.append(execution_id)
     return done
-
-
-# -- the store of record: every saved output copied off the node that saved it ----------
-
-
-def replicate(db: Database, store: HomeStore, record: HomeStore, snapshot_key: str) -> bool:
-    """Send a saved output to the store of record, incrementally from the nearest earlier output of its
-    lineage that both stores hold; record when it arrived, or why not (retried later). Whether it is there."""
-    with db.session() as s:
-        snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
-        if snap is None or snap.deleted is not None:
-            return False
-        if snap.replicated_at is not None:
-            return True
-        parents, size = lineage(s, snap), snap.bytes
-    try:
-        sent = replication.replicate(store, snapshot_key, record, parents, size=size)
-    except (HomeStoreError, OSError) as e:
-        log.error("replicating output %s to the store of record failed: %s", snapshot_key, e)
-        with db.session() as s:
-            snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
-            snap.replica_error = str(e)[:1000]
-        return False
-    with db.session() as s:
-        snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
-        snap.replicated_at, snap.replica_bytes, snap.replica_error = utcnow(), sent.bytes, None
-        snap.replica_seconds = round(sent.seconds, 3)
-    log.info("output %s is in the store of record: %s", snapshot_key, sent.describe())
-    return True
-
-
-def lineage(session, snap: Snapshot, limit: int = 50) -> list[str]:
-    """The keys of the earlier outputs `snap` descends from, nearest first: the parents an incremental
-    send may start from."""
-    ex = session.scalar(select(Execution).where(Execution.snapshot_id == snap.id))
-    parents, seen, earlier = [], set(), ex.restored_from if ex else None
-    while earlier is not None and earlier.id not in seen and len(parents) < limit:
-        seen.add(earlier.id)
-        if earlier.snapshot is not None and earlier.snapshot.deleted is None:
-            parents.append(earlier.snapshot.key)
-        earlier = earlier.restored_from
-    return parents
-
-
-def receive(
-    db: Database,
-    snapshot_key: str,
-    target: HomeStore,
-    sources: list[HomeStore],
-    progress: Callable[[Transfer], None] | None = None,
-) -> "replication.Replication":
-    """Bring a saved output into `target` (the store of the node a start was placed on) from the first
-    of `sources` that holds it, incrementally from the nearest output of its lineage the target holds."""
-    with db.session() as s:
-        snap = s.scalar(select(Snapshot).where(Snapshot.key == snapshot_key))
-        parents, size = lineage(s, snap), snap.bytes
-    source = None
-    for store in sources:
-        try:
-            if store.has_snapshot(snapshot_key):
-                source = store
-                break
-        except HomeStoreError as e:  # a node that does not answer (its store agent is gone): the next one
-            log.warning("looking for output %s: %s", snapshot_key, e)
-    if source is None:
-        raise HomeStoreError(f"no reachable store holds output {snapshot_key}")
-    return replication.replicate(source, snapshot_key, target, parents, progress, size=size)
 
 
 def snapshot_key_of(db: Database, execution_id: int) -> str | None:
     with db.session() as s:
         ex = s.get(Execution, execution_id)
         return ex.snapshot.key if ex is not None and ex.has_output else None
-
-
-def replicate_pending(db: Database, store: HomeStore, record: HomeStore, limit: int = 20, node: str = NODE) -> int:
-    """Replicate the outputs `node` (`store`, this process's by default) saved that are not in the store of
-    record yet (oldest first, leaving the newest to the save that made them for REPLICATION_GRACE, unless
-    that save's one try failed already); how many arrived."""
-    with db.session() as s:
-        keys = list(
-            s.scalars(
-                select(Snapshot.key)
-                .where(
-                    Snapshot.replicated_at.is_(None),
-                    Snapshot.deleted.is_(None),
-                    Snapshot.backend == "btrfs",
-                    (Snapshot.node == node) | Snapshot.node.is_(None),
-                    # a failed send is tried again at once, not after the grace: its save's try is over, and
-                    # until the copy arrives the output is on one node only (found by the chaos test)
-                    (Snapshot.created < utcnow() - REPLICATION_GRACE) | Snapshot.replica_error.is_not(None),
-                )
-                .order_by(Snapshot.created, Snapshot.id)
-                .limit(limit)
-            )
-        )
-    return sum(1 for key in keys if store.has_snapshot(key) and replicate(db, store, record, key))
-
-
-def purge_deleted_copies(db: Database, store: HomeStore, within: dt.timedelta = dt.timedelta(days=30)) -> int:
-    """Delete from a node's store the copies of outputs their owners deleted (in the last `within`: a node
-    down longer than that keeps them until an administrator cleans its store); how many."""
-    with db.session() as s:
-        keys = list(
-            s.scalars(select(Snapshot.key).where(Snapshot.deleted.is_not(None), Snapshot.deleted > utcnow() - within))
-        )
-    gone = 0
-    for key in keys:
-        if store.has_snapshot(key):
-            store.delete(key)
-            gone += 1
-    return gone
-
-
-def purge_deleted_replicas(db: Database, record: HomeStore) -> int:
-    """Delete from the store of record the copies of outputs their owners deleted; how many."""
-    with db.session() as s:
-        keys = list(
-            s.scalars(select(Snapshot.key).where(Snapshot.deleted.is_not(None), Snapshot.replicated_at.is_not(None)))
-        )
-    for key in keys:
-        if record.has_snapshot(key):
-            record.delete(key)
-        with db.session() as s:
-            s.scalar(select(Snapshot).where(Snapshot.key == key)).replicated_at = None
-    return len(keys)

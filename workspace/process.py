@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 
 
@@ -14,3 +15,18 @@ def die_with_the_hub() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass
+
+
+def identity() -> str:
+    """This process as a lease names its holder: host and pid (`host:pid`)."""
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def gone(holder: str | None) -> bool:
+    """Whether a lease's holder (`host:pid`, as `identity`) is a process of this host that no longer
+    exists (a crashed hub): its lease may be taken over at once. A holder on another host is never
+    known gone; its lease runs out instead."""
+    if not holder:
+        return False
+    host, _, pid = holder.rpartition(":")
+    return host == os.uname().nodename and pid.isdigit() and not os.path.exists(f"/proc/{pid}")

@@ -8,10 +8,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import subprocess
 import time
 from pathlib import Path
 
-from workspace import lifecycle
+from workspace import lifecycle, replicas
 from workspace.db import Database, move_clock, utcnow
 from workspace.executions import Execution, Snapshot
 from workspace.store import replication
@@ -45,6 +46,13 @@ def digest(root) -> dict:
     }
 
 
+def dead_pid() -> int:
+    """The pid of a process of this host that has ended."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
 def snapshot(db: Database, key: str) -> Snapshot:
     with db.session() as s:
         snap = s.query(Snapshot).filter_by(key=key).one()
@@ -56,7 +64,7 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
     db = Database(f"sqlite:///{tmp_path / 'w.sqlite'}", key_file=tmp_path / "key")
     store, record = node("node-a", "1G"), node("record", "1G")
     first, key1 = run(db, store, lambda home: write(home / "model.bin", 30 * MB))
-    assert lifecycle.replicate(db, store, record, key1)
+    assert replicas.replicate(db, store, record, key1)
     one = snapshot(db, key1)
     assert one.node == lifecycle.NODE and one.replicated_at is not None and one.replica_error is None
     assert one.replica_bytes > 30 * MB  # the first copy is whole
@@ -67,41 +75,52 @@ def test_outputs_reach_the_store_of_record_incrementally_and_the_records_say_so(
 
     # #2 continues #1 with a small change: only the change travels
     second, key2 = run(db, store, lambda home: write(home / "results.csv", 200_000))
-    assert lifecycle.replicate(db, store, record, key2)
+    assert replicas.replicate(db, store, record, key2)
     two = snapshot(db, key2)
     assert two.replica_bytes < 2 * MB, two.replica_bytes  # ~200 kB, not the 30 MB model again
     assert digest(record.snapshot_path(key2)) == digest(store.snapshot_path(key2))
-    assert lifecycle.replicate(db, store, record, key2)  # already there: nothing sent, still true
+    assert replicas.replicate(db, store, record, key2)  # already there: nothing sent, still true
 
-    # a send that fails is recorded and retried at once; one not tried yet is left to its save for a while
+    # a send that fails is recorded and retried at the service's next round
     def broken(*args, **kwargs):
         raise HomeStoreError("the store of record does not answer")
 
     with monkeypatch.context() as m:
         m.setattr(replication, "replicate", broken)
         _, key3 = run(db, store, lambda home: write(home / "more.csv", 100_000))
-        assert not lifecycle.replicate(db, store, record, key3)
+        assert not replicas.replicate(db, store, record, key3)
     three = snapshot(db, key3)
-    assert three.replicated_at is None and "does not answer" in three.replica_error
-    _, key4 = run(db, store, lambda home: write(home / "last.csv", 100_000))  # its save may be sending it
-    assert lifecycle.replicate_pending(db, store, record) == 1  # #3 only: its save's one try is over
-    three = snapshot(db, key3)
-    assert three.replicated_at is not None and three.replica_error is None and record.has_snapshot(key3)
-    assert snapshot(db, key4).replicated_at is None  # too recent: left to its save
-    move_clock(lifecycle.REPLICATION_GRACE + dt.timedelta(minutes=1))
+    assert three.replicated_at is None and "does not answer" in three.replica_error and three.replica_sender is None
+    # #4's send is under way in a live process of another host, #5's was by a process of this host that died
+    # (a hub killed mid-send), #6's by another host's process whose lease ran out: #4 is left to its sender
+    _, key4 = run(db, store, lambda home: write(home / "last.csv", 100_000))
+    _, key5 = run(db, store, lambda home: write(home / "killed.csv", 100_000))
+    _, key6 = run(db, store, lambda home: write(home / "late.csv", 100_000))
+    assert replicas.claim_send(db, key4, "elsewhere:1")
+    assert not replicas.claim_send(db, key4, "elsewhere:2")  # one sender at a time
+    assert replicas.claim_send(db, key5, f"{os.uname().nodename}:{dead_pid()}")
+    assert replicas.claim_send(db, key6, "elsewhere:3", ttl=dt.timedelta(seconds=-1))
+    assert not replicas.replicate(db, store, record, key4)  # a save's own send finds it taken: nothing sent
+    assert replicas.replicate_pending(db, store, record, lifecycle.NODE) == 3  # #3, #5 and #6
+    for key in (key3, key5, key6):
+        done = snapshot(db, key)
+        assert done.replicated_at is not None and done.replica_error is None and record.has_snapshot(key)
+        assert done.replica_sender is None and done.replica_until is None
+    assert snapshot(db, key4).replicated_at is None and not record.has_snapshot(key4)
+    move_clock(replicas.SEND_LEASE + dt.timedelta(minutes=1))  # #4's sender said nothing since: its lease ran out
     try:
-        assert lifecycle.replicate_pending(db, store, record) == 1
+        assert replicas.replicate_pending(db, store, record, lifecycle.NODE) == 1
     finally:
-        move_clock(-(lifecycle.REPLICATION_GRACE + dt.timedelta(minutes=1)))
-    assert record.has_snapshot(key4)
+        move_clock(-(replicas.SEND_LEASE + dt.timedelta(minutes=1)))
+    assert record.has_snapshot(key4) and snapshot(db, key4).replica_sender is None
 
     # the owner deletes #2's output: its copy in the store of record goes too
     with db.session() as s:
         s.query(Snapshot).filter_by(key=key2).one().deleted = dt.datetime(2026, 12, 3)
     store.delete(key2)
-    assert lifecycle.purge_deleted_replicas(db, record) == 1
+    assert replicas.purge_deleted_replicas(db, record) == 1
     assert not record.has_snapshot(key2) and record.has_snapshot(key1) and record.has_snapshot(key3)
-    assert lifecycle.purge_deleted_replicas(db, record) == 0
+    assert replicas.purge_deleted_replicas(db, record) == 0
 
 
 def test_a_save_finished_after_a_failure_is_sent_to_the_store_of_record_at_once(node, tmp_path):  # noqa: F811
@@ -142,15 +161,15 @@ def test_a_node_s_own_store_its_pending_save_a_received_output_and_deleted_copie
     key = lifecycle.snapshot_key_of(db, plan.execution_id)
     assert node_a.has_snapshot(key) and not central.has_snapshot(key) and snapshot(db, key).node == "a"
     # a start on node b receives it from whichever store holds it (central has not got it yet)
-    got = lifecycle.receive(db, key, node_b, [central, node_a])
+    got = replicas.receive(db, key, node_b, [central, node_a])
     assert got.sent and got.parent is None and digest(node_b.snapshot_path(key)) == digest(node_a.snapshot_path(key))
-    assert lifecycle.replicate_pending(db, node_a, central, node="b") == 0  # only what `node` saved
+    assert replicas.replicate_pending(db, node_a, central, node="b") == 0  # only what `node` saved
     # the owner deletes it: the copies on the nodes go too, and only those
     with db.session() as s:
         s.query(Snapshot).filter_by(key=key).one().deleted = utcnow()
-    assert [lifecycle.purge_deleted_copies(db, st) for _, st in stores.own()] == [1, 1]
+    assert [replicas.purge_deleted_copies(db, st) for _, st in stores.own()] == [1, 1]
     assert not node_a.has_snapshot(key) and not node_b.has_snapshot(key)
-    assert lifecycle.purge_deleted_copies(db, node_a) == 0
+    assert replicas.purge_deleted_copies(db, node_a) == 0
 
 
 def test_a_hub_sends_each_saved_output_to_the_store_of_record(start_hub, node, tmp_path):  # noqa: F811

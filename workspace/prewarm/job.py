@@ -4,7 +4,7 @@
     jobs.start(course, students, by)                # plans (blocking), then runs in threads; 409 while one runs
     jobs.of(course).status(locale)                  # what a GET answers: homes done of total, bytes, images
 
-The homes go node by node: in parallel over the nodes, one at a time on each, by `lifecycle.receive`
+The homes go node by node: in parallel over the nodes, one at a time on each, by `replicas.receive`
 (from the store of record or the node that saved it, incrementally from the nearest snapshot of its
 lineage the node holds), as a start's own receive would (spawner/node_inputs.py); each home that is
 there is recorded (assignment.record), so that its owner's start is placed there. Alongside, the
@@ -25,7 +25,7 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from workspace import i18n, lifecycle
+from workspace import i18n, replicas
 from workspace.db import Database, iso, utcnow
 from workspace.errors import UserError
 from workspace.executions import Snapshot
@@ -355,7 +355,7 @@ class Prewarms:
         target = self.stores.of(home.node)
         if target.has_snapshot(home.snapshot):
             return False
-        stats = lifecycle.receive(self.db, home.snapshot, target, self.sources(home), lambda t: progress(t.bytes))
+        stats = replicas.receive(self.db, home.snapshot, target, self.sources(home), lambda t: progress(t.bytes))
         progress(stats.bytes)
         return stats.sent
 

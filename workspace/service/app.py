@@ -32,7 +32,7 @@ from tornado.httpserver import HTTPServer
 from traitlets import Bool, Dict, Float, Integer, Unicode
 from traitlets.config import Application
 
-from workspace import config, lifecycle, webhooks
+from workspace import config, lifecycle, replicas, webhooks
 from workspace.datasets import DatasetRules
 from workspace.db import database
 from workspace.images import user as user_images
@@ -324,13 +324,13 @@ async def retry_saves(service: WorkspaceService) -> None:
                 own = await loop.run_in_executor(None, stores.own)
                 for node, node_store in own or [(lifecycle.NODE, store)]:
                     sent = await loop.run_in_executor(
-                        None, functools.partial(lifecycle.replicate_pending, db, node_store, record, node=node)
+                        None, functools.partial(replicas.replicate_pending, db, node_store, record, node=node)
                     )
                     if sent:
                         log.info("%d output(s) of %s reached the store of record", sent, node)
-                purged = await loop.run_in_executor(None, lifecycle.purge_deleted_replicas, db, record)
+                purged = await loop.run_in_executor(None, replicas.purge_deleted_replicas, db, record)
                 for node, node_store in own:
-                    purged += await loop.run_in_executor(None, lifecycle.purge_deleted_copies, db, node_store)
+                    purged += await loop.run_in_executor(None, replicas.purge_deleted_copies, db, node_store)
                 if purged:
                     log.info("removed %d copies of deleted outputs", purged)
             gone = await loop.run_in_executor(None, uploads.expire, store.uploads_dir, expire_after)

@@ -35,7 +35,7 @@ POOL = "pool"
 AREAS = ("snapshots", "datasets")  # the store's directories of immutable trees
 FORMS = ("stream", "tree")  # a btrfs send stream, or a plain copy
 SET_NAME = re.compile(r"^(\d{4,})-(\d{8}T\d{6}Z)$")
-LINEAGE_LIMIT = 50  # how far back along a lineage a parent is looked for (as lifecycle.lineage)
+LINEAGE_LIMIT = 50  # how far back along a lineage a parent is looked for (as replicas.lineage)
 
 
 class BackupError(Exception):
@@ -187,7 +187,7 @@ class Records:
 def lineages(
     executions: Iterable[tuple[int, int | None, int | None]], snapshot_keys: dict[int, str], limit: int = LINEAGE_LIMIT
 ) -> dict[str, list[str]]:
-    """For each output, the keys of the outputs it descends from, nearest first (as lifecycle.lineage).
+    """For each output, the keys of the outputs it descends from, nearest first (as replicas.lineage).
 
     `executions`: (id, snapshot id, restored-from execution id) of every execution; `snapshot_keys`: every
     snapshot's key by id, deleted ones included (a deleted parent may still be in the pool)."""

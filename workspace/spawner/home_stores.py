@@ -12,7 +12,7 @@ import logging
 import threading
 from pathlib import Path
 
-from workspace import lifecycle
+from workspace import lifecycle, replicas
 from workspace.db import database
 from workspace.limits import quotas
 from workspace.store.copier import Transfer
@@ -179,7 +179,7 @@ class HomeStoresMixin:
             try:  # off the stop path too; a failure is recorded and retried
                 key = lifecycle.snapshot_key_of(self.db, execution_id)
                 if key:
-                    lifecycle.replicate(self.db, store, self.record_store, key)
+                    replicas.replicate(self.db, store, self.record_store, key)
             except Exception:
                 self.log.exception("Replicating the output of execution %s failed", execution_id)
         try:

@@ -384,6 +384,7 @@ class WorkspaceMixin(
     async def _start_execution(self):
         """A start (see `start`): a new execution, from its place in the queue to its running container."""
         self._reset_progress()
+        self._start_script = None  # the follower of this start's start script (_announce_container)
         started = time.monotonic()
         # checked in the spawn request (run_pre_spawn_hook); only a start called without it checks here
         request, self.start_request = self.start_request or await self.check_start(), None

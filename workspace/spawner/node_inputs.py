@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from workspace import lifecycle
+from workspace import replicas
 from workspace.errors import UserError
 from workspace.executions import Snapshot
 from workspace.store import replication
@@ -72,7 +72,7 @@ class NodeInputsMixin:
             with self._receive_lock(store, key):
                 if store.has_snapshot(key):
                     return None
-                return lifecycle.receive(self.db, key, store, sources, reporter(12, sending))
+                return replicas.receive(self.db, key, store, sources, reporter(12, sending))
 
         try:
             stats = await self.run_blocking(receive)

@@ -107,7 +107,22 @@ class StartupMixin:
                     "the workspace's page, then start it again.",
                     seconds=self.http_timeout,
                 ) from None
+            await self._start_script_said()
         await self.run_blocking(queue.mark_ready, self.db, plan.execution_id)
+
+    START_SCRIPT_GRACE = 3.0  # s: the start script's last lines, read after the server answers
+
+    async def _start_script_said(self) -> None:
+        """The start script ran before the server, so its last lines ("[start.sh] failed ...") are in the
+        log by now; the follower is given a moment to show them, because the progress page stops listening
+        once start() returns (found when CI's load made the follower's next read come after the ready)."""
+        follower = getattr(self, "_start_script", None)
+        if follower is None or follower.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(follower), self.START_SCRIPT_GRACE)
+        except (asyncio.TimeoutError, TimeoutError):
+            self.log.info("The start script's last lines of %s come after its start", self._log_name)
 
     def server_url(self, result) -> str:
         """The server's URL from start()'s result ((ip, port) or a URL), as JupyterHub's Server makes it."""

@@ -209,6 +209,8 @@ class Execution(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     log_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     log_kept: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # when a task's end was told to its owner's workspaces and webhook (workspace/task_news.py)
+    news_told: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
     created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     started: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
     stopped: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)

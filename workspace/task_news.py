@@ -1,11 +1,12 @@
 """Telling owners that their tasks ended (#17): a notice in each of their running workspaces, and a call
 of their webhook, if they set one (workspace/webhooks.py).
 
-What ended is read from the records (`tasks.ended_since`) since the last look, and told once. The
+What ended is read from the records (`tasks.untold_ends`) and marked told there: told once, also
+across the culler's restarts (before, what ended while the culler started again was never told). The
 culler's loop drives it: once a cycle it hands over the running workspaces it found (the hub's list,
 with their executions) and its way of showing a notice in one (the workspace's extension, reached with
 the execution's own report key), both of which it has for its own warnings. The news itself (what is
-told, to whom, and when it was last looked at) is this module's.
+told, to whom) is this module's.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import asyncio
 import logging
 
 from workspace import tasks, webhooks
-from workspace.db import utcnow
 
 log = logging.getLogger("workspace.culler")  # the culler's process tells it: its log says it
 
-# what a task's webhook call says (tasks.ended_since's fields)
+# what a task's webhook call says (tasks.untold_ends' fields)
 TASK_FIELDS = ("owner", "workspace", "number", "exit_code", "stop_reason", "stopped_at", "message")
 
 
@@ -28,25 +28,22 @@ class TaskNews:
     def __init__(self, db, networks: list):
         self.db = db  # () -> the workspace database (made on first use, as the culler's)
         self.networks = networks  # the hub's networks a webhook may reach after all (webhooks.networks)
-        self.since = None  # the end of the last task told (None: not looked yet)
         self._calls: set = set()  # webhook calls under way (kept, so that they are not collected)
 
     async def announce(self, servers: list, show_notice) -> None:
-        """Tell each owner's running workspaces (`servers`, the culler's) of their tasks that ended since the
-        last look (#17), by `show_notice(server, notice_id, message, withdrawn, **extra)`; and their webhooks."""
+        """Tell each owner's running workspaces (`servers`, the culler's) of their tasks that ended and
+        were not told yet (#17), by `show_notice(server, notice_id, message, withdrawn, **extra)`; and their
+        webhooks. Each end is marked told first: told once (a crash mid-way loses a notice, never repeats one)."""
         loop = asyncio.get_running_loop()
-        since = self.since
-        if since is None:
-            self.since = utcnow()  # what ended before the culler started was told then, or is on the pages
-            return
         try:
-            ended = await loop.run_in_executor(None, tasks.ended_since, self.db(), since)
+            ended = await loop.run_in_executor(None, tasks.untold_ends, self.db())
+            if ended:
+                await loop.run_in_executor(None, tasks.mark_told, self.db(), [t["execution_id"] for t in ended])
         except Exception as e:
             log.warning("could not read the tasks that ended: %s", e)
             return
         if not ended:
             return
-        self.since = max(t["stopped"] for t in ended)
         shows = [
             show_notice(
                 server, f"task-{t['execution_id']}", t["message"], "", level="success" if t["success"] else "error"

@@ -20,6 +20,7 @@ the student's own log, so it is parsed strictly and only ever shown to them.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -344,11 +345,9 @@ def cancellable(db, owner: str, name: str, number: int) -> None:
 
 def ended_since(db, since, owner: str | None = None, limit: int = 50, locale: str = "en") -> list[dict]:
     """Tasks that ended (saved or failed) after `since`, newest first: {owner, workspace, number, execution_id,
-    stopped, message} (blocking; `message` in `locale`). For the notices of a task's end: the pages' and the
-    running workspaces'."""
+    stopped, message} (blocking; `message` in `locale`). For the notices of a task's end on the pages."""
     from sqlalchemy import select
 
-    from workspace.db import iso
     from workspace.executions import FINAL, Execution, Workspace
 
     query = (
@@ -360,6 +359,46 @@ def ended_since(db, since, owner: str | None = None, limit: int = 50, locale: st
     )
     if owner is not None:
         query = query.where(Workspace.owner == owner)
+    return _ends(db, query, locale)
+
+
+NEWS_WITHIN = dt.timedelta(days=1)  # an end older than this is not told any more (it is on the pages)
+
+
+def untold_ends(db, limit: int = 50) -> list[dict]:
+    """Tasks that ended (in the last NEWS_WITHIN) and were not told yet to their owners' workspaces and
+    webhooks, oldest first; as `ended_since`. Told or not is in the record (`news_told`), so a culler that
+    restarts (a hub's restart, an upgrade) tells what ended while it was away, and nothing twice."""
+    from sqlalchemy import select
+
+    from workspace.db import utcnow
+    from workspace.executions import FINAL, Execution, Workspace
+
+    query = (
+        select(Execution, Workspace.owner, Workspace.name)
+        .join(Workspace, Execution.workspace_id == Workspace.id)
+        .where(Execution.kind == "task", Execution.state.in_(FINAL), Execution.news_told.is_(None))
+        .where(Execution.stopped > utcnow() - NEWS_WITHIN)
+        .order_by(Execution.stopped, Execution.id)
+        .limit(limit)
+    )
+    return _ends(db, query, "en")
+
+
+def mark_told(db, execution_ids: list[int]) -> None:
+    """Record that these tasks' ends were told (untold_ends passes them over from now on)."""
+    from sqlalchemy import update
+
+    from workspace.db import utcnow
+    from workspace.executions import Execution
+
+    with db.session() as s:
+        s.execute(update(Execution).where(Execution.id.in_(execution_ids)).values(news_told=utcnow()))
+
+
+def _ends(db, query, locale: str) -> list[dict]:
+    from workspace.db import iso
+
     with db.session() as s:
         return [
             {

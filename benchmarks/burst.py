@@ -15,8 +15,14 @@ shows JupyterHub's own). Each start's time runs from its spawn
 request to the `ready` event of its progress stream; a start that ends `failed`
 (or not within 15 min) is a failure.
 
-The last line reads `starts=<N> burst_failures=<ours failed> p50_s=<> p95_s=<> plain_failures=<>
-plain_p50_s=<> plain_p95_s=<> p95_ratio=<ours p95 / plain p95>`; ours must have no failures.
+Both runs also measure the CPU the machine spent from the requests to the last ready, and the share of
+it spent inside the servers' containers (the same image and server for both hubs: the same work). The
+`floor_ratio` is the p95 a hub of no CPU of its own could reach, over the plain hub's: 95 % of the
+servers' CPU spread over every core.
+
+The last line reads `starts=<N> burst_failures=<ours failed> p50_s=<> p95_s=<> cpu_s_per_start=<>
+plain_failures=<> plain_p50_s=<> plain_p95_s=<> plain_cpu_s_per_start=<> server_cpu_s_per_start=<>
+floor_ratio=<> p95_ratio=<ours p95 / plain p95>`; ours must have no failures.
 """
 
 from __future__ import annotations
@@ -107,20 +113,54 @@ class Target:
                 time.sleep(1)
 
 
-def burst(target: Target, starts: int, label: str) -> tuple[list[float], int, list[str]]:
-    """N starts requested at once (one thread each), all stopped after: (the times, failures, queue messages)."""
+def busy_cpu() -> float:
+    """CPU seconds this machine spent busy so far (all cores, /proc/stat: everything but idle and iowait)."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def containers_cpu() -> dict[str, float]:
+    """CPU seconds each running container spent so far, by its cgroup (v1 cpuacct or v2 cpu.stat)."""
+    found = {}
+    for path in Path("/sys/fs/cgroup/cpuacct/docker").glob("*/cpuacct.usage"):
+        found[path.parent.name] = int(path.read_text()) / 1e9
+    for path in Path("/sys/fs/cgroup/system.slice").glob("docker-*.scope/cpu.stat"):
+        usage = dict(line.split() for line in path.read_text().splitlines())
+        found[path.parent.name] = int(usage["usage_usec"]) / 1e6
+    return found
+
+
+class Burst:
+    """What a burst measured: each start's seconds, the failures, the queue's messages, and the CPU the
+    machine spent from the requests to the last ready (all of it, and the containers' share: the servers
+    coming up, the same work for any hub)."""
+
+    def __init__(self, done: list[float], failures: int, waits: list[str], cpu: float, servers_cpu: float):
+        self.done, self.failures, self.waits, self.cpu, self.servers_cpu = done, failures, waits, cpu, servers_cpu
+
+
+def burst(target: Target, starts: int, label: str) -> Burst:
+    """N starts requested at once (one thread each), all stopped after."""
     users = [f"burst{i:03d}" for i in range(starts)]
     target.create_users(users)
     waits: list[str] = []
-    began = time.perf_counter()
+    began, cpu, before = time.perf_counter(), busy_cpu(), containers_cpu()
     with ThreadPoolExecutor(starts) as pool:
         times = list(pool.map(lambda u: target.timed_start(u, waits), users))
+    cpu, after = busy_cpu() - cpu, containers_cpu()
+    servers_cpu = sum(v - before.get(k, 0.0) for k, v in after.items())
     done = [t for t in times if t is not None]
     failures = len(times) - len(done)
     print(
         f"{label}: {starts} at once: {len(done)} started, {failures} failed; "
         f"p50 {statistics.median(done or [0]):.1f} s, p95 {percentile(done, 0.95):.1f} s, "
         f"all in {time.perf_counter() - began:.1f} s",
+        flush=True,
+    )
+    print(
+        f"{label}: CPU until the last was ready: {cpu:.1f} s ({cpu / starts:.2f} a start), of which the "
+        f"servers' containers {servers_cpu:.1f} s ({servers_cpu / starts:.2f} a start)",
         flush=True,
     )
     if waits:
@@ -130,10 +170,10 @@ def burst(target: Target, starts: int, label: str) -> tuple[list[float], int, li
         list(pool.map(target.stop, users))
     target.wait_stopped(users)
     print(f"{label}: stopping all {starts} took {time.perf_counter() - stopping:.1f} s", flush=True)
-    return done, failures, waits
+    return Burst(done, failures, waits, cpu, servers_cpu)
 
 
-def ours(base: Path, starts: int) -> tuple[list[float], int, list[str]]:
+def ours(base: Path, starts: int) -> Burst:
     store = base / "store"
     mount_loop_btrfs(base / "store.img", store, size="20G")
     hub = Hub(base / "data", store_dir=store, WORKSPACE_MAX_RUNNING="0")
@@ -167,7 +207,7 @@ c.Spawner.start_timeout = {start_timeout}
 """
 
 
-def plain(base: Path, starts: int, timeouts: tuple[int, int]) -> tuple[list[float], int, list[str]]:
+def plain(base: Path, starts: int, timeouts: tuple[int, int]) -> Burst:
     """The same burst on a plain JupyterHub + DockerSpawner with the same image; `timeouts`: its
     (http_timeout, start_timeout)."""
     settings = Settings.from_env()
@@ -233,19 +273,26 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-burst-") as tmp:
         base = Path(tmp)
-        done, failures, _ = ours(base, args.starts)
+        mine = ours(base, args.starts)
+        done = mine.done
         line = (
-            f"starts={args.starts} burst_failures={failures} p50_s={statistics.median(done or [0]):.1f} "
-            f"p95_s={percentile(done, 0.95):.1f}"
+            f"starts={args.starts} burst_failures={mine.failures} p50_s={statistics.median(done or [0]):.1f} "
+            f"p95_s={percentile(done, 0.95):.1f} cpu_s_per_start={mine.cpu / args.starts:.2f}"
         )
         if args.skip_plain:
             print(line)
             return
-        p_done, p_failures, _ = plain(base, args.starts, (args.plain_http_timeout, args.plain_start_timeout))
-        p95, p_p95 = percentile(done, 0.95), percentile(p_done, 0.95)
+        theirs = plain(base, args.starts, (args.plain_http_timeout, args.plain_start_timeout))
+        p95, p_p95 = percentile(done, 0.95), percentile(theirs.done, 0.95)
+        # The floor: a hub that spent no CPU of its own, its starts in turn on every core, would have its 95th
+        # start ready once 95 % of the servers' own CPU (the plain run's containers) was spent.
+        cores = os.cpu_count() or 1
+        floor = 0.95 * theirs.servers_cpu / cores
         print(
-            f"{line} plain_failures={p_failures} plain_p50_s={statistics.median(p_done or [0]):.1f} "
-            f"plain_p95_s={p_p95:.1f} p95_ratio={p95 / p_p95:.2f}"
+            f"{line} plain_failures={theirs.failures} plain_p50_s={statistics.median(theirs.done or [0]):.1f} "
+            f"plain_p95_s={p_p95:.1f} plain_cpu_s_per_start={theirs.cpu / args.starts:.2f} "
+            f"server_cpu_s_per_start={theirs.servers_cpu / args.starts:.2f} floor_ratio={floor / p_p95:.2f} "
+            f"p95_ratio={p95 / p_p95:.2f}"
         )
 
 

@@ -80,6 +80,15 @@ def word(code: str | None) -> str:
 
 # a workspace's name is its JupyterHub server name: what `get_or_create_spawner` and the proxy accept
 WORKSPACE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+# A run beside a workspace (#31) is a JupyterHub server of its own, named so (a slug JupyterHub accepts);
+# its execution is the workspace's, with this name in `Execution.server`. No workspace may be named so.
+RUN_SERVER = re.compile(r"^run-[0-9a-f]{12}$")
+
+
+def new_run_server() -> str:
+    """A fresh name for a run's own JupyterHub server."""
+    return f"run-{secrets.token_hex(6)}"
+
 
 TRANSITIONS: dict[str, set[str]] = {
     "queued": {"preparing", "failed", "stopped"},
@@ -115,8 +124,9 @@ class Workspace(Base):
 
     @property
     def latest(self) -> "Execution | None":
-        """The newest execution (None: never started)."""
-        return max(self.executions, key=lambda e: e.number, default=None)
+        """The newest execution of the workspace's own server (None: never started); runs beside it (#31)
+        are branches: they never make it look running, and "latest" never continues from one."""
+        return max((e for e in self.executions if e.server is None), key=lambda e: e.number, default=None)
 
     def summary(self) -> dict:
         current = self.latest
@@ -209,6 +219,9 @@ class Execution(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     log_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     log_kept: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # a run beside the workspace (#31): its own JupyterHub server's name (RUN_SERVER); None: the workspace's
+    server: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    server_gone: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)  # its hub record removed
     # when a task's end was told to its owner's workspaces and webhook (workspace/task_news.py)
     news_told: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
     created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
@@ -256,6 +269,8 @@ class Execution(Base):
         return {
             "number": self.number,
             "kind": self.kind or "workspace",
+            "beside": self.server is not None,  # a run beside its workspace (#31): a branch of its lineage
+            "server": self.server,  # a run's own JupyterHub server (None: the workspace's)
             "state": self.state,
             "parent": self.parent.number if self.parent else None,
             "restored_from": self.restored_from.number if self.restored_from and not self.from_starter else None,
@@ -423,6 +438,12 @@ def number_of(text: str) -> int:
 
 def check_workspace_name(name: str) -> str:
     """A workspace's name, or the user's 400 saying what a name may be."""
+    if RUN_SERVER.match(name):
+        raise UserError(
+            400,
+            "“{name}” is the name the platform gives a run beside a workspace; choose another name.",
+            name=name,
+        )
     if not WORKSPACE_NAME.match(name):
         raise UserError(
             400,
@@ -434,8 +455,9 @@ def check_workspace_name(name: str) -> str:
 
 
 def latest_with_output(session: Session, ws: Workspace) -> Execution | None:
+    """The newest of the workspace's own executions with output (never a run beside it: see `latest`)."""
     for ex in sorted(ws.executions, key=lambda e: e.number, reverse=True):
-        if ex.has_output:
+        if ex.has_output and ex.server is None:
             return ex
     return None
 
@@ -452,7 +474,8 @@ def nearest_output(execution: Execution | None) -> Execution | None:
 
 
 def parse_continue_from(value) -> str | int:
-    """`latest` (default), `fresh`, or an execution number; anything else is a 400."""
+    """`latest` (default), `fresh`, `now` (a run beside an open workspace: its home as it is now, #31), or an
+    execution number; anything else is a 400."""
     if value is None or value == "":
         return "latest"
     if isinstance(value, bool):
@@ -463,7 +486,7 @@ def parse_continue_from(value) -> str | int:
         return value
     if isinstance(value, str):
         v = value.strip().lower().lstrip("#")
-        if v in ("latest", "fresh"):
+        if v in ("latest", "fresh", "now"):
             return v
         if v.isdigit() and int(v) >= 1:
             return int(v)
@@ -488,6 +511,8 @@ def plan_continuation(session: Session, ws: Workspace, choice: str | int) -> tup
     """
     if choice == "fresh":
         return None, None
+    if choice == "now":  # a run from the open workspace's home: its record's parent (the home: a checkpoint)
+        return ws.latest, nearest_output(ws.latest)
     if choice == "latest":
         latest = latest_with_output(session, ws)
         if latest is None:

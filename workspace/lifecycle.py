@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,12 +25,14 @@ from sqlalchemy import select
 
 from workspace import courses, i18n, process, replicas
 from workspace.db import Database, utcnow
+from workspace.errors import UserError
 from workspace.executions import (
     Execution,
     Snapshot,
     claim,
     find_workspace,
     get_or_create_workspace,
+    nearest_output,
     new_execution,
     plan_continuation,
     release_claim,
@@ -71,9 +74,17 @@ class StartPlan:
     quota_room: int | None = None  # bytes left in the owner's storage quota: the home grows by at most this
     starter: str | None = None  # a course's starter restored instead: "course (owner/workspace #n)"
     report_key: str | None = None  # the workspace's secret for the culler's calls
+    now: bool = False  # a run beside the open workspace, from its home as it was at the request (#31)
 
     def describe(self, locale: str = i18n.DEFAULT) -> str:
         """The sentence the progress stream shows about what is restored, in `locale`."""
+        if self.now:
+            return i18n.translate(
+                locale,
+                "Run #{number} starts from the home of #{parent} as it was at the request",
+                number=self.number,
+                parent=self.parent,
+            )
         if self.starter:
             return i18n.translate(
                 locale,
@@ -120,6 +131,8 @@ def begin(
     locale: str | None = None,
     quota_room: int | None = None,
     queued: bool = False,
+    server: str | None = None,
+    checkpoint: str | None = None,
 ) -> StartPlan:
     """Record a new execution and decide what it restores.
 
@@ -127,14 +140,20 @@ def begin(
     or when its resource type may have to wait (capacity, GPUs), and `admit()` lets it in; else it is
     `preparing` at once. A type's per-user limit is counted in the same
     transaction (queue.entering).
+
+    A run beside the workspace (#31) has its own JupyterHub `server`; from `now` it restores `checkpoint`,
+    the snapshot `checkpoint()` took of the open workspace's home.
     """
-    with db.session() as s, queue.entering(s, owner, name, resource_type):
+    with db.session() as s, queue.entering(s, owner, name, resource_type, server):
         ws = get_or_create_workspace(s, owner, name)
         parent, source = plan_continuation(s, ws, choice)
-        starter = courses.starter_for(s, ws) if source is None and choice != "fresh" else None
+        if checkpoint is not None:
+            source = None
+        starter = courses.starter_for(s, ws) if source is None and choice not in ("fresh", "now") else None
         if starter is not None:  # nothing of its own to restore yet: the course's starter
             source = starter
         ex = new_execution(s, ws, parent, source, image=image)
+        ex.server = server
         ex.datasets = mounts or []
         if resource_type is not None:
             ex.resource_type, ex.max_runtime = resource_type.name, resource_type.max_runtime
@@ -147,12 +166,15 @@ def begin(
         if not queued and (resource_type is None or not resource_type.limited):
             ex.to(s, "preparing")
         snap = source.snapshot if source else None
+        if checkpoint is not None:
+            snap = s.scalar(select(Snapshot).where(Snapshot.key == checkpoint))
         return StartPlan(
             execution_id=ex.id,
             number=ex.number,
             live_key=ex.live_key,
             parent=parent.number if parent else None,
             restore_from=source.number if source and starter is None else None,
+            now=checkpoint is not None,
             restore_snapshot=snap.key if snap else None,
             restore_bytes=snap.bytes if snap else None,
             restore_files=snap.files if snap else None,
@@ -168,6 +190,47 @@ def begin(
         )
 
 
+def checkpoint(db: Database, store_of: Callable[[str | None], HomeStore], owner: str, name: str) -> str:
+    """A read-only snapshot of the open workspace's home as it is now, for a run beside it (#31): saved
+    from its live home (a btrfs snapshot: atomic and instant; the copy store copies it), which the
+    workspace goes on using undisturbed. Recorded as a snapshot of the workspace's node, no execution's
+    output; `discard_checkpoint` removes it once the run's home is restored. Its key; the user's 409
+    when the workspace is not open."""
+    with db.session() as s:
+        ws = find_workspace(s, owner, name)
+        open_ex = ws.latest if ws is not None else None
+        if open_ex is None or open_ex.state != "running":
+            raise UserError(
+                409,
+                "“{name}” is not open, so it has no home “as it is now”; run from “latest” or an execution's number.",
+                name=name,
+            )
+        live, node = open_ex.live_key, open_ex.node
+        source = nearest_output(open_ex)
+        parent = source.snapshot.key if source is not None and source.snapshot is not None else None
+    store = store_of(node)
+    key = f"c{uuid.uuid4().hex}"
+    store.save(live, key, parent)
+    with db.session() as s:
+        s.add(Snapshot(key=key, backend=store.kind, node=node or NODE))
+    return key
+
+
+def discard_checkpoint(
+    db: Database, store_of: Callable[[str | None], HomeStore], key: str, run_store: HomeStore
+) -> None:
+    """The snapshot `checkpoint` took, once the run's home holds it (or the run failed before): from the
+    workspace's node's store, and from the run's, where a run placed on another node received it."""
+    with db.session() as s:
+        snap = s.scalar(select(Snapshot).where(Snapshot.key == key))
+        if snap is None:
+            return
+        snap.deleted = snap.deleted or utcnow()
+        node = snap.node
+    for store in {id(st): st for st in (store_of(node), run_store)}.values():
+        store.delete(key)
+
+
 def transition(db: Database, execution_id: int, state: str, message: str | None = None, **fields) -> None:
     with db.session() as s:
         ex = s.get(Execution, execution_id)
@@ -178,7 +241,13 @@ def transition(db: Database, execution_id: int, state: str, message: str | None 
 
 
 def record_stop_reason(
-    db: Database, owner: str, name: str, reason: str, detail: str | None, execution_id: int | None = None
+    db: Database,
+    owner: str,
+    name: str,
+    reason: str,
+    detail: str | None,
+    execution_id: int | None = None,
+    server: str | None = None,
 ) -> int | None:
     """Say why the running execution of a workspace is about to be stopped (an admin, the culler).
 
@@ -189,7 +258,8 @@ def record_stop_reason(
     with db.session() as s:
         if execution_id is None:
             ws = find_workspace(s, owner, name)
-            running = [e for e in ws.executions if e.state == "running"] if ws else []
+            # the workspace's own server (`name`), or a run's beside it (`server`, #31)
+            running = [e for e in ws.executions if e.state == "running" and e.server == server] if ws else []
             if not running:
                 return None
             ex = running[-1]

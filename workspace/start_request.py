@@ -31,7 +31,9 @@ from workspace.caller import Caller
 from workspace.db import Database
 from workspace.errors import UserError
 from workspace.executions import (
+    RUN_SERVER,
     Execution,
+    check_workspace_name,
     execution_by_number,
     find_workspace,
     get_or_create_workspace,
@@ -168,14 +170,14 @@ def one_queued_per_user(db: Database, owner: str, name: str, rtype: ResourceType
                 )
 
 
-def within_per_user_limit(db: Database, owner: str, name: str, rtype: ResourceType) -> None:
+def within_per_user_limit(db: Database, owner: str, name: str, rtype: ResourceType, server: str | None = None) -> None:
     """The type's per-user limit (queue.check_per_user), asked early for a prompt answer; the start's
     record checks it again in the same transaction (queue.entering), where two starts at once are
     told apart."""
     if not rtype.per_user:
         return
     with db.session() as s:
-        queue.check_per_user(s, owner, name, rtype)
+        queue.check_per_user(s, owner, name, rtype, server)
 
 
 # -- who asks, under which rules ---------------------------------------------------
@@ -192,6 +194,7 @@ class Asker:
     locale: str  # the language the start was asked in (its errors are said in it)
     running: tuple[str, ...] = ()  # the owner's other servers that run or start now ('': the default one)
     method: str | None = None  # the spawn request's HTTP method; None: a start asked without one
+    server: str | None = None  # a run beside workspace `name` (#31): its own JupyterHub server's name
 
     @property
     def caller(self) -> Caller:
@@ -226,6 +229,7 @@ def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> St
     choice = parse_continue_from(options.get("continue_from"))
     cleanup = parse_cleanup(options.get("cleanup", False))
     task = parse_task(options.get("task"), cleanup)
+    check_run(db, who, choice, task)
     check_continuation(db, who.owner, who.name, choice)
     refs = datasets.parse_refs(options.get("datasets"))
     mounts = resolve_datasets(db, refs, who.caller) if refs else []
@@ -243,6 +247,46 @@ def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> St
     if rules.user_images:
         check_user_image(db, who, options.get("image"))
     return request
+
+
+def workspace_of(server: str, options: Mapping | None) -> tuple[str, str | None]:
+    """(the workspace, the run's server or None) a JupyterHub server starts as: a run beside a workspace
+    (#31) is a server named `run-<12 hex>` whose options name the workspace (`beside`); any other server
+    is its workspace. The user's 400 on a `beside` that names no workspace, or one given elsewhere."""
+    beside = (options or {}).get("beside")
+    if not RUN_SERVER.match(server or ""):
+        if beside is not None:
+            raise UserError(400, "“beside” is for a run beside a workspace; start the workspace itself without it.")
+        return server, None
+    if not isinstance(beside, str):
+        raise UserError(400, "A run's server needs “beside”: the name of the workspace it runs beside.")
+    return check_workspace_name(beside), server
+
+
+def check_run(db: Database, who: Asker, choice, task: str | None) -> None:
+    """A run beside a workspace (#31) runs a command, beside a workspace the owner has; `now` (the
+    workspace's home as it is now) is a run's choice only, and needs the workspace open. The user's
+    400/404/409."""
+    if who.server is None:
+        if choice == "now":
+            raise UserError(
+                400,
+                "“now” (the open workspace's home as it is now) is for runs beside a workspace; "
+                "start it from “latest”.",
+            )
+        return
+    if task is None:
+        raise UserError(400, "A run beside a workspace runs a command: give its “task”.")
+    with db.session() as s:
+        ws = find_workspace(s, who.owner, who.name)
+        if ws is None:
+            raise UserError(404, "You have no workspace “{name}” to run beside.", name=who.name)
+        if choice == "now" and (ws.latest is None or ws.latest.state != "running"):
+            raise UserError(
+                409,
+                "“{name}” is not open, so it has no home “as it is now”; run from “latest” or an execution's number.",
+                name=who.name,
+            )
 
 
 def refuse_start_by_link(method: str | None) -> None:
@@ -278,7 +322,7 @@ def within_per_user_limits(db: Database, who: Asker, max_running: int, rtype: Re
     not limited; 0: no limit), then the type's own per-user limit (`within_per_user_limit`)."""
     within_running_limit(who, max_running)
     if rtype is not None:
-        within_per_user_limit(db, who.owner, who.name, rtype)
+        within_per_user_limit(db, who.owner, who.name, rtype, who.server)
 
 
 def within_running_limit(who: Asker, max_running: int) -> None:

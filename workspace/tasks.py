@@ -320,8 +320,33 @@ def started_task(db, owner: str, name: str, after) -> dict | None:
         return ex.as_dict() if ex is not None else None
 
 
-def cancellable(db, owner: str, name: str, number: int) -> None:
-    """Whether execution `number` is the workspace's current task; the user's 404/409 otherwise (blocking)."""
+def run_spawn(name: str, command: str, options: dict) -> tuple[str, dict]:
+    """(its server's name, the hub's spawn body) of a run beside workspace `name` (#31): a task on a
+    JupyterHub server of its own, whose options name the workspace; `options`: continue_from, datasets,
+    resource_type, image."""
+    from workspace.executions import new_run_server
+
+    user_options = {**options, "task": {"command": command}, "beside": name}
+    return new_run_server(), {"user_options": user_options, "display_name": f"{name} · run"}
+
+
+def started_run(db, owner: str, name: str, server: str) -> dict | None:
+    """The run beside workspace `name` started on hub server `server` (#31), once recorded; else None."""
+    from sqlalchemy import select
+
+    from workspace.executions import Execution, find_workspace
+
+    with db.session() as s:
+        ws = find_workspace(s, owner, name)
+        if ws is None:
+            return None
+        ex = s.scalar(select(Execution).where(Execution.workspace_id == ws.id, Execution.server == server))
+        return ex.as_dict() if ex is not None else None
+
+
+def cancellable(db, owner: str, name: str, number: int) -> str:
+    """The hub server to stop to cancel execution `number`, a task of the workspace (its own server, or a
+    run's beside it); the user's 404/409 otherwise (blocking)."""
     from workspace.executions import ACTIVE, _numbered, find_workspace
 
     with db.session() as s:
@@ -341,6 +366,7 @@ def cancellable(db, owner: str, name: str, number: int) -> None:
                 name=name,
                 state=ex.state,
             )
+        return ex.server or name
 
 
 def ended_since(db, since, owner: str | None = None, limit: int = 50, locale: str = "en") -> list[dict]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -26,6 +27,18 @@ from .test_cli import WORKSPACE
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="Debian's openssh-client is not installed")
 
 
+def wait_listening(port: int, timeout: float = 60) -> None:
+    """Until something accepts connections on 127.0.0.1:`port`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on port {port}"
+            time.sleep(0.3)
+
+
 class Client:
     """One user's OpenSSH client: their key, the gateway's host key pinned."""
 
@@ -38,6 +51,7 @@ class Client:
         self.port = hub.env["WORKSPACE_SSH_PORT"]
         (home / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {public}\n")
         self.token = hub.user_token(user)
+        wait_listening(int(self.port))  # the gateway is a service the hub starts: a loaded machine's is late
 
     def register(self) -> dict:
         r = self.hub.service_call(

@@ -176,6 +176,16 @@ def records(url: str, tables=None) -> dict[str, dict[tuple, dict]]:
     return out
 
 
+def head_revision() -> str:
+    """This tree's newest migration of the workspace database."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(ROOT / "workspace" / "migrations"))
+    return ScriptDirectory.from_config(config).get_current_head()
+
+
 def lost_or_changed(before: dict, after: dict, live_executions: set, volatile=()) -> list[str]:
     """What of `before` is missing from `after`, or differs in a column both have; the executions still
     running (and the tables they write to) need only be there, and `volatile` columns may change."""
@@ -258,6 +268,9 @@ def test_the_previous_release_upgrades_in_place_and_keeps_everything(previous):
     assert "2 running workspace(s) kept" in said, said
 
     after = records(hub.settings.db_url)
+    # the schema's version is the one row an upgrade moves: to this release's newest migration
+    was, now = before.pop("alembic_version"), after.pop("alembic_version")
+    assert list(now) == [(head_revision(),)], (was, now)
     assert not lost_or_changed(before, after, live), lost_or_changed(before, after, live)
     # the hub's own: everything kept; when each was last used may move
     hub_after = records(hub.settings.hub_db_url, HUB_TABLES)

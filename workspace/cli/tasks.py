@@ -3,6 +3,9 @@
 workspace run NAME [--continue N] [--type T] [--dataset REF]... [--image I] [--detach] -- COMMAND...
     starts the task, prints its start's progress (its place in the queue too), then its log as it
     is written, then how it ended; exits with the task's exit code (--detach: only starts it)
+workspace run NAME --from now|latest|N [...] -- COMMAND...
+    the same as a run beside the workspace (#31): while it is open, beside its other runs; `now` is its
+    home as it is at the request (its unsaved files too); the run's output never becomes its "latest"
 workspace logs NAME[#N] [-f]
     a task's log (the latest task's without #N); -f follows it until the task ends
 workspace cancel NAME[#N]
@@ -30,6 +33,12 @@ def add_parsers(cmds) -> None:
     r.add_argument("name", help=translate(loc, "the workspace (created if it does not exist)"))
     r.add_argument(
         "--continue", dest="continue_from", default="latest", help=translate(loc, "N, latest (default) or fresh")
+    )
+    r.add_argument(
+        "--from",
+        dest="beside_from",
+        metavar="now|latest|N",
+        help=translate(loc, "run beside the workspace (while it is open), from its home now, its latest or #N"),
     )
     r.add_argument("--type", dest="resource_type", help=translate(loc, "the resource type"))
     r.add_argument(
@@ -94,11 +103,15 @@ def run_task(client, args, out) -> int:
     command = list(args.task_command)
     if command and command[0] == "--":
         command = command[1:]
-    body = {"command": command, "continue_from": _continuation(args.continue_from)}
+    beside = getattr(args, "beside_from", None)
+    if beside is not None:  # a run beside the workspace (#31): its own server
+        body = {"command": command, "from": _continuation(beside.lstrip("#"))}
+    else:
+        body = {"command": command, "continue_from": _continuation(args.continue_from)}
     for key in ("resource_type", "image", "datasets"):
         if getattr(args, key):
             body[key] = getattr(args, key)
-    started = client.call("POST", f"/workspaces/{args.name}/tasks", json=body)
+    started = client.call("POST", f"/workspaces/{args.name}/{'runs' if beside is not None else 'tasks'}", json=body)
     ex = started.get("execution")
     loc = user_locale()
     if ex is None:
@@ -118,7 +131,7 @@ def run_task(client, args, out) -> int:
             translate(loc, "follow it with: workspace logs {name}#{number} -f", name=args.name, number=number), file=out
         )
         return 0
-    follow_progress(client, whoami(client), args.name, out)  # None: it already ended
+    follow_progress(client, whoami(client), started.get("server") or args.name, out)  # None: it already ended
     print_log(client, args.name, number, True, out)
     record = _ended(client, args.name, number)
     code = record.get("exit_code")

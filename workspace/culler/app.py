@@ -59,7 +59,7 @@ from workspace.culler.hub_api import HubApi, Server
 from workspace.culler.idle import Observation, Verdict, Watch
 from workspace.culler.report import epoch
 from workspace.db import database, utcnow
-from workspace.executions import Execution, UsageSample, Workspace
+from workspace.executions import FINAL, Execution, UsageSample, Workspace
 from workspace.limits.runtime import IdlePolicy
 from workspace.spawner.options import SpawnerOptions
 from workspace.store.agent_store import read_token
@@ -149,7 +149,8 @@ class Culler(HubApi, WorkspaceExtension, HomeWatch, config.HubService):
                 .join(Workspace, Execution.workspace_id == Workspace.id)
                 .where(Execution.state == "running")
             ).all()
-            running = {(owner, name): ex for ex, owner, name in rows}
+            # a run beside a workspace (#31) is the hub's server of its own name (Execution.server)
+            running = {(owner, ex.server or name): ex for ex, owner, name in rows}
             for server in servers:
                 ex = running.get((server.user, server.name))
                 if ex is not None:
@@ -171,6 +172,46 @@ class Culler(HubApi, WorkspaceExtension, HomeWatch, config.HubService):
                 if ex is not None and ex.state == "running":
                     ex.stop_reason, ex.stop_detail = reason, evidence
 
+    def _ended_runs(self, limit: int = 50) -> list[tuple[int, str, str]]:
+        """(execution id, owner, server) of runs beside a workspace (#31) that ended and whose hub record
+        is still there."""
+        db = database(self.db_url, self._key_file)
+        with db.session() as s:
+            return list(
+                s.execute(
+                    select(Execution.id, Workspace.owner, Execution.server)
+                    .join(Workspace, Execution.workspace_id == Workspace.id)
+                    .where(
+                        Execution.server.is_not(None),
+                        Execution.server_gone.is_(None),
+                        Execution.state.in_(FINAL),
+                    )
+                    .limit(limit)
+                )
+            )
+
+    def _gone(self, execution_id: int) -> None:
+        db = database(self.db_url, self._key_file)
+        with db.session() as s:
+            s.get(Execution, execution_id).server_gone = utcnow()
+
+    async def forget_ended_runs(self) -> None:
+        """Remove the hub's records of runs that ended (their own named servers): a user's ended runs never
+        count against the hub's named-server limit, and their list stays the workspaces'."""
+        loop = asyncio.get_running_loop()
+        for execution_id, owner, server in await loop.run_in_executor(None, self._ended_runs):
+            path = f"/users/{quote(owner, safe='')}/servers/{quote(server, safe='')}"
+            try:
+                await self.hub("DELETE", path, {"remove": True})
+            except HTTPClientError as e:
+                if e.code not in (404,):  # 400: still stopping; asked again next cycle
+                    log.info("%s:%s: its record stays for now: %s", owner, server, e)
+                    continue
+            except OSError as e:
+                log.warning("%s:%s: the hub did not answer: %s", owner, server, e)
+                return
+            await loop.run_in_executor(None, self._gone, execution_id)
+
     # -- one cycle -------------------------------------------------------------------
 
     async def cycle(self) -> dict:
@@ -179,6 +220,7 @@ class Culler(HubApi, WorkspaceExtension, HomeWatch, config.HubService):
         await asyncio.get_running_loop().run_in_executor(None, self._attach_executions, servers)
         servers = [s for s in servers if s.execution_id is not None]
         await self.task_news.announce(servers, self.show_notice)
+        await self.forget_ended_runs()
         reports = await asyncio.gather(*(self._no_report() if s.task else self.activity(s) for s in servers))
         now = self.clock()
         samples, culls, actions, samples_by_server = [], [], [], []

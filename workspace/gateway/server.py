@@ -139,7 +139,10 @@ class SshGateway(config.HubService):
         never what the workspace says."""
         with self.db.session() as s:
             workspace = find_workspace(s, login.owner, login.workspace)
-            running = [e for e in workspace.executions if e.state == "running"] if workspace else []
+            # the workspace's own server: a run beside it (#31) is not where `ssh thesis` goes
+            running = (
+                [e for e in workspace.executions if e.state == "running" and e.server is None] if workspace else []
+            )
             recorded = running[-1].ssh_address if running else None
         if not recorded:
             return None

@@ -163,11 +163,13 @@ def lock_admission(session) -> None:
         session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADMISSION_LOCK_KEY})
 
 
-def check_per_user(session, owner: str, name: str, rtype: ResourceType) -> None:
+def check_per_user(session, owner: str, name: str, rtype: ResourceType, server: str | None = None) -> None:
     """A user holds (or waits for) at most `rtype.per_user` starts of a type at once: one student cannot
-    take every GPU of a type. The user's 403 beyond it."""
+    take every GPU of a type. The user's 403 beyond it. The start's own server's executions (a workspace's
+    earlier one, still saving) do not count; a run beside a workspace (`server`, #31) counts every other."""
     if not rtype.per_user:
         return
+    same = (Workspace.name == name) & (func.coalesce(Execution.server, "") == (server or ""))
     held = [
         ex.workspace.name
         for ex in session.scalars(
@@ -175,7 +177,7 @@ def check_per_user(session, owner: str, name: str, rtype: ResourceType) -> None:
             .join(Workspace, Execution.workspace_id == Workspace.id)
             .where(
                 Workspace.owner == owner,
-                Workspace.name != name,
+                ~same,
                 Execution.resource_type == rtype.name,
                 Execution.state.in_(("queued", *HOLDING)),
             )
@@ -193,7 +195,7 @@ def check_per_user(session, owner: str, name: str, rtype: ResourceType) -> None:
 
 
 @contextlib.contextmanager
-def entering(session, owner: str, name: str, rtype: ResourceType | None):
+def entering(session, owner: str, name: str, rtype: ResourceType | None, server: str | None = None):
     """Around the record of a new execution of a type with a per-user limit (lifecycle.begin): the
     user's count and the record in one transaction, serialized as admission is (`lock_admission`, then
     the thread lock, held until the commit), so that two starts at once never both pass the limit."""
@@ -202,7 +204,7 @@ def entering(session, owner: str, name: str, rtype: ResourceType | None):
         return
     lock_admission(session)
     with _admit_lock:
-        check_per_user(session, owner, name, rtype)
+        check_per_user(session, owner, name, rtype, server)
         yield
         session.commit()  # before the lock is let go: the next start counts this one
 

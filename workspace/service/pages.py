@@ -404,10 +404,16 @@ class AdminPage(PageHandler):
     async def post(self):
         admin = self.admin_only()["name"]
         owner, name = self.get_body_argument("owner", ""), self.get_body_argument("workspace", "")
+        # a run beside the workspace (#31) is its own server; anything else named is the workspace's
+        run = self.get_body_argument("server", "")
+        run = run if executions.RUN_SERVER.match(run) else None
         # the reason goes on the record first, so that the save keeps it
         stopped = i18n.translate(self.lang, "Stopped by the administrator {admin}.", admin=admin)
-        execution_id = await self.blocking(lifecycle.record_stop_reason, self.db, owner, name, "admin", stopped)
-        code, body = await self.hub_api("DELETE", f"/users/{quote(owner, safe='')}/servers/{quote(name, safe='')}")
+        execution_id = await self.blocking(
+            lifecycle.record_stop_reason, self.db, owner, name, "admin", stopped, None, run
+        )
+        server = run or name
+        code, body = await self.hub_api("DELETE", f"/users/{quote(owner, safe='')}/servers/{quote(server, safe='')}")
         if code not in (202, 204):
             if execution_id is not None:
                 await self.blocking(lifecycle.record_stop_reason, self.db, owner, name, None, None, execution_id)

@@ -1,6 +1,7 @@
 """Tasks (#17) in the REST API: run one, follow its log, cancel it.
 
     POST /api/workspaces/{name}/tasks                       run a command as a new execution of `name`
+    POST /api/workspaces/{name}/runs                        run one beside `name` (open or not; #31)
     GET  /api/workspaces/{name}/executions/{n}/logs         its log (text; `?follow=1` streams it live);
                                                             a server's too (its start script's output)
     POST /api/workspaces/{name}/executions/{n}/cancel       stop it (its home is saved)
@@ -92,6 +93,55 @@ class TasksHandler(APIHandler):
         )
 
 
+class RunsHandler(APIHandler):
+    """A run beside workspace `name` (#31): a task started on a JupyterHub server of its own, so it runs
+    while the workspace is open and beside its other runs; an execution of the workspace all the same,
+    a branch of its lineage ("latest" never continues from it)."""
+
+    async def post(self, name: str):
+        owner = await self.owner()
+        check_workspace_name(name)
+        body = self.body()
+        unknown = set(body) - {"command", "from", *OPTIONS} - {"continue_from"}
+        if unknown:
+            raise UserError(
+                400,
+                "Unknown field(s) {unknown}; a run takes command, from, {fields}.",
+                unknown=", ".join(sorted(unknown)),
+                fields=", ".join(OPTIONS[1:]),
+            )
+        command = tasks.parse_command(body.get("command"))
+        options = {k: body[k] for k in OPTIONS if body.get(k) is not None}
+        if body.get("from") is not None:  # now, latest, #k: the spawner checks it (start_request)
+            options["continue_from"] = body["from"]
+        server, spawn = tasks.run_spawn(name, command, options)
+        code, answer = await self.hub_fetch(
+            self.hub_auth.get_token(self), "POST", f"/users/{quote(owner, safe='')}/servers/{server}", spawn
+        )
+        if code not in (201, 202):
+            message = (answer or {}).get("message")
+            status = code if 400 <= code < 500 else 502
+            if message:  # the hub's sentence, in the user's language (hub_fetch sends it on)
+                raise web.HTTPError(status, message)
+            raise UserError(status, "The hub refused to start the run ({code}).", code=code)
+        record = None
+        for _ in range(100):  # the spawner records the execution as its start begins
+            record = await self.blocking(tasks.started_run, self.db, owner, name, server)
+            if record is not None:
+                break
+            await asyncio.sleep(0.1)
+        base = f"{self.settings['prefix']}api/workspaces/{quote(name, safe='')}/executions"
+        self.write_json(
+            {
+                "workspace": name,
+                "server": server,
+                "execution": record,
+                "logs_url": f"{base}/{record['number']}/logs?follow=1" if record else None,
+            },
+            status=202,
+        )
+
+
 class LogsHandler(APIHandler):
     """The log of an execution (a task's output; a server's log): the engine's while it runs, the kept one
     after; `?follow=1` until it ends."""
@@ -148,11 +198,11 @@ class LogsHandler(APIHandler):
 class CancelHandler(APIHandler):
     async def post(self, name: str, number: str):
         owner = await self.owner()
-        await self.blocking(tasks.cancellable, self.db, owner, name, number_of(number))
+        server = await self.blocking(tasks.cancellable, self.db, owner, name, number_of(number))
         code, answer = await self.hub_fetch(
             self.hub_auth.get_token(self),
             "DELETE",
-            f"/users/{quote(owner, safe='')}/servers/{quote(name, safe='')}",
+            f"/users/{quote(owner, safe='')}/servers/{quote(server, safe='')}",
         )
         if code not in (202, 204):
             message = (answer or {}).get("message")
@@ -166,6 +216,7 @@ class CancelHandler(APIHandler):
 def handlers(prefix: str) -> list:
     return [
         (rf"{prefix}api/workspaces/([^/]+)/tasks/?", TasksHandler),
+        (rf"{prefix}api/workspaces/([^/]+)/runs/?", RunsHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/logs/?", LogsHandler),
         (rf"{prefix}api/workspaces/([^/]+)/executions/(\d+)/cancel/?", CancelHandler),
     ]

@@ -48,8 +48,8 @@ class WorkspacesPage(PageHandler):
         for row in rows:
             row["state"] = _state_of(servers.get(row["name"]), row["latest"]["state"] if row["latest"] else None)
         known = {r["name"] for r in rows}
-        for name, server in servers.items():  # started elsewhere, no record yet
-            if name not in known:
+        for name, server in servers.items():  # started elsewhere, no record yet (a run's is its workspace's)
+            if name not in known and not executions.RUN_SERVER.match(name):
                 rows.append({"name": name, "state": _state_of(server, None), "latest": None, "executions": 0})
         self.set_status(status)
         self.render_page(
@@ -127,7 +127,8 @@ class WorkspacePage(PageHandler):
             if readonly:
                 raise UserError(404, "{owner} has no workspace “{name}”.", owner=owner, name=name)
             raise UserError(404, "You have no workspace “{name}”.", name=name)
-        latest = runs[0] if runs else None
+        # the workspace's own newest execution: runs beside it (#31) never make it look running
+        latest = next((r for r in runs or [] if not r.get("beside")), None)
         ssh = None if readonly else await self.ssh_directions(owner, name)
         # another's servers are not the caller's to read: the records say what runs
         state = (
@@ -142,6 +143,7 @@ class WorkspacePage(PageHandler):
             owner=owner,
             readonly=readonly,
             executions=runs or [],
+            current=latest,
             error=error,
             message=message,
             state=state,
@@ -198,6 +200,8 @@ class WorkspacePage(PageHandler):
             )
         if action == "task":
             return await self.run_task(name, user)
+        if action == "run":
+            return await self.run_beside(name, user)
         if action == "delete-output":
             number = self.get_body_argument("number", "")
             try:
@@ -222,7 +226,7 @@ class WorkspacePage(PageHandler):
                     files=deleted["files"],
                 ),
             )
-        raise UserError(400, "Say what to do: start, task, stop or delete-output.")
+        raise UserError(400, "Say what to do: start, task, run, stop or delete-output.")
 
     async def run_task(self, name: str, user: str) -> None:
         """The form's choices with a command: a task (workspace/tasks.py); back to this page, where its log shows."""
@@ -252,6 +256,22 @@ class WorkspacePage(PageHandler):
             )
             if code == 400 and "already" in message.lower():
                 message = busy
+            return await self.get(name, error=message, status=code if 400 <= code < 500 else 502)
+        self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}")
+
+    async def run_beside(self, name: str, user: str) -> None:
+        """A command run beside the open workspace (#31), from its home now or its latest output; back to
+        this page, where the run's card and log show."""
+        try:
+            command = tasks.parse_command(self.get_body_argument("command", ""))
+        except UserError as e:
+            return await self.get(name, error=errors.sentence(e, self.lang), status=e.status_code)
+        server, spawn = tasks.run_spawn(name, command, {"continue_from": self.get_body_argument("from", "now")})
+        code, body = await self.hub_api("POST", f"/users/{quote(user, safe='')}/servers/{server}", spawn)
+        if code not in (201, 202):
+            message = (body or {}).get("message") or i18n.translate(
+                self.lang, "The hub refused to start the run ({code}).", code=code
+            )
             return await self.get(name, error=message, status=code if 400 <= code < 500 else 502)
         self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}")
 

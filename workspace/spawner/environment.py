@@ -28,7 +28,7 @@ class EnvironmentMixin:
             "CONDA_ENVS_PATH": f"{home}/.conda/envs",
             "CONDA_PKGS_DIRS": f"{home}/.conda/pkgs",
             "TORCH_HOME": f"{home}/.cache/torch",
-            "WORKSPACE_NAME": self.name or "",
+            "WORKSPACE_NAME": self.workspace_name or "",
             "WORKSPACE_EXECUTION": str(self.current.number or ""),
             # the home's size limit in bytes (empty: none), for the workspace's own display
             "WORKSPACE_HOME_LIMIT": str(getattr(self.current.home_limit, "bytes", None) or ""),
@@ -43,7 +43,7 @@ class EnvironmentMixin:
         if not self.ssh_gateway_key:
             return {}
         with self.db.session() as s:
-            workspace = get_or_create_workspace(s, self.user.name, self.name)
+            workspace = get_or_create_workspace(s, self.user.name, self.workspace_name)
             return ssh_identities.execution_env(s, workspace, self.ssh_gateway_key, gateway_from, by_name)
 
     async def ssh_address(self, ip_and_port) -> str | None:
@@ -60,7 +60,7 @@ class EnvironmentMixin:
         if self.current.task is not None:
             env["WORKSPACE_TASK_COMMAND"] = self.current.task
             base = self.hub.base_url[: -len("hub/")] if self.hub and self.hub.base_url.endswith("hub/") else "/"
-            env["WORKSPACE_TASK_PAGE"] = f"{base}services/workspace/workspaces/{self.name}"
+            env["WORKSPACE_TASK_PAGE"] = f"{base}services/workspace/workspaces/{self.workspace_name}"
         gpus = self.current.gpu_ids
         if gpus is not None and self.parsed_resource_types():
             # also with device_requests: CUDA programs see exactly these, by the same IDs

@@ -89,7 +89,9 @@ class HomeStoresMixin:
 
     async def _restore(self, plan) -> None:
         if plan.restore_snapshot:
-            self.emit_progress(15, self.localized("Restoring the home of #{number}", number=plan.restore_from))
+            self.emit_progress(
+                15, self.localized("Restoring the home of #{number}", number=plan.restore_from or plan.parent)
+            )
         loop = asyncio.get_running_loop()
 
         def report(t: Transfer) -> None:
@@ -108,7 +110,7 @@ class HomeStoresMixin:
                 self.localized(
                     "Restored #{number}'s home: {files:,} files, {mb:,.1f} MB in {seconds:.2f} s, "
                     "sharing {shared:,} files (snapshot)",
-                    number=plan.restore_from,
+                    number=plan.restore_from or plan.parent,
                     files=stats.files,
                     mb=stats.bytes / 1e6,
                     seconds=stats.seconds,
@@ -120,7 +122,7 @@ class HomeStoresMixin:
                 60,
                 self.localized(
                     "Restored #{number}'s home: {files:,} files, {mb:,.1f} MB in {seconds:.2f} s",
-                    number=plan.restore_from,
+                    number=plan.restore_from or plan.parent,
                     files=stats.files,
                     mb=stats.bytes / 1e6,
                     seconds=stats.seconds,
@@ -131,6 +133,13 @@ class HomeStoresMixin:
         self.current.home_limit = limit = await self.run_blocking(lifecycle.limit_home, self.db, store, plan)
         if limit.describe(self.locale):
             self.emit_progress(62, limit.describe(self.locale))
+
+    def _discard_checkpoint(self, key: str) -> None:
+        """The snapshot of the open workspace's home a run from `now` restored (#31), no longer needed."""
+        try:
+            lifecycle.discard_checkpoint(self.db, self.store_of, key, self.execution_store)
+        except Exception:  # its record says deleted; a copy left is the store's, not the user's
+            self.log.exception("Removing the checkpoint %s failed", key)
 
     async def _wait_restore(self) -> None:
         """Wait for a restore still running in a thread (its awaiter may have been cancelled)."""

@@ -234,6 +234,19 @@ class WorkspaceMixin(
     execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
     live_key = Unicode("", help="Store key of the current execution's live home.")
     node = Unicode("", help="The node the current execution was placed on (spawner state).")
+    run_beside = Unicode(
+        "", help="The workspace this server is a run beside (#31; spawner state): empty for a workspace's own."
+    )
+
+    @property
+    def workspace_name(self) -> str:
+        """The workspace this server starts an execution of: itself, or the one a run is beside (#31)."""
+        return self.run_beside or self.name
+
+    @property
+    def run_server(self) -> str | None:
+        """This server's name when it is a run beside a workspace (None: the workspace's own server)."""
+        return self.name if self.run_beside else None
 
     # the current start: its checked options (set in the spawn request) and what it set up
     start_request = Instance(StartRequest, allow_none=True, help="This start's checked options (check_start).")
@@ -283,6 +296,8 @@ class WorkspaceMixin(
             state["execution_id"] = self.execution_id
             state["live_key"] = self.live_key
             state["node"] = self.node
+        if self.run_beside:
+            state["run_beside"] = self.run_beside
         return state
 
     def load_state(self, state):
@@ -290,6 +305,7 @@ class WorkspaceMixin(
         self.execution_id = self._loaded_execution = state.get("execution_id")
         self.live_key = state.get("live_key", "")
         self.node = state.get("node", "")
+        self.run_beside = state.get("run_beside", "")
 
     def clear_state(self):
         super().clear_state()
@@ -334,6 +350,8 @@ class WorkspaceMixin(
         """This start's options, checked once (start_request.check: the user's 400/403/409 on bad input;
         nothing recorded); `method`: the spawn request's, whose start only a POST may ask. The options
         get the course's defaults under them."""
+        workspace, server = start_request.workspace_of(self.name, self.user_options)
+        self.run_beside = workspace if server else ""
         who = self.asker(method)
         request = await self.run_blocking(lambda: start_request.check(self.db, who, self.rules(), self.user_options))
         self.user_options = dict(request.options)
@@ -343,7 +361,8 @@ class WorkspaceMixin(
         """Who asks for this start, read from the hub's records of the user (on the hub's loop)."""
         return start_request.Asker(
             owner=self.user.name,
-            name=self.name,
+            name=self.workspace_name,
+            server=self.run_server,
             groups={g.name for g in self.user.groups},
             admin=bool(self.user.admin),
             locale=self.locale,
@@ -413,15 +432,26 @@ class WorkspaceMixin(
         # A save that failed earlier is retried first, so "latest" can include it.
         await self.run_blocking(
             lambda: lifecycle.finish_pending_saves(
-                db, store, self.user.name, self.name, self.store_of, self.record_store if self.replicates else None
+                db,
+                store,
+                self.user.name,
+                self.workspace_name,
+                self.store_of,
+                self.record_store if self.replicates else None,
             )
         )
         cleanup = self.storage_quota.slack if request.cleanup else None
+        checkpoint = None
+        if request.continue_from == "now":  # a run from the open workspace's home, taken at the request
+            self.emit_progress(3, self.localized("Taking a snapshot of the open workspace's home"))
+            checkpoint = await self.run_blocking(
+                lifecycle.checkpoint, db, self.store_of, self.user.name, self.workspace_name
+            )
         plan = await self.run_blocking(
             lambda: lifecycle.begin(
                 db,
                 self.user.name,
-                self.name,
+                self.workspace_name,
                 request.continue_from,
                 self.image,
                 list(request.mounts),
@@ -432,6 +462,8 @@ class WorkspaceMixin(
                 quota_room=request.quota_room,
                 locale=self.locale,
                 queued=True,  # every start waits for its node's start-up turn (placement.py)
+                server=self.run_server,
+                checkpoint=checkpoint,
             )
         )
         current = self.current
@@ -487,6 +519,8 @@ class WorkspaceMixin(
         store = self.execution_store
         current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
         await self._restore(plan)
+        if plan.now:  # the run's home holds it now
+            await self.run_blocking(self._discard_checkpoint, plan.restore_snapshot)
         result = await super().start()
         ssh_address = await self.ssh_address(result)
         await self.run_blocking(
@@ -510,6 +544,8 @@ class WorkspaceMixin(
         else:
             message = getattr(e, "jupyterhub_message", None) or self.localized("The workspace could not be started.")
         await self._wait_restore()
+        if plan.now:
+            await self.run_blocking(self._discard_checkpoint, plan.restore_snapshot)
         await self.run_blocking(
             lifecycle.discard,
             self.db,

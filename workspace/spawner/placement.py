@@ -77,7 +77,7 @@ class PlacementMixin:
         if not snapshot:
             return []
         held = [n for n in names if self.store_of(n).has_snapshot(snapshot)]
-        noted = assignment.noted_node(self.db, self.user.name, self.name, snapshot) if len(held) > 1 else None
+        noted = assignment.noted_node(self.db, self.user.name, self.workspace_name, snapshot) if len(held) > 1 else None
         return sorted(held, key=lambda n: n != noted)
 
     async def _leave_queue(self, plan, state: str, detail: str, reason: str) -> None:

@@ -32,7 +32,44 @@ OPTIONS = ("continue_from", "datasets", "resource_type", "image")
 KEEP_WAIT = 60.0
 
 
-class TasksHandler(APIHandler):
+class TaskStartHandler(APIHandler):
+    """What a task's start and a run's share: the hub's refusal said, the record waited for, the answer."""
+
+    @staticmethod
+    def refused(code: int, answer, fallback: UserError) -> None:
+        """The hub's refusal of a start as the caller's error: its own sentence (in the user's language:
+        hub_fetch sends it on), else `fallback`."""
+        message = (answer or {}).get("message")
+        status = code if 400 <= code < 500 else 502
+        if message:
+            raise web.HTTPError(status, message)
+        fallback.status_code = status
+        raise fallback
+
+    async def recorded(self, find) -> dict | None:
+        """The new execution's record, once the spawner made it (`find()`, blocking; None: not yet)."""
+        record = None
+        for _ in range(100):  # the spawner records the execution as its start begins
+            record = await self.blocking(find)
+            if record is not None:
+                break
+            await asyncio.sleep(0.1)
+        return record
+
+    def started(self, name: str, record: dict | None, **extra) -> None:
+        base = f"{self.settings['prefix']}api/workspaces/{quote(name, safe='')}/executions"
+        self.write_json(
+            {
+                "workspace": name,
+                **extra,
+                "execution": record,
+                "logs_url": f"{base}/{record['number']}/logs?follow=1" if record else None,
+            },
+            status=202,
+        )
+
+
+class TasksHandler(TaskStartHandler):
     async def post(self, name: str):
         owner = await self.owner()
         check_workspace_name(name)
@@ -67,33 +104,16 @@ class TasksHandler(APIHandler):
             {"user_options": options, "display_name": name},
         )
         if code not in (201, 202):
-            message = (answer or {}).get("message")
-            if code == 400 and "already" in (message or "").lower():
+            if code == 400 and "already" in ((answer or {}).get("message") or "").lower():
                 raise busy
-            status = code if 400 <= code < 500 else 502
-            if message:  # the hub's sentence, in the user's language (hub_fetch sends it on)
-                raise web.HTTPError(status, message)
-            raise UserError(status, "The hub refused to start the task ({code}).", code=code)
-        record = None
-        for _ in range(100):  # the spawner records the execution as its start begins
-            record = await self.blocking(tasks.started_task, self.db, owner, name, asked)
-            if record is not None:
-                break
-            await asyncio.sleep(0.1)
+            self.refused(code, answer, UserError(502, "The hub refused to start the task ({code}).", code=code))
+        record = await self.recorded(lambda: tasks.started_task(self.db, owner, name, asked))
         if record is not None and record["command"] != command:
             raise busy  # another request's start, begun between the look and the start
-        base = f"{self.settings['prefix']}api/workspaces/{quote(name, safe='')}/executions"
-        self.write_json(
-            {
-                "workspace": name,
-                "execution": record,
-                "logs_url": f"{base}/{record['number']}/logs?follow=1" if record else None,
-            },
-            status=202,
-        )
+        self.started(name, record)
 
 
-class RunsHandler(APIHandler):
+class RunsHandler(TaskStartHandler):
     """A run beside workspace `name` (#31): a task started on a JupyterHub server of its own, so it runs
     while the workspace is open and beside its other runs; an execution of the workspace all the same,
     a branch of its lineage ("latest" never continues from it)."""
@@ -119,27 +139,8 @@ class RunsHandler(APIHandler):
             self.hub_auth.get_token(self), "POST", f"/users/{quote(owner, safe='')}/servers/{server}", spawn
         )
         if code not in (201, 202):
-            message = (answer or {}).get("message")
-            status = code if 400 <= code < 500 else 502
-            if message:  # the hub's sentence, in the user's language (hub_fetch sends it on)
-                raise web.HTTPError(status, message)
-            raise UserError(status, "The hub refused to start the run ({code}).", code=code)
-        record = None
-        for _ in range(100):  # the spawner records the execution as its start begins
-            record = await self.blocking(tasks.started_run, self.db, owner, name, server)
-            if record is not None:
-                break
-            await asyncio.sleep(0.1)
-        base = f"{self.settings['prefix']}api/workspaces/{quote(name, safe='')}/executions"
-        self.write_json(
-            {
-                "workspace": name,
-                "server": server,
-                "execution": record,
-                "logs_url": f"{base}/{record['number']}/logs?follow=1" if record else None,
-            },
-            status=202,
-        )
+            self.refused(code, answer, UserError(502, "The hub refused to start the run ({code}).", code=code))
+        self.started(name, await self.recorded(lambda: tasks.started_run(self.db, owner, name, server)), server=server)
 
 
 class LogsHandler(APIHandler):

@@ -146,28 +146,17 @@ def begin(
     """
     with db.session() as s, queue.entering(s, owner, name, resource_type, server):
         ws = get_or_create_workspace(s, owner, name)
-        parent, source = plan_continuation(s, ws, choice)
-        if checkpoint is not None:
-            source = None
-        starter = courses.starter_for(s, ws) if source is None and choice not in ("fresh", "now") else None
-        if starter is not None:  # nothing of its own to restore yet: the course's starter
-            source = starter
+        parent, source, starter = _what_to_restore(s, ws, choice, checkpoint)
         ex = new_execution(s, ws, parent, source, image=image)
-        ex.server = server
-        ex.datasets = mounts or []
-        if resource_type is not None:
-            ex.resource_type, ex.max_runtime = resource_type.name, resource_type.max_runtime
-            ex.cpu, ex.home_limit = resource_type.cpu, resource_type.home_size
+        ex.server, ex.datasets, ex.home_files, ex.locale = server, mounts or [], home_files, locale
+        _take_type(ex, resource_type)
         ex.cleanup = cleanup_slack is not None
-        ex.home_files = home_files
-        ex.locale = locale
         if task is not None:  # a task (workspace/tasks.py): its command instead of the server
             ex.kind, ex.command = "task", task
         if not queued and (resource_type is None or not resource_type.limited):
             ex.to(s, "preparing")
-        snap = source.snapshot if source else None
-        if checkpoint is not None:
-            snap = s.scalar(select(Snapshot).where(Snapshot.key == checkpoint))
+        snap = s.scalar(select(Snapshot).where(Snapshot.key == checkpoint)) if checkpoint else None
+        snap = snap or (source.snapshot if source else None)
         return StartPlan(
             execution_id=ex.id,
             number=ex.number,
@@ -184,10 +173,27 @@ def begin(
             report_key=ex.report_key,
             starter=(
                 f"{ws.course} ({starter.workspace.owner}/{starter.workspace.name} #{starter.number})"
-                if starter is not None
+                if starter
                 else None
             ),
         )
+
+
+def _what_to_restore(session, ws, choice, checkpoint: str | None) -> tuple:
+    """(parent, the execution whose output is restored, the course's starter if that is it) of a new
+    execution of `ws`; a run from `now` restores its checkpoint, no execution's output."""
+    parent, source = plan_continuation(session, ws, choice)
+    if checkpoint is not None:
+        source = None
+    starter = courses.starter_for(session, ws) if source is None and choice not in ("fresh", "now") else None
+    return parent, starter or source, starter
+
+
+def _take_type(ex: Execution, resource_type) -> None:
+    """What an execution takes from its resource type (None: none): its name, run time, cores, home size."""
+    if resource_type is not None:
+        ex.resource_type, ex.max_runtime = resource_type.name, resource_type.max_runtime
+        ex.cpu, ex.home_limit = resource_type.cpu, resource_type.home_size
 
 
 def checkpoint(db: Database, store_of: Callable[[str | None], HomeStore], owner: str, name: str) -> str:

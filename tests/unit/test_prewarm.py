@@ -315,7 +315,8 @@ def test_a_start_names_the_node_its_pre_warm_chose_first_among_those_holding_its
     starter = keys["starter"]
     stores = {"node1": Holding({starter}), "node2": Holding({starter}), "node3": Holding(set())}
     spawner = PlacementMixin()
-    spawner.db, spawner.user, spawner.name, spawner.store_of = db, SimpleNamespace(name="bob"), "lab1", stores.get
+    spawner.db, spawner.user, spawner.store_of = db, SimpleNamespace(name="bob"), stores.get
+    spawner.workspace_name = "lab1"  # the workspace a start is of (a run's too: spawner/runs.py)
     names = ["node1", "node2", "node3"]
     assert spawner.nodes_holding(starter, names) == ["node1", "node2"]  # no record: the nodes' order
     assignment.record(db, "cs101", Home("bob", "lab1", starter, node="node2"))

@@ -134,13 +134,6 @@ class HomeStoresMixin:
         if limit.describe(self.locale):
             self.emit_progress(62, limit.describe(self.locale))
 
-    def _discard_checkpoint(self, key: str) -> None:
-        """The snapshot of the open workspace's home a run from `now` restored (#31), no longer needed."""
-        try:
-            lifecycle.discard_checkpoint(self.db, self.store_of, key, self.execution_store)
-        except Exception:  # its record says deleted; a copy left is the store's, not the user's
-            self.log.exception("Removing the checkpoint %s failed", key)
-
     async def _wait_restore(self) -> None:
         """Wait for a restore still running in a thread (its awaiter may have been cancelled)."""
         future = self.current.restore

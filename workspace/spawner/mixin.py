@@ -23,18 +23,19 @@ import workspace.spawner.form as spawnform
 from workspace import lifecycle, start_request
 from workspace.errors import UserError
 from workspace.limits import quotas, resource_types
-from workspace.limits.runtime import runtime_notice
 from workspace.spawner.environment import EnvironmentMixin
 from workspace.spawner.execution_logs import ExecutionLogsMixin
 from workspace.spawner.home_stores import HomeStoresMixin
 from workspace.spawner.placement import TURNS, PlacementMixin
 from workspace.spawner.progress import ProgressMixin, ready_in_users_language
+from workspace.spawner.runs import RunsMixin
 from workspace.spawner.start_options import StartOptionsMixin
 from workspace.spawner.startup import INTERRUPTED, StartupMixin
 from workspace.start_request import StartRequest, StartState
 
 
 class WorkspaceMixin(
+    RunsMixin,
     ProgressMixin,
     StartOptionsMixin,
     PlacementMixin,
@@ -234,20 +235,6 @@ class WorkspaceMixin(
     execution_id = Int(None, allow_none=True, help="Record id of the current execution (spawner state).")
     live_key = Unicode("", help="Store key of the current execution's live home.")
     node = Unicode("", help="The node the current execution was placed on (spawner state).")
-    run_beside = Unicode(
-        "", help="The workspace this server is a run beside (#31; spawner state): empty for a workspace's own."
-    )
-
-    @property
-    def workspace_name(self) -> str:
-        """The workspace this server starts an execution of: itself, or the one a run is beside (#31)."""
-        return self.run_beside or self.name
-
-    @property
-    def run_server(self) -> str | None:
-        """This server's name when it is a run beside a workspace (None: the workspace's own server)."""
-        return self.name if self.run_beside else None
-
     # the current start: its checked options (set in the spawn request) and what it set up
     start_request = Instance(StartRequest, allow_none=True, help="This start's checked options (check_start).")
     current = Instance(StartState, help="What the current start has set up (reset by every start).")
@@ -441,12 +428,7 @@ class WorkspaceMixin(
             )
         )
         cleanup = self.storage_quota.slack if request.cleanup else None
-        checkpoint = None
-        if request.continue_from == "now":  # a run from the open workspace's home, taken at the request
-            self.emit_progress(3, self.localized("Taking a snapshot of the open workspace's home"))
-            checkpoint = await self.run_blocking(
-                lifecycle.checkpoint, db, self.store_of, self.user.name, self.workspace_name
-            )
+        checkpoint = await self._checkpoint(request.continue_from)
         plan = await self.run_blocking(
             lambda: lifecycle.begin(
                 db,
@@ -474,40 +456,6 @@ class WorkspaceMixin(
         self.apply_limits(request.limits)
         self.record_start()  # a hub that dies during the start finds it (startup.py)
         return plan
-
-    async def _announce(self, request: StartRequest, plan) -> None:
-        """The progress events of what this start will have: its execution, cleanup mode, the storage
-        warning, its datasets, its resource type and its longest run time."""
-        rtype = request.resource_type
-        self.emit_progress(5, plan.describe(self.locale))
-        if request.cleanup:
-            self.emit_progress(
-                5,
-                self.localized(
-                    "Cleanup mode: delete what you no longer need; the home cannot grow, and the "
-                    "workspace stops after a short time"
-                ),
-            )
-        if request.storage_warning:
-            self.emit_progress(5, request.storage_warning)
-        for m in request.mounts:
-            self.emit_progress(
-                5,
-                self.localized(
-                    "Dataset {dataset} will be mounted read-only at {mount}", dataset=m["ref"], mount=m["mount"]
-                ),
-            )
-        if rtype is not None:
-            self.emit_progress(
-                5,
-                self.localized(
-                    "Resource type “{name}”: {summary}", name=rtype.name, summary=rtype.summary(self.locale)
-                ),
-            )
-        groups, task = {g.name for g in self.user.groups}, request.task is not None
-        args = (self.config, self.user.name, groups, rtype, task, self.locale)
-        if runtime := await self.run_blocking(runtime_notice, *args):
-            self.emit_progress(5, runtime)  # the culler stops it then (#28)
 
     async def _run_container(self, plan, mounts: list[dict]):
         """On the chosen node: the image, the inputs, the restored home, then the engine's start; the
@@ -556,18 +504,6 @@ class WorkspaceMixin(
             "error",
             message,
         )
-
-    def _announce_container(self, request: StartRequest, seconds: float) -> None:
-        """The container runs: how long it took; a server's start script's lines follow as progress."""
-        if request.task is not None:
-            text = self.localized("Container started {seconds:.1f} s after the request; the task runs", seconds=seconds)
-        else:
-            text = self.localized(
-                "Container started {seconds:.1f} s after the request; waiting for JupyterLab", seconds=seconds
-            )
-        self.emit_progress(90, text)
-        if request.task is None:
-            self._start_script = asyncio.ensure_future(self._show_start_script(self.container_record_id()))
 
     def apply_limits(self, limits: dict) -> None:
         """CPU, memory and process limits of this start (engine-specific: see DockerWorkspaceSpawner)."""

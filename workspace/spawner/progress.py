@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import html
+from typing import TYPE_CHECKING
 
 from workspace import i18n
 from workspace.errors import UserError
+from workspace.limits.runtime import runtime_notice
+
+if TYPE_CHECKING:
+    from workspace.start_request import StartRequest
 
 
 def ready_in_users_language(spawner, event: dict) -> dict:
@@ -29,7 +34,8 @@ def ready_in_users_language(spawner, event: dict) -> dict:
 
 
 class ProgressMixin:
-    """The replayable progress stream and the start's language (mixed into WorkspaceMixin)."""
+    """The replayable progress stream, the start's language, and what the stream says of a start: what it
+    will have, and its container's start (mixed into WorkspaceMixin)."""
 
     @property
     def locale(self) -> str:
@@ -108,3 +114,51 @@ class ProgressMixin:
             if self._progress_events is events:
                 changed.clear()
                 await changed.wait()
+
+    # -- what the stream says of a start ------------------------------------------------
+
+    async def _announce(self, request: StartRequest, plan) -> None:
+        """The progress events of what this start will have: its execution, cleanup mode, the storage
+        warning, its datasets, its resource type and its longest run time."""
+        rtype = request.resource_type
+        self.emit_progress(5, plan.describe(self.locale))
+        if request.cleanup:
+            self.emit_progress(
+                5,
+                self.localized(
+                    "Cleanup mode: delete what you no longer need; the home cannot grow, and the "
+                    "workspace stops after a short time"
+                ),
+            )
+        if request.storage_warning:
+            self.emit_progress(5, request.storage_warning)
+        for m in request.mounts:
+            self.emit_progress(
+                5,
+                self.localized(
+                    "Dataset {dataset} will be mounted read-only at {mount}", dataset=m["ref"], mount=m["mount"]
+                ),
+            )
+        if rtype is not None:
+            self.emit_progress(
+                5,
+                self.localized(
+                    "Resource type “{name}”: {summary}", name=rtype.name, summary=rtype.summary(self.locale)
+                ),
+            )
+        groups, task = {g.name for g in self.user.groups}, request.task is not None
+        args = (self.config, self.user.name, groups, rtype, task, self.locale)
+        if runtime := await self.run_blocking(runtime_notice, *args):
+            self.emit_progress(5, runtime)  # the culler stops it then (#28)
+
+    def _announce_container(self, request: StartRequest, seconds: float) -> None:
+        """The container runs: how long it took; a server's start script's lines follow as progress."""
+        if request.task is not None:
+            text = self.localized("Container started {seconds:.1f} s after the request; the task runs", seconds=seconds)
+        else:
+            text = self.localized(
+                "Container started {seconds:.1f} s after the request; waiting for JupyterLab", seconds=seconds
+            )
+        self.emit_progress(90, text)
+        if request.task is None:
+            self._start_script = asyncio.ensure_future(self._show_start_script(self.container_record_id()))

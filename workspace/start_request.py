@@ -79,6 +79,7 @@ class StartState:
     image_id: str | None = None  # its ID, where an engine runs images by ID (a swarm's nodes)
     ssh_env: dict[str, str] = field(default_factory=dict)  # WORKSPACE_SSH_* (the spawner's ssh_environment)
     task: str | None = None  # the command of a task (None: a server)
+    checkpoint: str | None = None  # a run from `now`: its snapshot of the open home, until removed
 
 
 def parse_cleanup(value) -> bool:

@@ -4,18 +4,42 @@ workspace's lineage that "latest" never continues from. A real hub, real contain
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 import requests
 
+from workspace.store.homes import store_for
+
 from .hub import Hub
+
+TYPES = [
+    {"name": "standard", "description": "no limit"},
+    {"name": "single", "description": "one at a time", "capacity": 1},
+]
 
 
 @pytest.fixture(scope="module")
 def runs_hub(start_hub) -> Hub:
     # the culler removes the hub's records of ended runs every cycle
-    return start_hub(WORKSPACE_CULL_INTERVAL="1")
+    return start_hub(
+        WORKSPACE_CULL_INTERVAL="1",
+        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES),
+        WORKSPACE_DEFAULT_RESOURCE_TYPE="standard",
+    )
+
+
+def checkpoints(hub: Hub) -> dict[str, bool]:
+    """The snapshots runs from `now` took of open homes: {key: whether the store still holds it}, of
+    those the records do not say deleted."""
+    from workspace.db import Database
+    from workspace.executions import Snapshot
+
+    store = store_for(hub.settings.store_dir, clean=False)
+    with Database(hub.settings.db_url, migrate=False, key_file=hub.settings.secret_key_file).session() as s:
+        keys = [k for (k,) in s.query(Snapshot.key).filter(Snapshot.deleted.is_(None)) if k.startswith("c")]
+    return {k: store.has_snapshot(k) for k in keys}
 
 
 def run(hub: Hub, token: str, name: str, command: str, status: int = 202, **body) -> dict:
@@ -61,6 +85,7 @@ def test_a_run_from_now_sees_the_open_home_and_never_changes_the_workspace(runs_
     done = wait_ended(hub, user, name, ex["number"])
     assert done["state"] == "stopped" and done["exit_code"] == 0, done
     assert output_file(hub, token, name, ex["number"], "seen.txt").strip() == "draft-3"
+    assert checkpoints(hub) == {}  # the snapshot of the open home went once the run's home held it
     # the workspace was not disturbed: still open, its home without the run's file
     assert servers(hub, user)[name]["ready"]
     assert "run-only" not in hub.sh(user, name, "ls ~")
@@ -203,4 +228,20 @@ def test_the_page_runs_beside_the_open_workspace_by_a_post_with_the_xsrf_token(r
     assert output_file(hub, token, name, ran["number"], "copied.txt").strip() == "from-the-page"
     shown = browser.get(page, timeout=30).text
     assert 'class="badge text-bg-light border ms-1 beside"' in shown and 'id="open"' in shown  # still open
+    hub.stop_workspace(user, name, token)
+
+
+def test_a_run_from_now_stopped_while_it_waits_leaves_no_snapshot_behind(runs_hub: Hub):
+    hub, user, name = runs_hub, "rita", "queue"
+    token = hub.user_token(user)
+    hub.start_workspace(user, name, token, resource_type="single")  # the type's one place is taken
+    started = run(hub, token, name, "true", **{"from": "now", "resource_type": "single"})
+    number = started["execution"]["number"]
+    assert record(hub, user, name, number)["state"] == "queued"
+    (key,) = checkpoints(hub)  # taken at the request, before its turn
+    r = hub.service_call("POST", f"/workspaces/{name}/executions/{number}/cancel", token)
+    assert r.status_code == 202, r.text
+    ended = wait_ended(hub, user, name, number)
+    assert ended["state"] == "stopped" and not ended["has_output"], ended
+    assert checkpoints(hub) == {}
     hub.stop_workspace(user, name, token)

@@ -467,8 +467,7 @@ class WorkspaceMixin(
         store = self.execution_store
         current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
         await self._restore(plan)
-        if plan.now:  # the run's home holds it now
-            await self.run_blocking(self._discard_checkpoint, plan.restore_snapshot)
+        await self._drop_checkpoint()  # a run from `now`: its home holds it now
         result = await super().start()
         ssh_address = await self.ssh_address(result)
         await self.run_blocking(
@@ -492,8 +491,7 @@ class WorkspaceMixin(
         else:
             message = getattr(e, "jupyterhub_message", None) or self.localized("The workspace could not be started.")
         await self._wait_restore()
-        if plan.now:
-            await self.run_blocking(self._discard_checkpoint, plan.restore_snapshot)
+        await self._drop_checkpoint()
         await self.run_blocking(
             lifecycle.discard,
             self.db,
@@ -543,6 +541,7 @@ class WorkspaceMixin(
         await self._wait_restore()
         await super().stop(now)  # the container is stopped and removed (keep_log first)
         await self._end_execution(execution_id, reason, detail, node)
+        await self._drop_checkpoint()  # a run from `now` stopped before its home was restored
 
     async def run_post_stop_hook(self):
         # JupyterHub calls stop() only while poll() says the server runs; for a
@@ -557,6 +556,7 @@ class WorkspaceMixin(
             await self._wait_restore()
             await self.remove_dead_container()
             await self._end_execution(execution_id, reason, detail, self.node)
+            await self._drop_checkpoint()
             TURNS.notify()  # a place of its type is free
         result = super().run_post_stop_hook()
         if inspect.isawaitable(result):

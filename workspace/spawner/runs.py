@@ -11,15 +11,13 @@ run's home holds it.
 
 from __future__ import annotations
 
-from traitlets import Unicode
-
 from workspace import lifecycle
 
 
 class RunsMixin:
-    run_beside = Unicode(
-        "", help="The workspace this server is a run beside (#31; spawner state): empty for a workspace's own."
-    )
+    # the workspace this server is a run beside (spawner state): empty for a workspace's own server. A plain
+    # attribute: this mixin is not a HasTraits class, so a trait here would never be set up
+    run_beside: str = ""
 
     @property
     def workspace_name(self) -> str:
@@ -36,12 +34,18 @@ class RunsMixin:
         if choice != "now":
             return None
         self.emit_progress(3, self.localized("Taking a snapshot of the open workspace's home"))
-        return await self.run_blocking(
-            lifecycle.checkpoint, self.db, self.store_of, self.user.name, self.workspace_name
-        )
+        key = await self.run_blocking(lifecycle.checkpoint, self.db, self.store_of, self.user.name, self.workspace_name)
+        self.current.checkpoint = key
+        return key
+
+    async def _drop_checkpoint(self) -> None:
+        """Remove the snapshot of the open home a run from `now` took, once its home holds it, or when the
+        run ends before that (failed, or stopped while it waited)."""
+        key, self.current.checkpoint = self.current.checkpoint, None
+        if key:
+            await self.run_blocking(self._discard_checkpoint, key)
 
     def _discard_checkpoint(self, key: str) -> None:
-        """The snapshot of the open workspace's home a run from `now` restored, no longer needed."""
         try:
             lifecycle.discard_checkpoint(self.db, self.store_of, key, self.execution_store)
         except Exception:  # its record says deleted; a copy left is the store's, not the user's

@@ -429,7 +429,24 @@ class WorkspaceMixin(
         )
         cleanup = self.storage_quota.slack if request.cleanup else None
         checkpoint = await self._checkpoint(request.continue_from)
-        plan = await self.run_blocking(
+        try:
+            plan = await self._record_execution(request, cleanup, checkpoint)
+        except BaseException:  # refused at its record (a per-user limit): its snapshot goes too
+            await self._drop_checkpoint()
+            raise
+        current = self.current
+        self.execution_id, self.live_key, self.node = plan.execution_id, plan.live_key, ""
+        current.number, current.report_key = plan.number, plan.report_key or ""
+        current.task = request.task
+        current.gpu_ids = []
+        self.apply_limits(request.limits)
+        self.record_start()  # a hub that dies during the start finds it (startup.py)
+        return plan
+
+    async def _record_execution(self, request: StartRequest, cleanup: int | None, checkpoint: str | None):
+        """The new execution of this start (lifecycle.begin), queued for its node's start-up turn; its plan."""
+        db = self.db
+        return await self.run_blocking(
             lambda: lifecycle.begin(
                 db,
                 self.user.name,
@@ -448,14 +465,6 @@ class WorkspaceMixin(
                 checkpoint=checkpoint,
             )
         )
-        current = self.current
-        self.execution_id, self.live_key, self.node = plan.execution_id, plan.live_key, ""
-        current.number, current.report_key = plan.number, plan.report_key or ""
-        current.task = request.task
-        current.gpu_ids = []
-        self.apply_limits(request.limits)
-        self.record_start()  # a hub that dies during the start finds it (startup.py)
-        return plan
 
     async def _run_container(self, plan, mounts: list[dict]):
         """On the chosen node: the image, the inputs, the restored home, then the engine's start; the

@@ -37,6 +37,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -131,13 +132,17 @@ def containers_cpu() -> dict[str, float]:
     return found
 
 
+@dataclass
 class Burst:
     """What a burst measured: each start's seconds, the failures, the queue's messages, and the CPU the
     machine spent from the requests to the last ready (all of it, and the containers' share: the servers
     coming up, the same work for any hub)."""
 
-    def __init__(self, done: list[float], failures: int, waits: list[str], cpu: float, servers_cpu: float):
-        self.done, self.failures, self.waits, self.cpu, self.servers_cpu = done, failures, waits, cpu, servers_cpu
+    done: list[float]
+    failures: int
+    waits: list[str]
+    cpu: float
+    servers_cpu: float
 
 
 def burst(target: Target, starts: int, label: str) -> Burst:

@@ -395,6 +395,15 @@ def history(db: Database, owner: str, name: str) -> list[dict] | None:
         return None if ws is None else [e.as_dict() for e in sorted(ws.executions, key=lambda e: e.number)]
 
 
+def not_open(name: str) -> UserError:
+    """The user's 409 for a run from `now` (#31) beside a workspace that is not open."""
+    return UserError(
+        409,
+        "“{name}” is not open, so it has no home “as it is now”; run from “latest” or an execution's number.",
+        name=name,
+    )
+
+
 def no_such_workspace(name: str) -> UserError:
     return UserError(404, "There is no workspace “{name}”.", name=name)
 

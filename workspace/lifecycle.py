@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import threading
 import time
 import uuid
@@ -25,7 +24,6 @@ from sqlalchemy import select
 
 from workspace import courses, i18n, process, replicas
 from workspace.db import Database, utcnow
-from workspace.errors import UserError
 from workspace.executions import (
     Execution,
     Snapshot,
@@ -34,6 +32,7 @@ from workspace.executions import (
     get_or_create_workspace,
     nearest_output,
     new_execution,
+    not_open,
     plan_continuation,
     release_claim,
 )
@@ -56,7 +55,7 @@ SAVING = i18n.N_("Saving the home")
 
 LEASE = dt.timedelta(minutes=10)
 PROCESS = process.identity()
-NODE = os.uname().nodename  # where this process's store is: the node of the outputs it saves
+NODE = process.HOST  # where this process's store is: the node of the outputs it saves
 
 
 @dataclass
@@ -206,11 +205,7 @@ def checkpoint(db: Database, store_of: Callable[[str | None], HomeStore], owner:
         ws = find_workspace(s, owner, name)
         open_ex = ws.latest if ws is not None else None
         if open_ex is None or open_ex.state != "running":
-            raise UserError(
-                409,
-                "“{name}” is not open, so it has no home “as it is now”; run from “latest” or an execution's number.",
-                name=name,
-            )
+            raise not_open(name)
         live, node = open_ex.live_key, open_ex.node
         source = nearest_output(open_ex)
         parent = source.snapshot.key if source is not None and source.snapshot is not None else None

@@ -17,9 +17,12 @@ def die_with_the_hub() -> None:
         pass
 
 
+HOST = os.uname().nodename  # this machine, as leases and outputs name it
+
+
 def identity() -> str:
     """This process as a lease names its holder: host and pid (`host:pid`)."""
-    return f"{os.uname().nodename}:{os.getpid()}"
+    return f"{HOST}:{os.getpid()}"
 
 
 def gone(holder: str | None) -> bool:
@@ -29,4 +32,4 @@ def gone(holder: str | None) -> bool:
     if not holder:
         return False
     host, _, pid = holder.rpartition(":")
-    return host == os.uname().nodename and pid.isdigit() and not os.path.exists(f"/proc/{pid}")
+    return host == HOST and pid.isdigit() and not os.path.exists(f"/proc/{pid}")

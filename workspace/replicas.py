@@ -165,7 +165,7 @@ def replicate_pending(db: Database, store: HomeStore, record: HomeStore, node: s
                     # free, or held by a process of this host (which may be gone)
                     Snapshot.replica_until.is_(None)
                     | (Snapshot.replica_until < now)
-                    | Snapshot.replica_sender.startswith(f"{process.identity().rpartition(':')[0]}:", autoescape=True),
+                    | Snapshot.replica_sender.startswith(f"{process.HOST}:", autoescape=True),
                 )
                 .order_by(Snapshot.created, Snapshot.id)
                 .limit(limit * 5)

@@ -37,6 +37,7 @@ from workspace.executions import (
     execution_by_number,
     find_workspace,
     get_or_create_workspace,
+    not_open,
     parse_continue_from,
     plan_continuation,
 )
@@ -283,11 +284,7 @@ def check_run(db: Database, who: Asker, choice, task: str | None) -> None:
         if ws is None:
             raise UserError(404, "You have no workspace “{name}” to run beside.", name=who.name)
         if choice == "now" and (ws.latest is None or ws.latest.state != "running"):
-            raise UserError(
-                409,
-                "“{name}” is not open, so it has no home “as it is now”; run from “latest” or an execution's number.",
-                name=who.name,
-            )
+            raise not_open(who.name)
 
 
 def refuse_start_by_link(method: str | None) -> None:

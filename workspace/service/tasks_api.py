@@ -122,7 +122,7 @@ class RunsHandler(TaskStartHandler):
         owner = await self.owner()
         check_workspace_name(name)
         body = self.body()
-        unknown = set(body) - {"command", "from", *OPTIONS} - {"continue_from"}
+        unknown = set(body) - {"command", "from", *OPTIONS}
         if unknown:
             raise UserError(
                 400,

@@ -80,8 +80,7 @@ def word(code: str | None) -> str:
 
 # a workspace's name is its JupyterHub server name: what `get_or_create_spawner` and the proxy accept
 WORKSPACE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-# A run beside a workspace (#31) is a JupyterHub server of its own, named so (a slug JupyterHub accepts);
-# its execution is the workspace's, with this name in `Execution.server`. No workspace may be named so.
+# a run beside a workspace (#31): a JupyterHub server of its own, named so (Execution.server); no workspace is
 RUN_SERVER = re.compile(r"^run-[0-9a-f]{12}$")
 
 
@@ -395,8 +394,7 @@ def history(db: Database, owner: str, name: str) -> list[dict] | None:
         return None if ws is None else [e.as_dict() for e in sorted(ws.executions, key=lambda e: e.number)]
 
 
-def not_open(name: str) -> UserError:
-    """The user's 409 for a run from `now` (#31) beside a workspace that is not open."""
+def not_open(name: str) -> UserError:  # the user's 409 for a run from `now` (#31) beside a closed workspace
     return UserError(
         409,
         "“{name}” is not open, so it has no home “as it is now”; run from “latest” or an execution's number.",

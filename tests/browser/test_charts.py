@@ -12,7 +12,12 @@ from tests.browser.test_journey import wait_for_lab
 from tests.integration.hub import ADMIN_PASSWORD, USER_PASSWORD
 
 # one line per statement: the editor indents after a line ending in ":" by itself
-CELL = "import time\nt = time.time()\nwhile time.time() - t < 8: pass\nprint('busy done')"
+# The cell prints the share of a core it was given: on a loaded machine (the suite runs two workers on
+# two cores) a busy loop may get a fifth of one, and the chart is held to what the kernel really had.
+CELL = (
+    "import time\nt, c = time.time(), time.process_time()\nwhile time.time() - t < 8: pass\n"
+    "print('busy done', round(100 * (time.process_time() - c) / (time.time() - t)))"
+)
 
 
 def chart(page, selector: str, least: int) -> dict:
@@ -49,8 +54,9 @@ def test_a_busy_cell_rises_on_the_usage_chart_and_the_admin_sees_the_days_activi
         page.keyboard.type(CELL)
         began = time.time()
         page.keyboard.press("Shift+Enter")
-        page.wait_for_selector(".jp-OutputArea-output:has-text('busy done')", timeout=60_000)
+        said = page.wait_for_selector(".jp-OutputArea-output:has-text('busy done')", timeout=60_000)
         ended = time.time()
+        got = int(said.inner_text().split()[-1])  # percent of one core the loop was given
         time.sleep(2)
 
         page.goto(f"{hub.url}/services/workspace/workspaces/{ws}")
@@ -59,7 +65,8 @@ def test_a_busy_cell_rises_on_the_usage_chart_and_the_admin_sees_the_days_activi
         before = [v for x, v in zip(data["x"], cpu) if x < began - 0.5 and v is not None]
         during = [v for x, v in zip(data["x"], cpu) if began + 2 <= x <= ended and v is not None]
         assert before and during, (began, ended, data)
-        assert max(during) > 40 and min(before) < 20, (before, during)
+        # the curve rises to about what the kernel had (1 s samples of an 8 s loop) from an idle floor
+        assert max(during) > max(0.6 * got, 10) and min(before) < max(during) / 2, (got, before, during)
         caption = page.inner_text("figure.usage-chart[data-number='1'] figcaption")
         assert re.search(r"\d+ samples: CPU up to \d+", caption), caption
         memory = data["series"][1]

@@ -97,6 +97,10 @@ c.JupyterHub.jinja_environment_options = {"extensions": ["workspace.i18n.Jinja"]
 # bad input is a 400 and records nothing); the page then follows the progress
 # stream, which replays from the first event.
 c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 1}
+# Every start waits in our own queue (workspace/limits/queue.py: start-up turns, capacity, GPUs) as a
+# pending spawn of the hub; the hub's own limit of 100 pending would refuse part of a lecture's burst
+# once a few sweeps wait beside it (#31). Each user's waiting runs are bounded (max_runs_per_user).
+c.JupyterHub.concurrent_spawn_limit = 1000
 
 c.JupyterHub.spawner_class = "workspace.spawner.DockerWorkspaceSpawner"
 if settings.swarm_manager:

@@ -64,6 +64,7 @@ ENVIRONMENT: tuple[Variable, ...] = (
     Variable("WORKSPACE_GPU_DEVICE_MODE", SPAWNER, "gpu_device_mode"),
     Variable("WORKSPACE_RECORD_STORE", SPAWNER, "record_store_root"),
     Variable("WORKSPACE_MAX_RUNNING", SPAWNER, "max_running_per_user", int, what="a whole number"),
+    Variable("WORKSPACE_MAX_RUNS", SPAWNER, "max_runs_per_user", int, what="a whole number"),
     Variable("WORKSPACE_STARTUP_SLOTS", SPAWNER, "startup_slots", int, what="a whole number"),
     Variable("WORKSPACE_WEBHOOK_NETWORKS", SPAWNER, "webhook_networks", _list),
     Variable("WORKSPACE_EGRESS_ALLOWED", "Egress", "allowed", _list),

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from workspace import courses, datasets, i18n, tasks
 from workspace.caller import Caller
@@ -32,7 +32,9 @@ from workspace.db import Database
 from workspace.errors import UserError
 from workspace.executions import (
     RUN_SERVER,
+    UNFINISHED,
     Execution,
+    Workspace,
     check_workspace_name,
     execution_by_number,
     find_workspace,
@@ -216,6 +218,7 @@ class Rules:
     home_store: object  # the store the user's storage is measured in
     storage_page: str  # the storage page's address, which a refusal over the quota names
     user_images: bool = False  # whether users' images may be started (DockerWorkspaceSpawner.offers_user_images)
+    max_runs_per_user: int = 0  # runs beside workspaces (#31) one user may have waiting or running; 0: no limit
 
 
 def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> StartRequest:
@@ -231,7 +234,7 @@ def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> St
     choice = parse_continue_from(options.get("continue_from"))
     cleanup = parse_cleanup(options.get("cleanup", False))
     task = parse_task(options.get("task"), cleanup)
-    check_run(db, who, choice, task)
+    check_run(db, who, choice, task, rules.max_runs_per_user)
     check_continuation(db, who.owner, who.name, choice)
     refs = datasets.parse_refs(options.get("datasets"))
     mounts = resolve_datasets(db, refs, who.caller) if refs else []
@@ -244,7 +247,7 @@ def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> St
     request = StartRequest(
         choice, rtype, cleanup, tuple(mounts), limits, warning, task, quota_room=room, options=dict(options)
     )
-    if request.queued:
+    if request.queued and who.server is None:  # runs wait as many as the runs' bound lets them
         one_queued_per_user(db, who.owner, who.name, rtype)
     if rules.user_images:
         check_user_image(db, who, options.get("image"))
@@ -265,10 +268,11 @@ def workspace_of(server: str, options: Mapping | None) -> tuple[str, str | None]
     return check_workspace_name(beside), server
 
 
-def check_run(db: Database, who: Asker, choice, task: str | None) -> None:
+def check_run(db: Database, who: Asker, choice, task: str | None, max_runs: int = 0) -> None:
     """A run beside a workspace (#31) runs a command, beside a workspace the owner has; `now` (the
-    workspace's home as it is now) is a run's choice only, and needs the workspace open. The user's
-    400/404/409."""
+    workspace's home as it is now) is a run's choice only, and needs the workspace open; the owner has
+    fewer than `max_runs` runs waiting or running (0: no bound), the bound of what a sweep may queue.
+    The user's 400/404/409/429."""
     if who.server is None:
         if choice == "now":
             raise UserError(
@@ -285,6 +289,34 @@ def check_run(db: Database, who: Asker, choice, task: str | None) -> None:
             raise UserError(404, "You have no workspace “{name}” to run beside.", name=who.name)
         if choice == "now" and (ws.latest is None or ws.latest.state != "running"):
             raise not_open(who.name)
+    if max_runs and not who.admin:
+        runs_within(db, who.owner, 1, max_runs)
+
+
+def runs_within(db: Database, owner: str, more: int, max_runs: int) -> None:
+    """`more` new runs keep the owner's runs waiting or running within `max_runs`: else the user's 429
+    (blocking). Every waiting run is a start the hub holds open, so a user's sweeps are bounded."""
+    have = unfinished_runs(db, owner)
+    if have + more > max_runs:
+        raise UserError(
+            429,
+            "You have {count} runs waiting or running and may have {limit} at once; this would add {more}. "
+            "Wait for some to end, or cancel them.",
+            count=have,
+            limit=max_runs,
+            more=more,
+        )
+
+
+def unfinished_runs(db: Database, owner: str) -> int:
+    """How many runs beside workspaces (#31) the owner has waiting, starting, running or saving."""
+    with db.session() as s:
+        return s.scalar(
+            select(func.count())
+            .select_from(Execution)
+            .join(Workspace, Execution.workspace_id == Workspace.id)
+            .where(Workspace.owner == owner, Execution.server.is_not(None), Execution.state.in_(UNFINISHED))
+        )
 
 
 def refuse_start_by_link(method: str | None) -> None:
@@ -317,7 +349,10 @@ def chosen_resource_type(rules: Rules, cleanup: bool, wanted, groups) -> Resourc
 
 def within_per_user_limits(db: Database, who: Asker, max_running: int, rtype: ResourceType | None) -> None:
     """How much one user may run at once: at most `max_running` workspaces of any type (administrators are
-    not limited; 0: no limit), then the type's own per-user limit (`within_per_user_limit`)."""
+    not limited; 0: no limit), then the type's own per-user limit (`within_per_user_limit`). A run beside a
+    workspace (#31) is refused by neither: it waits in the queue until its owner holds less (queue.OwnLimits)."""
+    if who.server is not None:
+        return
     within_running_limit(who, max_running)
     if rtype is not None:
         within_per_user_limit(db, who.owner, who.name, rtype, who.server)

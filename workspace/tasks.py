@@ -216,6 +216,34 @@ def read(path: Path, offset: int = 0) -> Iterator[bytes]:
             yield block
 
 
+LAST_LINE_MAX = 200  # characters of a log's last line on a sweep's page
+
+
+def last_line(chunks: Iterable[bytes]) -> str | None:
+    """The last line a task's command wrote, of a log's tail (the engine's time and the runner's
+    trailer taken off), at most LAST_LINE_MAX characters; None when it wrote none. The student's own
+    output: only ever shown to them, escaped by the page."""
+    tail = b"".join(chunks)[-(1 << 16) :]
+    for raw in reversed(tail.split(b"\n")):
+        line = STAMP.sub(b"", raw.rstrip(b"\r"), count=1)
+        if not line.strip() or TRAILER.search(line) or line.startswith(DROPPED_PREFIX):
+            continue
+        text = line.decode("utf-8", "replace").strip()
+        return text if len(text) <= LAST_LINE_MAX else text[: LAST_LINE_MAX - 1] + "…"
+    return None
+
+
+def read_tail(path: Path, size: int = 1 << 14) -> Iterator[bytes]:
+    """The last `size` bytes of the kept log (nothing when there is none)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - size))
+        yield f.read(size)
+
+
 def describe_end(exit_code: int | None, seconds: float | None, locale: str = "en") -> str:
     """The sentence recorded as a finished task's stop detail (in `locale`: English is what is recorded)."""
     if seconds is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ STUDENT_PAGES = [
     "/services/workspace/workspaces",
     "/services/workspace/workspaces/lab",
     "/services/workspace/workspaces/lab/executions/1/files",
+    "/services/workspace/workspaces/lab/sweeps/1",
     "/services/workspace/datasets",
     "/services/workspace/images",
     "/services/workspace/storage",
@@ -29,7 +31,11 @@ STUDENT_PAGES = [
     "/hub/spawn/{user}/other",
     "/services/workspace/no-such-page",
 ]
-INSTRUCTOR_PAGES = ["/services/workspace/course", "/services/workspace/workspaces/lab?user=stu"]
+INSTRUCTOR_PAGES = [
+    "/services/workspace/course",
+    "/services/workspace/workspaces/lab?user=stu",
+    "/services/workspace/workspaces/lab/sweeps/1?user=stu",
+]
 ADMIN_PAGES = ["/services/workspace/admin", "/hub/admin"]
 
 
@@ -48,6 +54,13 @@ def a11y_hub(start_hub):
     hub.start_workspace("stu", "lab", token)
     hub.sh("stu", "lab", "echo notes > $HOME/notes.txt")
     hub.stop_workspace("stu", "lab", token)
+    # a sweep of two runs beside it (#31), ended, for the sweep's page
+    r = hub.service_call("POST", "/workspaces/lab/sweeps", token, json={"command": "echo {x}", "sweep": {"x": [1, 2]}})
+    assert r.status_code == 202, r.text
+    deadline = time.monotonic() + 120
+    while not hub.service_call("GET", "/workspaces/lab/sweeps/1", token).json()["done"]:
+        assert time.monotonic() < deadline
+        time.sleep(1)
     return hub
 
 

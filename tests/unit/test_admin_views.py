@@ -1,10 +1,10 @@
 """What the admin page shows: every unfinished execution with its queue place and last usage
-(queue.overview), and every user's storage (quotas.per_user); on a real SQLite database."""
+(queue_views.overview), and every user's storage (quotas.per_user); on a real SQLite database."""
 
 import datetime as dt
 
 from workspace.executions import Execution, Snapshot, UsageSample, get_or_create_workspace, new_execution
-from workspace.limits import queue, quotas
+from workspace.limits import queue_views, quotas
 from workspace.limits.quotas import StorageUsage
 
 
@@ -34,7 +34,7 @@ def test_the_overview_lists_what_waits_runs_or_saves_with_its_place_and_usage(da
                 UsageSample(execution_id=running.id, at=t0 + dt.timedelta(minutes=1), cpu_percent=20.0),
             ]
         )
-    rows = queue.overview(database)
+    rows = queue_views.overview(database)
     assert [(r["owner"], r["workspace"], r["execution"]["state"], r["queue"]) for r in rows] == [
         ("ada", "a", "running", None),
         ("cat", "c", "queued", (1, 2)),

@@ -12,7 +12,7 @@ from workspace import lifecycle, start_request
 from workspace.db import Database, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, get_or_create_workspace, new_execution
-from workspace.limits import queue
+from workspace.limits import queue, queue_views
 from workspace.limits.queue import QUEUE_HEARTBEAT, RENEW_AFTER, admit, free_gpus
 from workspace.limits.resource_types import ResourceType, choose
 from workspace.store.nodes import Node
@@ -329,14 +329,14 @@ def test_the_admin_overview_of_nodes_counts_free_gpus_per_node_and_model(db):
     inventories = {n.name: n.gpus for n in nodes}
     place_on(db, queued(db, "a", GPU1), GPU1, inventories)  # node4 (best fit, 1 GPU)
     place_on(db, queued(db, "b", GPU2), GPU2, inventories)  # node2
-    rows = queue.node_overview(db, nodes)
+    rows = queue_views.node_overview(db, nodes)
     assert [(r["name"], r["state"], r["free_gpus"], r["executions"]) for r in rows] == [
         ("node1", "up", [], 0),
         ("node2", "up", [], 1),
         ("node3", "up", ["0", "1", "2", "3"], 0),
         ("node4", "paused", [], 1),
     ]
-    assert queue.by_gpu_model(rows) == [
+    assert queue_views.by_gpu_model(rows) == [
         {"model": "A100", "total": 6, "free": 4, "most": 4},
         {"model": "V100", "total": 1, "free": 0, "most": 0},
     ]
@@ -442,3 +442,70 @@ def test_the_wait_of_a_burst_is_estimated_from_its_measured_pace(db):
             assert queue.estimate_turn(s, 20, 2) == pytest.approx(50, abs=1)
     finally:
         move_clock(dt.timedelta(minutes=-10))
+
+
+def queued_run(db, owner: str, rtype: ResourceType, server: str) -> int:
+    """A run beside workspace "ws" (#31): an execution on a server of its own."""
+    with db.session() as s:
+        ex = new_execution(s, get_or_create_workspace(s, owner, "ws"), None, None)
+        ex.resource_type, ex.server = rtype.name, server
+        return ex.id
+
+
+def admit_run(db, execution_id: int, rtype: ResourceType, own: queue.OwnLimits) -> queue.Admission:
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        a = admit(s, ex, rtype, {"node1": INVENTORY}, own=own)
+        if a.admitted:
+            ex.to(s, "preparing")
+        return a
+
+
+def test_a_users_runs_past_their_limit_wait_aside_and_never_block_another_user(db):
+    """A sweep's runs wait for their owner's limit (the type's per-user limit, max_running_per_user)
+    instead of being refused, and other users' starts go past them in the type's line."""
+    gpu = ResourceType(name="gpu1", gpus=1, per_user=1)
+    own = queue.OwnLimits(running=3)
+    runs = [queued_run(db, "ana", gpu, f"run-00000000000{i}") for i in range(3)]
+    first = admit_run(db, runs[0], gpu, own)
+    assert first.admitted
+    second, third = admit_run(db, runs[1], gpu, own), admit_run(db, runs[2], gpu, own)
+    assert (second.reason, second.limit, second.position, second.waiting) == ("own_limit", 1, 1, 2)
+    assert (third.reason, third.position) == ("own_limit", 2)
+    assert "one person may run 1 at once" in second.describe(gpu)
+    # bo asks after ana's waiting runs: first in line all the same, and admitted (GPUs are free)
+    bo = queued_run(db, "bo", gpu, "run-0000000000bb")
+    assert admit_run(db, bo, gpu, own).admitted
+    end(db, runs[0])  # ana's run ends: her next one starts
+    assert admit_run(db, runs[1], gpu, own).admitted
+    assert admit_run(db, runs[2], gpu, own).reason == "own_limit"
+    # an administrator's runs are not held by the limit
+    assert admit_run(db, runs[2], gpu, queue.OwnLimits(running=3, exempt=True)).admitted
+
+
+def test_runs_wait_for_max_running_per_user_across_types(db):
+    plain = ResourceType(name="plain")
+    own = queue.OwnLimits(running=2)
+    with db.session() as s:  # an open workspace holds one place
+        ex = new_execution(s, get_or_create_workspace(s, "ana", "open"), None, None)
+        ex.to(s, "preparing")
+    a, b = (queued_run(db, "ana", plain, f"run-00000000000{i}") for i in range(2))
+    assert admit_run(db, a, plain, own).admitted
+    waiting = admit_run(db, b, plain, own)
+    assert not waiting.admitted and (waiting.reason, waiting.limit) == ("own_limit", 2)
+    # without the limit (a workspace's own start is refused by its 403 instead, start_request)
+    assert admit_run(db, b, plain, queue.OwnLimits()).admitted
+
+
+def test_a_run_is_never_refused_by_the_per_user_limits_but_the_runs_bound_is_kept(db):
+    gpu = ResourceType(name="gpu1", gpus=1, per_user=1)
+    queued_run(db, "ana", gpu, "run-000000000001")
+    with db.session() as s:  # a workspace start is refused at the type's per-user limit
+        with pytest.raises(UserError) as e:
+            queue.check_per_user(s, "ana", "other", gpu)
+        assert e.value.status_code == 403
+        queue.check_per_user(s, "ana", "ws", gpu, server="run-000000000002")  # a run: it waits instead
+    start_request.runs_within(db, "ana", 1, 2)
+    with pytest.raises(UserError) as e:
+        start_request.runs_within(db, "ana", 2, 2)
+    assert e.value.status_code == 429 and "You have 1 runs waiting or running" in e.value.message

@@ -57,6 +57,7 @@ from workspace.cli import (
     resource_types,
     ssh,
     storage,
+    sweeps,
     tasks,
     workspaces,
 )
@@ -65,7 +66,7 @@ from workspace.i18n import N_, translate
 
 # each command family: its COMMANDS, its add_parsers(cmds) and its run(args, client, out); in the order
 # `workspace -h` lists them
-FAMILIES = (workspaces, resource_types, storage, accounting, courses, datasets, ssh, outputs, tasks, images)
+FAMILIES = (workspaces, resource_types, storage, accounting, courses, datasets, ssh, outputs, tasks, sweeps, images)
 
 # the help's description and closing paragraph (the module's docstring says them too: `workspace -h` in
 # English is the docstring, as before); the synopsis between them is commands and options, shown as written

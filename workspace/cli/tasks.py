@@ -6,6 +6,8 @@ workspace run NAME [--continue N] [--type T] [--dataset REF]... [--image I] [--d
 workspace run NAME --from now|latest|N [...] -- COMMAND...
     the same as a run beside the workspace (#31): while it is open, beside its other runs; `now` is its
     home as it is at the request (its unsaved files too); the run's output never becomes its "latest"
+workspace run NAME --sweep lr=0.1,0.01 [--sweep seed=1,2] [...] -- COMMAND with {lr} {seed}...
+    one run beside the workspace per combination (cli/sweeps.py)
 workspace logs NAME[#N] [-f]
     a task's log (the latest task's without #N); -f follows it until the task ends
 workspace cancel NAME[#N]
@@ -19,6 +21,7 @@ from __future__ import annotations
 import sys
 import time
 
+from workspace.cli import sweeps
 from workspace.cli.base import CLIError, follow_progress, name_and_number, print_stream, user_locale, whoami
 from workspace.i18n import translate
 
@@ -39,6 +42,12 @@ def add_parsers(cmds) -> None:
         dest="beside_from",
         metavar="now|latest|N",
         help=translate(loc, "run beside the workspace (while it is open), from its home now, its latest or #N"),
+    )
+    r.add_argument(
+        "--sweep",
+        action="append",
+        metavar="NAME=V1,V2",
+        help=translate(loc, "one run beside the workspace per combination; {NAME} in the command is its value"),
     )
     r.add_argument("--type", dest="resource_type", help=translate(loc, "the resource type"))
     r.add_argument(
@@ -111,6 +120,11 @@ def run_task(client, args, out) -> int:
     for key in ("resource_type", "image", "datasets"):
         if getattr(args, key):
             body[key] = getattr(args, key)
+    if getattr(args, "sweep", None):  # one run per combination (#31): cli/sweeps.py
+        if beside is None:
+            body = {"command": command, "from": _continuation(args.continue_from)}
+            body.update({k: getattr(args, k) for k in ("resource_type", "image", "datasets") if getattr(args, k)})
+        return sweeps.start(client, args, command, body, out)
     started = client.call("POST", f"/workspaces/{args.name}/{'runs' if beside is not None else 'tasks'}", json=body)
     ex = started.get("execution")
     loc = user_locale()

@@ -35,7 +35,7 @@ from sqlalchemy import and_, func, or_, select, text
 from workspace import i18n
 from workspace.db import Database, utcnow
 from workspace.errors import UserError
-from workspace.executions import UNFINISHED, Execution, Workspace, latest_sample
+from workspace.executions import Execution, Workspace
 from workspace.limits.resource_types import ResourceType
 
 # Executions holding a place (and their GPUs) of their type: admitted and not ended.
@@ -73,6 +73,17 @@ class StartupLimit:
         return sum(self.slots.get(n, 1) for n in nodes) or 1
 
 
+@dataclass(frozen=True)
+class OwnLimits:
+    """How much one person may hold at once, which a run beside a workspace (#31) waits for instead of
+    being refused: a sweep's runs start as its owner's earlier ones end. The type's own per-user limit
+    (`ResourceType.per_user`), and `running`: the spawner's `max_running_per_user` (None: no limit).
+    `exempt`: this start's owner is an administrator (not limited; others' runs still wait aside)."""
+
+    running: int | None = None
+    exempt: bool = False
+
+
 @dataclass
 class Admission:
     admitted: bool
@@ -81,12 +92,23 @@ class Admission:
     gpu_ids: list[str] = field(default_factory=list)
     estimate_s: float | None = None  # expected wait
     node: str | None = None  # where it was placed
-    # what it waits for: "type" (the type's capacity or GPUs), "startup" (a node's start-up turn) or "own"
-    # (its owner's other start-up: one at a time per owner)
+    # what it waits for: "type" (the type's capacity or GPUs), "startup" (a node's start-up turn), "own"
+    # (its owner's other start-up: one at a time per owner) or "own_limit" (a run: its owner holds as much as
+    # one person may; position and waiting are then among the owner's own waiting runs)
     reason: str = "type"
+    limit: int | None = None  # "own_limit": how many one person may hold
 
     def describe(self, rtype: ResourceType | None, locale: str = i18n.DEFAULT) -> str:
         """The progress stream's sentence about the wait, in `locale`."""
+        if self.reason == "own_limit":
+            return i18n.translate(
+                locale,
+                "This run waits for one of your running workspaces or runs to end (one person may run {limit} "
+                "at once); it is {position} of your {waiting} waiting runs",
+                limit=self.limit,
+                position=self.position,
+                waiting=self.waiting,
+            )
         if self.reason == "own":
             return i18n.translate(
                 locale,
@@ -166,8 +188,9 @@ def lock_admission(session) -> None:
 def check_per_user(session, owner: str, name: str, rtype: ResourceType, server: str | None = None) -> None:
     """A user holds (or waits for) at most `rtype.per_user` starts of a type at once: one student cannot
     take every GPU of a type. The user's 403 beyond it. The start's own server's executions (a workspace's
-    earlier one, still saving) do not count; a run beside a workspace (`server`, #31) counts every other."""
-    if not rtype.per_user:
+    earlier one, still saving) do not count. A run beside a workspace (`server`, #31) is never refused: it
+    waits in the queue until its owner holds less (`OwnLimits`)."""
+    if not rtype.per_user or server is not None:
         return
     same = (Workspace.name == name) & (func.coalesce(Execution.server, "") == (server or ""))
     held = [
@@ -199,7 +222,7 @@ def entering(session, owner: str, name: str, rtype: ResourceType | None, server:
     """Around the record of a new execution of a type with a per-user limit (lifecycle.begin): the
     user's count and the record in one transaction, serialized as admission is (`lock_admission`, then
     the thread lock, held until the commit), so that two starts at once never both pass the limit."""
-    if rtype is None or not rtype.per_user:
+    if rtype is None or not rtype.per_user or server is not None:  # a run waits instead (OwnLimits)
         yield
         return
     lock_admission(session)
@@ -216,13 +239,16 @@ def admit(
     inventories: dict[str, list[str]],
     prefer: Sequence[str] = (),
     startup: StartupLimit | None = None,
+    own: OwnLimits | None = None,
 ) -> Admission:
     """Admit `execution` (queued) if it is first in line and a node has room for it; else its place.
 
     `rtype`: its resource type (None: no types configured, one line for all); `inventories`: the nodes'
     GPU IDs ({node: [id, ...]}; one node on a single host); `startup`: the nodes' start-up slots (None: no
-    limit). The node is chosen by `place`. Call inside one session (one transaction); counts, not rows,
-    so that a hundred waiting starts cost little. Each call is also the waiting start's heartbeat.
+    limit); `own`: what one person may hold, which a run waits for (its owner's other runs at that limit
+    wait aside, never ahead of anyone). The node is chosen by `place`. Call inside one session (one
+    transaction); counts, not rows, so that a hundred waiting starts cost little. Each call is also the
+    waiting start's heartbeat.
     """
     lock_admission(session)
     with _admit_lock:
@@ -233,7 +259,12 @@ def admit(
         # one start-up per owner at a time: a student whose start script never lets the server answer holds
         # one slot, not every slot of the node (their next start waits; the others' go past it)
         busy = _busy_owners(now, startup) if startup is not None else None
-        position, waiting = place_in_line(session, execution, rtype, busy)
+        full = _owners_at_limit(rtype, own)
+        if execution.server is not None and full is not None and not own.exempt:
+            limited = _own_limit(session, execution, rtype, own)
+            if limited is not None:
+                return limited
+        position, waiting = place_in_line(session, execution, rtype, busy, full)
         on_type = type_per_node(session, rtype)
         starting = startups_per_node(session, now, startup) if startup is not None else {}
         own_busy = busy is not None and _has_startup(session, execution.workspace.owner, now, startup)
@@ -257,10 +288,10 @@ def _of_type(rtype: ResourceType | None):
     return Execution.resource_type.is_(None) if rtype is None else Execution.resource_type == rtype.name
 
 
-def place_in_line(session, execution: Execution, rtype: ResourceType | None, busy=None) -> tuple[int, int]:
+def place_in_line(session, execution: Execution, rtype: ResourceType | None, busy=None, full=None) -> tuple[int, int]:
     """(1-based position, how many wait) of a queued execution in its type's line: first requested,
-    first served; the starts of owners in `busy` (a query of owners with a start-up under way) wait
-    aside, not ahead of anyone."""
+    first served; the starts of owners in `busy` (a query of owners with a start-up under way) and the
+    runs of owners in `full` (who hold as much as one person may) wait aside, not ahead of anyone."""
     line = select(func.count()).select_from(Execution).where(_of_type(rtype), Execution.state == "queued")
     ahead = line.where(
         or_(
@@ -268,9 +299,60 @@ def place_in_line(session, execution: Execution, rtype: ResourceType | None, bus
             and_(Execution.created == execution.created, Execution.id < execution.id),
         )
     )
+    if busy is not None or full is not None:
+        ahead = ahead.join(Workspace, Execution.workspace_id == Workspace.id)
     if busy is not None:
-        ahead = ahead.join(Workspace, Execution.workspace_id == Workspace.id).where(Workspace.owner.not_in(busy))
+        ahead = ahead.where(Workspace.owner.not_in(busy))
+    if full is not None:
+        ahead = ahead.where(or_(Execution.server.is_(None), Workspace.owner.not_in(full)))
     return session.scalar(ahead) + 1, session.scalar(line)
+
+
+def _held(rtype: ResourceType | None = None):
+    """The owners' executions holding a place (of `rtype`'s type, when given), per owner (a query)."""
+    q = select(Workspace.owner).join(Execution, Execution.workspace_id == Workspace.id)
+    q = q.where(Execution.state.in_(HOLDING))
+    return q.where(_of_type(rtype)) if rtype is not None else q
+
+
+def _owners_at_limit(rtype: ResourceType | None, own: OwnLimits | None):
+    """The owners who hold as much as one person may (a query, for `not in`); None: no limit applies."""
+    parts = []
+    if own is not None and rtype is not None and rtype.per_user:
+        parts.append(_held(rtype).group_by(Workspace.owner).having(func.count() >= rtype.per_user))
+    if own is not None and own.running:
+        parts.append(_held().group_by(Workspace.owner).having(func.count() >= own.running))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else parts[0].union(parts[1])
+
+
+def _own_limit(session, execution: Execution, rtype: ResourceType | None, own: OwnLimits) -> Admission | None:
+    """A run's wait for its owner to hold less (None: they hold less than they may): its place among
+    the owner's own waiting runs."""
+    owner = execution.workspace.owner
+    mine = _held().where(Workspace.owner == owner)
+    limit = None
+    if own.running and session.scalar(select(func.count()).select_from(mine.subquery())) >= own.running:
+        limit = own.running
+    elif rtype is not None and rtype.per_user:
+        of_type = select(func.count()).select_from(mine.where(_of_type(rtype)).subquery())
+        limit = rtype.per_user if session.scalar(of_type) >= rtype.per_user else None
+    if limit is None:
+        return None
+    waiting = (
+        select(func.count())
+        .select_from(Execution)
+        .join(Workspace, Execution.workspace_id == Workspace.id)
+        .where(Workspace.owner == owner, Execution.state == "queued", Execution.server.is_not(None))
+    )
+    ahead = waiting.where(
+        or_(
+            Execution.created < execution.created,
+            and_(Execution.created == execution.created, Execution.id < execution.id),
+        )
+    )
+    return Admission(False, session.scalar(ahead) + 1, session.scalar(waiting), reason="own_limit", limit=limit)
 
 
 def _coming_up(now: dt.datetime, startup: StartupLimit):
@@ -354,77 +436,6 @@ def place(
         return None
     *_, node, ids = min(candidates)
     return node, ids
-
-
-def queue_positions(session) -> dict[int, tuple[int, int]]:
-    """{execution id: (1-based position, how many wait)} of every queued execution, in its type's queue
-    (the order `admit` serves: first requested, first admitted)."""
-    queued = session.scalars(
-        select(Execution).where(Execution.state == "queued").order_by(Execution.created, Execution.id)
-    ).all()
-    by_type: dict[str | None, list[int]] = {}
-    for e in queued:
-        by_type.setdefault(e.resource_type, []).append(e.id)
-    return {eid: (i + 1, len(ids)) for ids in by_type.values() for i, eid in enumerate(ids)}
-
-
-def overview(db: Database) -> list[dict]:
-    """Every unfinished execution (waiting, running or saving), oldest first, with its place in the queue
-    and its newest usage sample, for the admin page (blocking)."""
-    with db.session() as s:
-        active = s.scalars(
-            select(Execution).where(Execution.state.in_(UNFINISHED)).order_by(Execution.created, Execution.id)
-        ).all()
-        positions = queue_positions(s)
-        rows = []
-        for ex in active:
-            sample = latest_sample(s, ex.id)
-            rows.append(
-                {
-                    "owner": ex.workspace.owner,
-                    "workspace": ex.workspace.name,
-                    "execution": ex.as_dict(),
-                    "usage": sample.as_dict() if sample else None,
-                    "queue": positions.get(ex.id),
-                }
-            )
-        return rows
-
-
-def node_overview(db: Database, nodes: list) -> list[dict]:
-    """The nodes (workspace/store/nodes.py) with their free GPU IDs and how many executions hold a place on each,
-    for the admin page (blocking)."""
-    with db.session() as s:
-        used, counts = used_gpus(s), executions_per_node(s)
-    return [
-        {
-            "name": n.name,
-            "state": n.state,
-            "address": n.address,
-            "gpu_model": n.gpu_model,
-            "gpus": list(n.gpus),
-            "free_gpus": [g for g in n.gpus if g not in used.get(n.name, ())],
-            "executions": counts.get(n.name, 0),
-        }
-        for n in nodes
-    ]
-
-
-def by_gpu_model(rows: list[dict]) -> list[dict]:
-    """node_overview's rows summed per GPU model (of the nodes that are up): total, free, and the most free
-    on one node, which is what decides whether a multi-GPU start waits."""
-    models: dict[str, dict] = {}
-    for row in rows:
-        if not row["gpus"] or row["state"] == "down":
-            continue
-        m = models.setdefault(
-            row["gpu_model"] or "", {"model": row["gpu_model"] or "", "total": 0, "free": 0, "most": 0}
-        )
-        free = len(row["free_gpus"]) if row["state"] == "up" else 0  # a paused node takes nothing new
-        m["total"] += len(row["gpus"])
-        m["free"] += free
-        m["most"] = max(m["most"], free)
-    return sorted(models.values(), key=lambda m: m["model"])
 
 
 def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:
@@ -556,6 +567,7 @@ def admit_execution(
     inventories: dict[str, list[str]],
     prefer: Sequence[str] = (),
     startup: StartupLimit | None = None,
+    own: OwnLimits | None = None,
 ) -> "Admission":
     """Let a queued execution in if a node has room for it (`admit`, in one transaction); its Admission."""
     with db.session() as s:
@@ -567,7 +579,7 @@ def admit_execution(
             if ex.stop_detail == STALE_MESSAGE:
                 raise UserError(503, STALE_MESSAGE)
             raise UserError(503, "This start left the queue; start the workspace again.", detail=ex.stop_detail)
-        admission = admit(s, ex, rtype, inventories, prefer, startup)
+        admission = admit(s, ex, rtype, inventories, prefer, startup, own)
         if admission.admitted and rtype is None:
             ex.to(s, "preparing", i18n.N_("Admitted"))
         elif admission.admitted and admission.gpu_ids:

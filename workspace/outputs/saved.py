@@ -361,12 +361,12 @@ def write_collection(
         folder = item.student.replace("/", "_").replace("\\", "_")
         folder = f"_{folder}" if folder in (".", "..") else folder
         name = f"{top}/students/{folder}" + (f"/{os.fsdecode(rel)}" if rel else "")
-        _collect_one(w, item, rel, name, check, locale)
+        collect_one(w, item, rel, name, check, locale)
     _write_manifest(w, items, top)
     return items
 
 
-def _collect_one(w, item: Collected, rel: bytes, name: str, check: Callable[[], None] | None, locale: str) -> None:
+def collect_one(w, item: Collected, rel: bytes, name: str, check: Callable[[], None] | None, locale: str) -> None:
     """Write one student's `rel` into `w` as `name`; `item` says what was collected, or why not."""
     try:
         with paths.Tree(item.root) as tree:

@@ -58,6 +58,8 @@ from workspace.service import (
     ssh_page,
     storage_api,
     streams,
+    sweeps_api,
+    sweeps_page,
     tasks_api,
     uploads_api,
     webhook_api,
@@ -191,6 +193,8 @@ class WorkspaceService(Application):
             *ssh_keys_api.handlers(prefix),
             *ssh_page.handlers(prefix),
             *tasks_api.handlers(prefix),
+            *sweeps_api.handlers(prefix),
+            *sweeps_page.handlers(prefix),
             *images_api.handlers(prefix),
             *images_page.handlers(prefix),
             *webhook_api.handlers(prefix),
@@ -235,6 +239,7 @@ class WorkspaceService(Application):
             # a running task's log, from the engine (blocking), and where the hub keeps finished ones
             engine_log=functools.partial(spawner.spawner_class.engine_log, spawner),
             execution_log_root=spawner.execution_log_root,
+            max_runs_per_user=spawner.max_runs_per_user,  # a sweep is refused whole past it (#31)
         )
 
     def course_settings(self) -> dict:

@@ -42,7 +42,7 @@ from workspace.errors import UserError
 from workspace.executions import FINAL
 from workspace.images import catalog as image_catalog
 from workspace.images import user as user_images
-from workspace.limits import queue, quotas
+from workspace.limits import queue_views, quotas
 from workspace.outputs import saved as outputs
 from workspace.service.api import READ_SCOPE, APIHandler
 from workspace.service.courses_api import CourseActions
@@ -392,12 +392,17 @@ class AdminPage(PageHandler):
     async def get(self, error: str | None = None, status: int = 200):
         self.admin_only()
 
-        running = await self.blocking(queue.overview, self.db)
+        running = await self.blocking(queue_views.overview, self.db)
         storage = await self.blocking(quotas.per_user, self.db)
-        nodes = await self.blocking(queue.node_overview, self.db, await self.engine_nodes())
+        nodes = await self.blocking(queue_views.node_overview, self.db, await self.engine_nodes())
         self.set_status(status)
         self.render_page(
-            "admin.html", running=running, storage=storage, nodes=nodes, models=queue.by_gpu_model(nodes), error=error
+            "admin.html",
+            running=running,
+            storage=storage,
+            nodes=nodes,
+            models=queue_views.by_gpu_model(nodes),
+            error=error,
         )
 
     @web.authenticated

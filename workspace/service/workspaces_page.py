@@ -15,12 +15,13 @@ from urllib.parse import quote
 
 from tornado import web
 
-from workspace import errors, executions, gateway_keys, i18n, origins, ssh_identities, tasks
+from workspace import errors, executions, gateway_keys, i18n, origins, ssh_identities, sweeps, tasks
 from workspace.db import utcnow
 from workspace.errors import UserError
 from workspace.limits import quotas
 from workspace.outputs import saved as outputs
 from workspace.service.pages import PageHandler, mb
+from workspace.service.sweeps_api import SweepStarts
 from workspace.spawner import form as spawnform
 
 
@@ -110,7 +111,7 @@ async def start(
     await on_error(error=message, status=code if 400 <= code < 500 else 502)
 
 
-class WorkspacePage(PageHandler):
+class WorkspacePage(SweepStarts, PageHandler):
     """One workspace's executions; with `?user=NAME` an instructor's (or an administrator's) read-only view
     of a student's workspace."""
 
@@ -154,6 +155,7 @@ class WorkspacePage(PageHandler):
             spawn_form=None if readonly else await self.spawn_form(name),
             storage_warning=None if readonly else await self.storage_warning(),
             ssh=ssh,
+            sweeps=await self.blocking(sweeps.listing, self.db, owner, name),
         )
 
     async def ssh_directions(self, owner: str, name: str) -> dict | None:
@@ -266,7 +268,17 @@ class WorkspacePage(PageHandler):
             command = tasks.parse_command(self.get_body_argument("command", ""))
         except UserError as e:
             return await self.get(name, error=errors.sentence(e, self.lang), status=e.status_code)
-        server, spawn = tasks.run_spawn(name, command, {"continue_from": self.get_body_argument("from", "now")})
+        choice = self.get_body_argument("from", "now")
+        if self.get_body_argument("sweep", "").strip():  # one run per combination of its lines (#31)
+            try:
+                params = sweeps.parse_params(self.get_body_argument("sweep"))
+                number = await self.launch(user, name, command, params, {"continue_from": choice})
+            except UserError as e:
+                return await self.get(name, error=errors.sentence(e, self.lang), status=e.status_code)
+            except web.HTTPError as e:  # the hub's refusal of the first run, in its own words
+                return await self.get(name, error=e.log_message, status=e.status_code)
+            return self.redirect(f"{self.prefix}workspaces/{quote(name, safe='')}/sweeps/{number}")
+        server, spawn = tasks.run_spawn(name, command, {"continue_from": choice})
         code, body = await self.hub_api("POST", f"/users/{quote(user, safe='')}/servers/{server}", spawn)
         if code not in (201, 202):
             message = (body or {}).get("message") or i18n.translate(

@@ -166,6 +166,13 @@ class WorkspaceMixin(
         help="""How many workspaces one user may run (or start) at once; 0 for
         no limit. Administrators are not limited.""",
     )
+    max_runs_per_user = Int(
+        24,
+        config=True,
+        help="""How many runs beside workspaces (and a sweep's runs, #31) one user may have waiting or
+        running at once; 0 for no limit. Runs past `max_running_per_user` or a type's per-user limit wait
+        in the queue; this bounds how many wait. Administrators are not limited.""",
+    )
     queue_poll_interval = Float(2.0, config=True, help="Seconds between two looks at the queue while a start waits.")
     startup_slots = Int(
         0,
@@ -353,7 +360,11 @@ class WorkspaceMixin(
             groups={g.name for g in self.user.groups},
             admin=bool(self.user.admin),
             locale=self.locale,
-            running=tuple(name for name, sp in self.user.spawners.items() if sp is not self and sp.active),
+            running=tuple(
+                f"{sp.run_beside} (run)" if getattr(sp, "run_beside", "") else name
+                for name, sp in self.user.spawners.items()
+                if sp is not self and sp.active
+            ),
             method=method,
         )
 
@@ -368,6 +379,7 @@ class WorkspaceMixin(
             home_store=self.home_store,
             storage_page=self.storage_page_url(),
             user_images=self.offers_user_images,
+            max_runs_per_user=self.max_runs_per_user,
         )
 
     def limits(self, rtype: resource_types.ResourceType | None) -> dict:

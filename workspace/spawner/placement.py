@@ -106,9 +106,11 @@ class PlacementMixin:
         shown = None
         deadline = time.monotonic() + self.queue_timeout
         depth = 2 * startup.total(inventories)  # how many of the first in line a nudge wakes
+        # what one person may hold: a run (#31) waits for it; every start's place passes such waiting runs
+        own = queue.OwnLimits(self.max_running_per_user or None, exempt=bool(self.user.admin))
         while True:
             admission = await self.run_blocking(
-                queue.admit_execution, self.db, plan.execution_id, rtype, inventories, prefer, startup
+                queue.admit_execution, self.db, plan.execution_id, rtype, inventories, prefer, startup, own
             )
             if admission.admitted:
                 TURNS.notify()  # the next in line moved up

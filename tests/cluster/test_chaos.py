@@ -31,7 +31,7 @@ from tests.cluster.conftest import running_swarm_hub
 from tests.cluster.test_swarm_workspaces import sh
 from tests.integration.hub import Hub
 from workspace.executions import ACTIVE, UNFINISHED
-from workspace.limits.queue import HOLDING
+from workspace.limits.fit import HOLDING
 from workspace.setup.cluster import Cluster
 from workspace.spawner import networks
 

@@ -6,7 +6,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from workspace import courses, sweeps  # noqa: F401  (every model on Base.metadata, for the migration check)
+from workspace import courses, jobs, sweeps  # noqa: F401  (every model on Base.metadata, for the migration check)
 from workspace import db as dbmod
 from workspace.db import Base, Database
 from workspace.errors import UserError

@@ -12,8 +12,9 @@ from workspace import lifecycle, start_request
 from workspace.db import Database, move_clock, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, get_or_create_workspace, new_execution
-from workspace.limits import queue, queue_views
-from workspace.limits.queue import QUEUE_HEARTBEAT, RENEW_AFTER, admit, free_gpus
+from workspace.limits import fit, queue, queue_views
+from workspace.limits.fit import free_gpus
+from workspace.limits.queue import QUEUE_HEARTBEAT, RENEW_AFTER, admit
 from workspace.limits.resource_types import ResourceType, choose
 from workspace.store.nodes import Node
 
@@ -186,7 +187,7 @@ def test_a_gpu_start_lands_where_its_gpus_are_free_on_one_node_and_never_split(d
     waits = place_on(db, queued(db, "d", GPU2), GPU2)
     assert not waits.admitted and waits.position == 1
     with db.session() as s:
-        assert {n: queue.free_gpus(s, ids, n) for n, ids in NODES.items()} == {
+        assert {n: fit.free_gpus(s, ids, n) for n, ids in NODES.items()} == {
             "node1": [],
             "node2": ["1"],
             "node3": [],
@@ -217,14 +218,14 @@ def test_two_hub_processes_on_postgresql_never_take_the_same_gpus(postgres_url, 
     hubs = [Database(postgres_url, key_file=tmp_path / "key"), Database(postgres_url, key_file=tmp_path / "key")]
     a, b = queued(hubs[0], "ada", a_type), queued(hubs[0], "bob", b_type)
     monkeypatch.setattr(queue, "_admit_lock", contextlib.nullcontext())
-    read_gpus = queue.free_gpus
+    read_gpus = fit.used_gpus
 
-    def slow_free_gpus(*args):
-        free = read_gpus(*args)
+    def slow_used_gpus(*args):
+        used = read_gpus(*args)
         time.sleep(0.3)  # both read before either writes, unless admission is serialized
-        return free
+        return used
 
-    monkeypatch.setattr(queue, "free_gpus", slow_free_gpus)
+    monkeypatch.setattr(fit, "used_gpus", slow_used_gpus)
     results = {}
 
     def hub(db, execution_id, rtype):

@@ -32,14 +32,13 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import and_, func, or_, select, text
 
-from workspace import i18n
+from workspace import i18n, jobs
 from workspace.db import Database, utcnow
 from workspace.errors import UserError
 from workspace.executions import Execution, Workspace
+from workspace.limits.fit import HOLDING, of_type, place_gang, type_per_node
 from workspace.limits.resource_types import ResourceType
 
-# Executions holding a place (and their GPUs) of their type: admitted and not ended.
-HOLDING = ("preparing", "pulling", "restoring", "running", "saving")
 # Executions coming up: admitted, not yet running (and those running whose server has not answered yet)
 STARTING = ("preparing", "pulling", "restoring")
 # A waiting start renews its heartbeat (the execution's lease) at its looks; one
@@ -97,6 +96,7 @@ class Admission:
     # one person may; position and waiting are then among the owner's own waiting runs)
     reason: str = "type"
     limit: int | None = None  # "own_limit": how many one person may hold
+    nodes: int = 1  # a job's ranks (#31), admitted all together or not at all
 
     def describe(self, rtype: ResourceType | None, locale: str = i18n.DEFAULT) -> str:
         """The progress stream's sentence about the wait, in `locale`."""
@@ -118,6 +118,17 @@ class Admission:
             )
         if self.reason == "startup" or rtype is None:
             return self._describe_turn(locale)
+        if self.nodes > 1:
+            return i18n.translate(
+                locale,
+                "This job waits for {nodes} nodes of “{type}” at once ({each} GPU(s) each), all together so that "
+                "none is held while it waits: position {position} of {waiting} in the queue",
+                nodes=self.nodes,
+                type=rtype.name,
+                each=rtype.gpus,
+                position=self.position,
+                waiting=self.waiting,
+            )
         if rtype.capacity is not None and rtype.gpus:
             limits = i18n.translate(
                 locale, "{capacity} may run at once, {gpus} GPU(s) each", capacity=rtype.capacity, gpus=rtype.gpus
@@ -268,31 +279,32 @@ def admit(
         on_type = type_per_node(session, rtype)
         starting = startups_per_node(session, now, startup) if startup is not None else {}
         own_busy = busy is not None and _has_startup(session, execution.workspace.owner, now, startup)
+        ranks = jobs.ranks_of(session, execution.id)  # a job's ranks beyond rank 0 (#31): admitted all at once
         if position == 1 and not own_busy:
-            placement = place(session, rtype, inventories, on_type, prefer, startup, starting)
-            if placement is not None:
-                execution.node, execution.gpu_ids = placement
+            gang = place_gang(session, rtype, inventories, on_type, 1 + len(ranks), prefer, startup, starting)
+            if gang is not None:
+                (execution.node, execution.gpu_ids), *others = gang
+                for rank, (node, ids) in zip(ranks, others):
+                    rank.node, rank.gpu_ids = node, ids
                 execution.lease_owner, execution.lease_until = None, None
                 return Admission(True, 0, waiting - 1, list(execution.gpu_ids), node=execution.node)
-        if rtype is not None and rtype.limited and place(session, rtype, inventories, on_type) is None:
-            holding = holding_of(session, rtype)
-            slots = (rtype.capacity or 0) * len(inventories) or None
-            estimate = estimate_wait(session, rtype, holding, position, now, slots)
-            return Admission(False, position, waiting, estimate_s=estimate)
+        if (rtype is not None and rtype.limited or ranks) and not place_gang(
+            session, rtype, inventories, on_type, 1 + len(ranks)
+        ):
+            holding = holding_of(session, rtype) if rtype is not None else []
+            slots = ((rtype.capacity or 0) * len(inventories) or None) if rtype is not None else None
+            estimate = estimate_wait(session, rtype, holding, position, now, slots) if rtype is not None else None
+            return Admission(False, position, waiting, estimate_s=estimate, nodes=1 + len(ranks))
         turns = startup.total(inventories) if startup is not None else 1
         estimate = estimate_turn(session, position, turns)
         return Admission(False, position, waiting, estimate_s=estimate, reason="own" if own_busy else "startup")
-
-
-def _of_type(rtype: ResourceType | None):
-    return Execution.resource_type.is_(None) if rtype is None else Execution.resource_type == rtype.name
 
 
 def place_in_line(session, execution: Execution, rtype: ResourceType | None, busy=None, full=None) -> tuple[int, int]:
     """(1-based position, how many wait) of a queued execution in its type's line: first requested,
     first served; the starts of owners in `busy` (a query of owners with a start-up under way) and the
     runs of owners in `full` (who hold as much as one person may) wait aside, not ahead of anyone."""
-    line = select(func.count()).select_from(Execution).where(_of_type(rtype), Execution.state == "queued")
+    line = select(func.count()).select_from(Execution).where(of_type(rtype), Execution.state == "queued")
     ahead = line.where(
         or_(
             Execution.created < execution.created,
@@ -312,7 +324,7 @@ def _held(rtype: ResourceType | None = None):
     """The owners' executions holding a place (of `rtype`'s type, when given), per owner (a query)."""
     q = select(Workspace.owner).join(Execution, Execution.workspace_id == Workspace.id)
     q = q.where(Execution.state.in_(HOLDING))
-    return q.where(_of_type(rtype)) if rtype is not None else q
+    return q.where(of_type(rtype)) if rtype is not None else q
 
 
 def _owners_at_limit(rtype: ResourceType | None, own: OwnLimits | None):
@@ -336,8 +348,8 @@ def _own_limit(session, execution: Execution, rtype: ResourceType | None, own: O
     if own.running and session.scalar(select(func.count()).select_from(mine.subquery())) >= own.running:
         limit = own.running
     elif rtype is not None and rtype.per_user:
-        of_type = select(func.count()).select_from(mine.where(_of_type(rtype)).subquery())
-        limit = rtype.per_user if session.scalar(of_type) >= rtype.per_user else None
+        same_type = select(func.count()).select_from(mine.where(of_type(rtype)).subquery())
+        limit = rtype.per_user if session.scalar(same_type) >= rtype.per_user else None
     if limit is None:
         return None
     waiting = (
@@ -376,18 +388,8 @@ def _has_startup(session, owner: str, now: dt.datetime, startup: StartupLimit) -
     return bool(session.scalar(own.where(Workspace.owner == owner, _coming_up(now, startup))))
 
 
-def type_per_node(session, rtype: ResourceType | None) -> dict[str, int]:
-    """{node: executions of the type holding a place there}."""
-    rows = session.execute(
-        select(Execution.node, func.count())
-        .where(_of_type(rtype), Execution.state.in_(HOLDING))
-        .group_by(Execution.node)
-    )
-    return dict(rows.all())
-
-
 def holding_of(session, rtype: ResourceType) -> list[Execution]:
-    return list(session.scalars(select(Execution).where(_of_type(rtype), Execution.state.in_(HOLDING))))
+    return list(session.scalars(select(Execution).where(of_type(rtype), Execution.state.in_(HOLDING))))
 
 
 def startups_per_node(session, now: dt.datetime, startup: StartupLimit) -> dict[str, int]:
@@ -396,46 +398,6 @@ def startups_per_node(session, now: dt.datetime, startup: StartupLimit) -> dict[
         select(Execution.node, func.count()).where(_coming_up(now, startup)).group_by(Execution.node)
     )
     return dict(rows.all())
-
-
-def place(
-    session,
-    rtype: ResourceType | None,
-    inventories: dict[str, list[str]],
-    on_type: dict[str, int],
-    prefer: Sequence[str] = (),
-    startup: StartupLimit | None = None,
-    starting: dict[str, int] | None = None,
-) -> tuple[str, list[str]] | None:
-    """The node and GPU IDs for a start of `rtype`, or None while no node has room.
-
-    A node has room when fewer than its start-up slots are coming up there (`startup`; None: not
-    counted), fewer than `rtype.capacity` executions of the type run there (`on_type`) and `rtype.gpus`
-    of its GPUs are free: a start is never split over nodes. Of the nodes with room, those in `prefer`
-    come first (they hold the home's snapshot: no transfer); then for a GPU start the best fit, the node
-    with the fewest free GPUs that suffice, so that whole nodes stay free for large starts (the
-    fragmentation BitaHub's users meet), and for a start without GPUs the nodes without GPUs; then the
-    node running the fewest, so that a class's starts spread over the cluster.
-    """
-    gpus = rtype.gpus if rtype is not None else 0
-    capacity = rtype.capacity if rtype is not None else None
-    load = executions_per_node(session)
-    candidates = []
-    for node in sorted(inventories):
-        if startup is not None and (starting or {}).get(node, 0) >= startup.slots.get(node, 1):
-            continue
-        if capacity is not None and on_type.get(node, 0) >= capacity:
-            continue
-        free = free_gpus(session, inventories[node], node) if gpus else []
-        if len(free) < gpus:
-            continue
-        rank = prefer.index(node) if node in prefer else len(prefer)
-        fit = len(free) if gpus else bool(inventories[node])
-        candidates.append((rank, fit, load.get(node, 0), node, free[:gpus]))
-    if not candidates:
-        return None
-    *_, node, ids = min(candidates)
-    return node, ids
 
 
 def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:
@@ -454,28 +416,6 @@ def expire_stale(session, now: dt.datetime | None = None) -> list[Execution]:
             e.to(session, "stopped", STALE_MESSAGE)
             ended.append(e)
     return ended
-
-
-def executions_per_node(session) -> dict[str, int]:
-    """{node: how many executions hold a place there} (one GROUP BY)."""
-    rows = session.execute(
-        select(Execution.node, func.count()).where(Execution.state.in_(HOLDING)).group_by(Execution.node)
-    )
-    return dict(rows.all())
-
-
-def used_gpus(session) -> dict[str, set[str]]:
-    """{node: GPU IDs held by its active executions} (one query for every node)."""
-    used: dict[str, set[str]] = {}
-    for node, ids in session.execute(select(Execution.node, Execution.gpu_ids).where(Execution.state.in_(HOLDING))):
-        used.setdefault(node, set()).update(ids or [])
-    return used
-
-
-def free_gpus(session, inventory: list[str], node: str) -> list[str]:
-    """GPU IDs of the node's inventory that no active execution holds, in inventory order."""
-    used = used_gpus(session).get(node, set())
-    return [g for g in inventory if g not in used]
 
 
 def estimate_wait(

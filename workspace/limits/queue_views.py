@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from workspace.db import Database
 from workspace.executions import UNFINISHED, Execution, latest_sample
-from workspace.limits.queue import executions_per_node, used_gpus
+from workspace.limits.fit import executions_per_node, used_gpus
 
 
 def queue_positions(session) -> dict[int, tuple[int, int]]:

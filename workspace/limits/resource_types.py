@@ -31,6 +31,8 @@ class ResourceType:
     pids: int | None = None  # processes (and threads) at most; None: the spawner's default, 0: none
     home_files: int | None = None  # files a home may hold; None: the spawner's default, 0: none
     per_user: int | None = None  # how many of this type one user may hold at once (None: no limit)
+    max_nodes: int = 4  # how many nodes a job of this type may span (#31; 1: no jobs over several nodes)
+    spread: bool = False  # a job's ranks each on a node of its own (multi-node training), not packed
 
     @classmethod
     def from_config(cls, d: dict) -> "ResourceType":
@@ -48,6 +50,8 @@ class ResourceType:
             "pids",
             "per_user",
             "home_files",
+            "max_nodes",
+            "spread",
         }
         unknown = set(d) - known
         if unknown:
@@ -72,6 +76,8 @@ class ResourceType:
             home_files=int(d["home_files"]) if d.get("home_files") is not None else None,
             # a GPU type: one at a time per user unless the type says otherwise
             per_user=int(d["per_user"]) if d.get("per_user") else (1 if int(d.get("gpus") or 0) else None),
+            max_nodes=int(d["max_nodes"]) if d.get("max_nodes") is not None else 4,
+            spread=bool(d.get("spread", False)),
         )
 
     @property

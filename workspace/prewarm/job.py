@@ -29,7 +29,7 @@ from workspace import i18n, replicas
 from workspace.db import Database, iso, utcnow
 from workspace.errors import UserError
 from workspace.executions import Snapshot
-from workspace.limits import queue
+from workspace.limits import fit
 from workspace.limits.resource_types import ResourceType
 from workspace.prewarm import assignment, image_copies
 from workspace.prewarm.assignment import Home, Plan
@@ -348,7 +348,7 @@ class Prewarms:
 
     def load(self) -> dict[str, int]:
         with self.db.session() as s:
-            return queue.executions_per_node(s)
+            return fit.executions_per_node(s)
 
     def send_home(self, home: Home, progress: Callable[[int], None]) -> bool:
         """Bring `home`'s snapshot to its node's store; False: it was there (blocking)."""

@@ -59,7 +59,7 @@ from sqlalchemy import bindparam, case, func, or_, select
 
 from workspace.db import Database, utcnow
 from workspace.executions import FINAL, STATES, Execution, Snapshot
-from workspace.limits.queue import executions_per_node, used_gpus
+from workspace.limits.fit import executions_per_node, used_gpus
 from workspace.store.homes import filesystem
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from workspace.caller import Caller
 from workspace.datasets import Dataset
 from workspace.db import Database
 from workspace.executions import Execution, find_workspace
-from workspace.limits import queue
+from workspace.limits import fit
 from workspace.store.nodes import inventories
 
 
@@ -303,7 +303,7 @@ def type_choices(db: Database, types, groups, nodes: list, *, locale: str = "en"
     when it matters."""
     out = []
     with db.session() as s:
-        used = queue.used_gpus(s)
+        used = fit.used_gpus(s)
         for t in types:
             free_per_node = [
                 len([g for g in ids if g not in used.get(node, ())])
@@ -313,7 +313,7 @@ def type_choices(db: Database, types, groups, nodes: list, *, locale: str = "en"
             if not t.allowed(groups):
                 continue
             active = (
-                s.query(Execution).filter(Execution.resource_type == t.name, Execution.state.in_(queue.HOLDING)).count()
+                s.query(Execution).filter(Execution.resource_type == t.name, Execution.state.in_(fit.HOLDING)).count()
             )
             queued = s.query(Execution).filter(Execution.resource_type == t.name, Execution.state == "queued").count()
             parts = []

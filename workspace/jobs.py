@@ -1,0 +1,132 @@
+"""Jobs over several nodes (#31): one run beside the workspace whose command runs in N containers at once,
+one per node (a *rank*), as `torchrun` or `mpirun` expect.
+
+A job is one execution of the workspace (a run: its own JupyterHub server); rank 0 is that execution's
+own container, and its home is the job's output. Ranks 1..N-1 are rows here (`JobRank`): where each was
+placed (its node and GPUs), its container and how it ended; their homes start from the same state as
+rank 0's and are dropped at the end (what they wrote is kept as their logs only).
+
+Admission is a gang's (limits/queue.py `place_gang`): every rank is placed in one transaction or none
+is, so a waiting job never holds one node's GPUs while it waits for another's. A type says how many
+nodes a job of it may span (`max_nodes`) and whether its ranks must be on distinct nodes (`spread`).
+
+What each rank is told (`rank_environment`): MASTER_ADDR and MASTER_PORT (rank 0's), WORLD_SIZE and
+NNODES (the ranks), NODE_RANK and RANK (its own), the network interface NCCL and Gloo are to use, and
+the hostfile `mpirun` reads (`HOSTFILE`: one line per rank, `host slots=K`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, UniqueConstraint, select
+from sqlalchemy.orm import Mapped, mapped_column
+
+from workspace.db import Base
+from workspace.errors import UserError
+
+HOSTFILE = "/tmp/workspace-hostfile"  # in every rank's container (its writable /tmp)
+MASTER_PORT = 29500  # torch.distributed's usual port, on rank 0
+MAX_PROCESSES_PER_NODE = 256
+INTERFACE = "eth0"  # the owner's network inside a container (the engine's first interface)
+
+
+class JobRank(Base):
+    """A rank (1..N-1) of a job: where it runs and how it ended. Rank 0 is the execution itself."""
+
+    __tablename__ = "job_ranks"
+    __table_args__ = (UniqueConstraint("execution_id", "rank"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    execution_id: Mapped[int] = mapped_column(ForeignKey("executions.id"), index=True)
+    rank: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str | None] = mapped_column(String(255), nullable=True)  # placed by admission
+    gpu_ids: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    container_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ended: Mapped[object | None] = mapped_column(DateTime, nullable=True)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job's shape: `nodes` ranks, and for `mpirun` `processes` in all (None: one per rank)."""
+
+    nodes: int
+    processes: int | None = None
+
+    @property
+    def slots(self) -> int:
+        """Processes per rank in the hostfile."""
+        return math.ceil((self.processes or self.nodes) / self.nodes)
+
+    def describe(self, gpus: int) -> str:
+        """“2 nodes × 1 GPU”: what the job waits for (no words to translate but the unit)."""
+        return f"{self.nodes} × {gpus} GPU" if gpus else f"{self.nodes} ×"
+
+
+def parse_job(value, max_nodes: int) -> JobSpec | None:
+    """A start's `job` option ({"nodes": N, "processes": P}), or None; the user's 400 when it is not a job
+    this type may run (`max_nodes`: how many nodes a job of the type may span)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"nodes", "processes"}:
+        raise UserError(400, 'A job is {{"nodes": N}} (and "processes" for mpirun), nothing else.')
+    nodes, processes = value.get("nodes"), value.get("processes")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2:
+        raise UserError(400, "A job runs on 2 nodes or more: give “nodes” as a whole number from 2.")
+    if nodes > max_nodes:
+        if max_nodes <= 1:
+            raise UserError(400, "This resource type runs no job over several nodes; choose one that does.")
+        raise UserError(
+            400, "A job of this resource type spans at most {max} nodes, not {nodes}.", max=max_nodes, nodes=nodes
+        )
+    if processes is not None and (
+        isinstance(processes, bool)
+        or not isinstance(processes, int)
+        or not nodes <= processes <= nodes * MAX_PROCESSES_PER_NODE
+    ):
+        raise UserError(
+            400,
+            "“processes” is how many mpirun starts in all: a whole number from {least} to {most}.",
+            least=nodes,
+            most=nodes * MAX_PROCESSES_PER_NODE,
+        )
+    return JobSpec(nodes, processes)
+
+
+def hostfile(hosts: list[str], spec: JobSpec) -> str:
+    """The hostfile `mpirun --hostfile` reads: each rank's host with its slots."""
+    return "".join(f"{h} slots={spec.slots}\n" for h in hosts)
+
+
+def rank_environment(rank: int, hosts: list[str], spec: JobSpec) -> dict[str, str]:
+    """What rank `rank` of a job on `hosts` (rank 0's first) is told, as torchrun, torch.distributed's
+    env:// and mpirun expect: rank 0 is the master; one process per rank unless mpirun starts more."""
+    return {
+        "MASTER_ADDR": hosts[0],
+        "MASTER_PORT": str(MASTER_PORT),
+        "WORLD_SIZE": str(spec.nodes),
+        "NNODES": str(spec.nodes),
+        "NODE_RANK": str(rank),
+        "RANK": str(rank),
+        "NCCL_SOCKET_IFNAME": INTERFACE,
+        "GLOO_SOCKET_IFNAME": INTERFACE,
+        "WORKSPACE_JOB_HOSTS": " ".join(hosts),
+        "WORKSPACE_HOSTFILE": HOSTFILE,
+        "WORKSPACE_JOB_SLOTS": str(spec.slots),
+    }
+
+
+# -- the records ----------------------------------------------------------------------------------------
+
+
+def add_ranks(session, execution_id: int, spec: JobSpec) -> None:
+    """Record ranks 1..N-1 of a new job (not placed yet)."""
+    for rank in range(1, spec.nodes):
+        session.add(JobRank(execution_id=execution_id, rank=rank))
+
+
+def ranks_of(session, execution_id: int) -> list[JobRank]:
+    """A job's ranks beyond rank 0, in order ([]: not a job)."""
+    return list(session.scalars(select(JobRank).where(JobRank.execution_id == execution_id).order_by(JobRank.rank)))

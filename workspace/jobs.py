@@ -29,6 +29,7 @@ from workspace.errors import UserError
 HOSTFILE = "/tmp/workspace-hostfile"  # in every rank's container (its writable /tmp)
 MASTER_PORT = 29500  # torch.distributed's usual port, on rank 0
 MAX_PROCESSES_PER_NODE = 256
+DEFAULT_MAX_NODES = 4  # where no resource types are configured
 INTERFACE = "eth0"  # the owner's network inside a container (the engine's first interface)
 
 
@@ -115,6 +116,8 @@ def rank_environment(rank: int, hosts: list[str], spec: JobSpec) -> dict[str, st
         "WORKSPACE_JOB_HOSTS": " ".join(hosts),
         "WORKSPACE_HOSTFILE": HOSTFILE,
         "WORKSPACE_JOB_SLOTS": str(spec.slots),
+        # mpirun's job: rank 0 runs it, once every other rank's sshd answers (the image's workspace-task)
+        "WORKSPACE_JOB_MPI": "1" if spec.processes else "0",
     }
 
 
@@ -125,6 +128,31 @@ def add_ranks(session, execution_id: int, spec: JobSpec) -> None:
     """Record ranks 1..N-1 of a new job (not placed yet)."""
     for rank in range(1, spec.nodes):
         session.add(JobRank(execution_id=execution_id, rank=rank))
+
+
+@dataclass(frozen=True)
+class JobRankView:
+    """A rank as placed, apart from its session."""
+
+    rank: int
+    node: str | None
+    gpu_ids: list | None
+
+
+def note_container(session, execution_id: int, rank: int, container_id: str | None) -> None:
+    """Record the container rank `rank` of a job runs in."""
+    found = session.scalar(select(JobRank).where(JobRank.execution_id == execution_id, JobRank.rank == rank))
+    if found is not None:
+        found.container_id = container_id
+
+
+def note_end(session, execution_id: int, rank: int, exit_code: int | None) -> None:
+    """Record how rank `rank` of a job ended (its exit code; None: unknown, it was lost or stopped)."""
+    from workspace.db import utcnow
+
+    found = session.scalar(select(JobRank).where(JobRank.execution_id == execution_id, JobRank.rank == rank))
+    if found is not None and found.ended is None:
+        found.exit_code, found.ended = exit_code, utcnow()
 
 
 def ranks_of(session, execution_id: int) -> list[JobRank]:

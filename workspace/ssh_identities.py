@@ -130,19 +130,8 @@ def execution_env(session, workspace: Workspace, gateway_key: str, gateway_from:
         for other in siblings:
             if not HOST_NAME.match(other.name):
                 continue
-            key = host_key(session, other).public_key.split()
-            known.append(f"{host_alias(other.name)} {key[0]} {key[1]}")
-            config.append(
-                f"Host {other.name}\n"
-                f"    HostName {other.name}\n"
-                f"    Port {WORKSPACE_PORT}\n"
-                f"    User {WORKSPACE_USER}\n"
-                f"    IdentityFile {RUN_DIR}/id_workspace\n"
-                f"    IdentitiesOnly yes\n"
-                f"    HostKeyAlias {host_alias(other.name)}\n"
-                f"    UserKnownHostsFile {RUN_DIR}/known_hosts\n"
-                f"    StrictHostKeyChecking yes\n"
-            )
+            known.append(_known(session, other))
+            config.append(_entry(other.name, other.name))
     return {
         "WORKSPACE_SSH_HOST_KEY": host.private_key.strip(),
         "WORKSPACE_SSH_AUTHORIZED_KEYS": "\n".join(authorized),
@@ -150,6 +139,42 @@ def execution_env(session, workspace: Workspace, gateway_key: str, gateway_from:
         "WORKSPACE_SSH_ID_PUB": pair.public_key,
         "WORKSPACE_SSH_CONFIG": "\n".join(config),
         "WORKSPACE_SSH_KNOWN_HOSTS": "\n".join(known),
+    }
+
+
+def _known(session, workspace: Workspace) -> str:
+    """The known_hosts line pinning the workspace's host key under its alias."""
+    key = host_key(session, workspace).public_key.split()
+    return f"{host_alias(workspace.name)} {key[0]} {key[1]}"
+
+
+def _entry(host: str, workspace_name: str) -> str:
+    """An ssh_config entry: `host` is an sshd of workspace `workspace_name` (its host key, the owner's key)."""
+    return (
+        f"Host {host}\n"
+        f"    HostName {host}\n"
+        f"    Port {WORKSPACE_PORT}\n"
+        f"    User {WORKSPACE_USER}\n"
+        f"    IdentityFile {RUN_DIR}/id_workspace\n"
+        f"    IdentitiesOnly yes\n"
+        f"    HostKeyAlias {host_alias(workspace_name)}\n"
+        f"    UserKnownHostsFile {RUN_DIR}/known_hosts\n"
+        f"    StrictHostKeyChecking yes\n"
+    )
+
+
+def job_env(session, workspace: Workspace, hosts: list[str], env: dict) -> dict:
+    """`env` (execution_env's) with an entry for each rank of a job over several nodes (#31): every rank
+    runs sshd with the workspace's host key and the owner's key authorized, so `ssh HOST` and mpirun go
+    from any rank to any other without a password or a question."""
+    if not env.get("WORKSPACE_SSH_HOST_KEY"):
+        return env
+    config = "".join(_entry(h, workspace.name) for h in hosts)
+    known = _known(session, workspace)
+    return {
+        **env,
+        "WORKSPACE_SSH_CONFIG": "\n".join(part for part in (config, env.get("WORKSPACE_SSH_CONFIG", "")) if part),
+        "WORKSPACE_SSH_KNOWN_HOSTS": "\n".join(p for p in (known, env.get("WORKSPACE_SSH_KNOWN_HOSTS", "")) if p),
     }
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 
-from workspace import courses, datasets, i18n, tasks
+from workspace import courses, datasets, i18n, jobs, tasks
 from workspace.caller import Caller
 from workspace.db import Database
 from workspace.errors import UserError
@@ -61,6 +61,7 @@ class StartRequest:
     task: str | None = None  # a task's command (workspace/tasks.py); None: a Jupyter server
     quota_room: int | None = None  # bytes left in the owner's storage quota (None: no limit): the home's bound
     options: Mapping = field(default_factory=dict)  # the options checked, with the course's defaults under them
+    job: jobs.JobSpec | None = None  # a run over several nodes (#31; workspace/jobs.py); None: one container
 
     @property
     def queued(self) -> bool:
@@ -83,6 +84,7 @@ class StartState:
     ssh_env: dict[str, str] = field(default_factory=dict)  # WORKSPACE_SSH_* (the spawner's ssh_environment)
     task: str | None = None  # the command of a task (None: a server)
     checkpoint: str | None = None  # a run from `now`: its snapshot of the open home, until removed
+    job: object = None  # a job's JobSpec (#31), its ranks' homes and containers: spawner/jobs.py's JobState
 
 
 def parse_cleanup(value) -> bool:
@@ -219,6 +221,7 @@ class Rules:
     storage_page: str  # the storage page's address, which a refusal over the quota names
     user_images: bool = False  # whether users' images may be started (DockerWorkspaceSpawner.offers_user_images)
     max_runs_per_user: int = 0  # runs beside workspaces (#31) one user may have waiting or running; 0: no limit
+    runs_jobs: bool = False  # whether the engine runs jobs over several nodes (spawner/jobs.py)
 
 
 def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> StartRequest:
@@ -239,13 +242,14 @@ def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> St
     refs = datasets.parse_refs(options.get("datasets"))
     mounts = resolve_datasets(db, refs, who.caller) if refs else []
     rtype = chosen_resource_type(rules, cleanup, options.get("resource_type"), who.groups)
+    job = check_job(who, options.get("job"), task, rtype, rules.runs_jobs)
     limits = limits_of(rtype, rules.default_limits)
     if not cleanup:
         check_home_files(db, who.owner, who.name, choice, limits["home_files"])
     within_per_user_limits(db, who, rules.max_running_per_user, rtype)
     warning, room = check_storage(db, who, rules, cleanup)
     request = StartRequest(
-        choice, rtype, cleanup, tuple(mounts), limits, warning, task, quota_room=room, options=dict(options)
+        choice, rtype, cleanup, tuple(mounts), limits, warning, task, quota_room=room, options=dict(options), job=job
     )
     if request.queued and who.server is None:  # runs wait as many as the runs' bound lets them
         one_queued_per_user(db, who.owner, who.name, rtype)
@@ -317,6 +321,20 @@ def unfinished_runs(db: Database, owner: str) -> int:
             .join(Workspace, Execution.workspace_id == Workspace.id)
             .where(Workspace.owner == owner, Execution.server.is_not(None), Execution.state.in_(UNFINISHED))
         )
+
+
+def check_job(
+    who: Asker, value, task: str | None, rtype: ResourceType | None, engine_runs_jobs: bool = True
+) -> jobs.JobSpec | None:
+    """A run over several nodes (#31): its shape (jobs.parse_job, within its type's `max_nodes`); only a
+    run beside a workspace that runs a command is one, on an engine that runs jobs. The user's 400."""
+    if value is None:
+        return None
+    if not engine_runs_jobs:
+        raise UserError(400, "This server's engine does not run jobs over several nodes yet; run it as one run.")
+    if who.server is None or task is None:
+        raise UserError(400, "A job over several nodes is a run beside a workspace: start it as a run with a command.")
+    return jobs.parse_job(value, rtype.max_nodes if rtype is not None else jobs.DEFAULT_MAX_NODES)
 
 
 def refuse_start_by_link(method: str | None) -> None:

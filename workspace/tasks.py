@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from workspace import i18n
+from workspace import i18n, jobs
 from workspace.errors import UserError
 
 COMMAND_MAX = 8192
@@ -57,8 +57,9 @@ def parse_command(value) -> str:
     return value
 
 
-def log_path(root: str | os.PathLike, execution_id: int) -> Path:
-    return Path(root) / f"{int(execution_id)}.log"
+def log_path(root: str | os.PathLike, execution_id: int, rank: int = 0) -> Path:
+    """Where the hub keeps an execution's log (rank K > 0 of a job over several nodes: its own, #31)."""
+    return Path(root) / (f"{int(execution_id)}-r{int(rank)}.log" if rank else f"{int(execution_id)}.log")
 
 
 @dataclass
@@ -303,30 +304,39 @@ def _ended(ex, name: str, locale: str) -> str:
 
 @dataclass
 class LogSource:
-    """Where an execution's log is to be read now."""
+    """Where an execution's log is to be read now (rank K > 0 of a job over several nodes: that rank's)."""
 
     execution_id: int
     kind: str
     state: str
     record_id: str | None  # the engine's container (or service) while it runs
     kept: bool  # the hub kept its log (it ended)
+    rank: int = 0
 
 
-def log_source(db, owner: str, name: str, number: int) -> LogSource:
-    """An execution's log source, or the user's 404 (blocking)."""
+def log_source(db, owner: str, name: str, number: int, rank: int = 0) -> LogSource:
+    """An execution's log source (of its job's rank `rank`), or the user's 404 (blocking)."""
     from workspace.executions import _numbered, find_workspace
 
     with db.session() as s:
         ex = _numbered(s, find_workspace(s, owner, name), name, number)
-        return LogSource(ex.id, ex.kind or "workspace", ex.state, ex.container_id, ex.log_kept is not None)
+        if not rank:
+            return LogSource(ex.id, ex.kind or "workspace", ex.state, ex.container_id, ex.log_kept is not None)
+        found = next((r for r in jobs.ranks_of(s, ex.id) if r.rank == rank), None)
+        if found is None:
+            raise UserError(404, "“{name}” #{number} has no rank {rank}.", name=name, number=number, rank=rank)
+        return LogSource(ex.id, "task", ex.state, found.container_id, found.ended is not None, rank)
 
 
-def state_of(db, execution_id: int) -> tuple[str, bool]:
-    """(state, log kept) of an execution (blocking)."""
+def state_of(db, execution_id: int, rank: int = 0) -> tuple[str, bool]:
+    """(state, log kept) of an execution, or of its job's rank `rank` (blocking)."""
     from workspace.executions import Execution
 
     with db.session() as s:
         ex = s.get(Execution, execution_id)
+        if rank:
+            found = next((r for r in jobs.ranks_of(s, execution_id) if r.rank == rank), None)
+            return ex.state, found is not None and found.ended is not None
         return ex.state, ex.log_kept is not None
 
 

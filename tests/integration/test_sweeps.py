@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import tarfile
 import time
 
@@ -14,6 +16,7 @@ import pytest
 
 from .hub import Hub
 from .test_runs import run_task_to_end
+from .test_tasks import WORKSPACE
 
 TYPES = [
     {"name": "standard", "description": "no limit"},
@@ -204,3 +207,41 @@ def test_the_workspace_page_starts_a_sweep_from_its_run_form(sweeps_hub: Hub):
     shown = browser.get(page, timeout=30).text
     assert 'id="sweeps"' in shown and "2 runs, 2 finished successfully" in shown
     hub.stop_workspace(user, name, token)
+
+
+def test_the_cli_starts_a_sweep_waits_for_it_and_downloads_its_outputs(sweeps_hub: Hub, tmp_path):
+    hub, user, name = sweeps_hub, "saga", "cli"
+    token = hub.user_token(user)
+    run_task_to_end(hub, token, user, name, "true")
+    env = dict(os.environ, WORKSPACE_URL=hub.url, WORKSPACE_TOKEN=token)
+    started = [
+        WORKSPACE,
+        "run",
+        name,
+        "--sweep",
+        "a=1,2",
+        "--sweep",
+        "b=x",
+        "--",
+        "sh",
+        "-c",
+        "echo a{a}b{b} > out.txt",
+    ]
+    p = subprocess.run(started, capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0 and f"sweep {name}#1: 2 runs" in p.stdout, (p.stdout, p.stderr)
+    assert "2 runs, 2 finished successfully" in p.stdout, p.stdout  # it waited for them (no --detach)
+    archive = tmp_path / "all.zip"
+    p = subprocess.run(
+        [WORKSPACE, "sweep", f"{name}#1", "--download", str(archive)], capture_output=True, text=True, env=env
+    )
+    assert p.returncode == 0, p.stderr
+    import zipfile
+
+    with zipfile.ZipFile(archive) as z:
+        got = {n: z.read(n).decode().strip() for n in z.namelist() if n.endswith("out.txt")}
+    assert got == {
+        f"{name}-sweep-1/runs/01_a=1_b=x/out.txt": "a1bx",
+        f"{name}-sweep-1/runs/02_a=2_b=x/out.txt": "a2bx",
+    }, got
+    p = subprocess.run([WORKSPACE, "sweep", f"{name}#2"], capture_output=True, text=True, env=env)
+    assert p.returncode == 1 and "no sweep #2" in p.stderr, p.stderr

@@ -69,8 +69,6 @@ def run(args, client, out=sys.stdout) -> None:
 def start(client, args, command: list[str], body: dict, out) -> int:
     """`workspace run NAME --sweep …`: start the sweep; with --wait (not --detach), its table at the end."""
     body = {**body, "command": command, "sweep": list(args.sweep)}
-    if "continue_from" in body:  # a sweep's runs are runs beside the workspace: `from`
-        body["from"] = body.pop("continue_from")
     sweep = client.call("POST", f"/workspaces/{quote(args.name, safe='')}/sweeps", json=body)
     loc = user_locale()
     print(

@@ -6,6 +6,9 @@ workspace run NAME [--continue N] [--type T] [--dataset REF]... [--image I] [--d
 workspace run NAME --from now|latest|N [...] -- COMMAND...
     the same as a run beside the workspace (#31): while it is open, beside its other runs; `now` is its
     home as it is at the request (its unsaved files too); the run's output never becomes its "latest"
+workspace run NAME --nodes N [--processes P] [--type T] [...] -- torchrun ...
+    (or -- mpirun -np P --hostfile $WORKSPACE_HOSTFILE ...)
+    a job over N nodes (#31): one container a node, all admitted together; rank 0's home is its output
 workspace run NAME --sweep lr=0.1,0.01 [--sweep seed=1,2] [...] -- COMMAND with {lr} {seed}...
     one run beside the workspace per combination (cli/sweeps.py)
 workspace logs NAME[#N] [-f]
@@ -48,6 +51,12 @@ def add_parsers(cmds) -> None:
         action="append",
         metavar="NAME=V1,V2",
         help=translate(loc, "one run beside the workspace per combination; {NAME} in the command is its value"),
+    )
+    r.add_argument(
+        "--nodes", type=int, help=translate(loc, "a job over N nodes beside the workspace (one container a node)")
+    )
+    r.add_argument(
+        "--processes", type=int, help=translate(loc, "with --nodes: how many processes mpirun starts in all")
     )
     r.add_argument("--type", dest="resource_type", help=translate(loc, "the resource type"))
     r.add_argument(
@@ -113,19 +122,20 @@ def run_task(client, args, out) -> int:
     if command and command[0] == "--":
         command = command[1:]
     beside = getattr(args, "beside_from", None)
-    if beside is not None:  # a run beside the workspace (#31): its own server
-        body = {"command": command, "from": _continuation(beside.lstrip("#"))}
+    nodes, sweep = getattr(args, "nodes", None), getattr(args, "sweep", None)
+    run_beside = beside is not None or nodes is not None or bool(sweep)  # a run on a server of its own (#31)
+    if run_beside:
+        body = {"command": command, "from": _continuation((beside or args.continue_from).lstrip("#"))}
     else:
         body = {"command": command, "continue_from": _continuation(args.continue_from)}
     for key in ("resource_type", "image", "datasets"):
         if getattr(args, key):
             body[key] = getattr(args, key)
-    if getattr(args, "sweep", None):  # one run per combination (#31): cli/sweeps.py
-        if beside is None:
-            body = {"command": command, "from": _continuation(args.continue_from)}
-            body.update({k: getattr(args, k) for k in ("resource_type", "image", "datasets") if getattr(args, k)})
+    if nodes is not None:  # a job over several nodes: one container a node, admitted together
+        body["job"] = {"nodes": nodes, **({"processes": args.processes} if args.processes else {})}
+    if sweep:  # one run per combination: cli/sweeps.py
         return sweeps.start(client, args, command, body, out)
-    started = client.call("POST", f"/workspaces/{args.name}/{'runs' if beside is not None else 'tasks'}", json=body)
+    started = client.call("POST", f"/workspaces/{args.name}/{'runs' if run_beside else 'tasks'}", json=body)
     ex = started.get("execution")
     loc = user_locale()
     if ex is None:

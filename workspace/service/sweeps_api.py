@@ -35,7 +35,7 @@ from workspace.tasks import run_spawn
 
 log = logging.getLogger("workspace.service")
 
-OPTIONS = ("from", "datasets", "resource_type", "image")
+OPTIONS = ("from", "datasets", "resource_type", "image", "job")  # job: each run over several nodes
 RECENT_LOG_S = 300  # a running run's last line is looked for in what it wrote this recently
 
 

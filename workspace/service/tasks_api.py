@@ -1,7 +1,8 @@
 """Tasks (#17) in the REST API: run one, follow its log, cancel it.
 
     POST /api/workspaces/{name}/tasks                       run a command as a new execution of `name`
-    POST /api/workspaces/{name}/runs                        run one beside `name` (open or not; #31)
+    POST /api/workspaces/{name}/runs                        run one beside `name` (open or not; #31); with
+                                                            "job": {"nodes": N, "processes": P} over N nodes
     GET  /api/workspaces/{name}/executions/{n}/logs         its log (text; `?follow=1` streams it live);
                                                             a server's too (its start script's output)
     POST /api/workspaces/{name}/executions/{n}/cancel       stop it (its home is saved)
@@ -122,16 +123,16 @@ class RunsHandler(TaskStartHandler):
         owner = await self.owner()
         check_workspace_name(name)
         body = self.body()
-        unknown = set(body) - {"command", "from", *OPTIONS}
+        unknown = set(body) - {"command", "from", "job", *OPTIONS}
         if unknown:
             raise UserError(
                 400,
-                "Unknown field(s) {unknown}; a run takes command, from, {fields}.",
+                "Unknown field(s) {unknown}; a run takes command, from, job, {fields}.",
                 unknown=", ".join(sorted(unknown)),
                 fields=", ".join(OPTIONS[1:]),
             )
         command = tasks.parse_command(body.get("command"))
-        options = {k: body[k] for k in OPTIONS if body.get(k) is not None}
+        options = {k: body[k] for k in (*OPTIONS, "job") if body.get(k) is not None}  # job: the spawner checks it
         if body.get("from") is not None:  # now, latest, #k: the spawner checks it (start_request)
             options["continue_from"] = body["from"]
         server, spawn = tasks.run_spawn(name, command, options)
@@ -150,7 +151,8 @@ class LogsHandler(APIHandler):
     async def get(self, name: str, number: str):
         owner = await self.owner()
         follow = self.get_argument("follow", "0") in ("1", "true", "yes")
-        source = await self.blocking(tasks.log_source, self.db, owner, name, number_of(number))
+        rank = rank_of(self.get_argument("rank", "0"))  # a job's rank over several nodes (#31); 0: its own
+        source = await self.blocking(tasks.log_source, self.db, owner, name, number_of(number), rank)
         # a follower is one of the caller's few (streams.py), until its client goes
         with self.settings["followers"].held(self.caller()["name"]) if follow else contextlib.nullcontext():
             await self.send_log(owner, name, number, source, follow)
@@ -164,7 +166,7 @@ class LogsHandler(APIHandler):
             await asyncio.sleep(1.0)
             if self.closed:
                 return
-            source = await self.blocking(tasks.log_source, self.db, owner, name, number_of(number))
+            source = await self.blocking(tasks.log_source, self.db, owner, name, number_of(number), source.rank)
         if source.record_id and not source.kept:
             engine_log, db, record = self.settings["engine_log"], self.db, source.record_id
             if not follow:
@@ -172,7 +174,7 @@ class LogsHandler(APIHandler):
                 return self.finish()
 
             def running() -> bool:
-                return tasks.state_of(db, source.execution_id)[0] in ACTIVE
+                return tasks.state_of(db, source.execution_id, source.rank)[0] in ACTIVE
 
             seen: dict = {}
             await self.relay(
@@ -181,19 +183,26 @@ class LogsHandler(APIHandler):
             # its container is gone (what it wrote last may have gone with it): once the hub has kept the
             # log, what came after the last line passed on
             deadline = asyncio.get_running_loop().time() + KEEP_WAIT
-            state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id)
+            state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id, source.rank)
             while not kept and state not in FINAL and asyncio.get_running_loop().time() < deadline:
                 if self.closed:
                     return
                 await asyncio.sleep(0.5)
-                state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id)
+                state, kept = await self.blocking(tasks.state_of, self.db, source.execution_id, source.rank)
             if kept:
-                path = tasks.log_path(self.settings["execution_log_root"], source.execution_id)
+                path = tasks.log_path(self.settings["execution_log_root"], source.execution_id, source.rank)
                 await self.relay(tasks.read_after(path, seen.get("last")))
             return self.finish()
-        path = tasks.log_path(self.settings["execution_log_root"], source.execution_id)
+        path = tasks.log_path(self.settings["execution_log_root"], source.execution_id, source.rank)
         await self.relay(tasks.read(path))
         self.finish()
+
+
+def rank_of(value: str) -> int:
+    """`?rank=`: a job's rank (0: rank 0, the execution's own log), or the user's 400."""
+    if not value.isdigit() or len(value) > 4:
+        raise UserError(400, "“rank” is a rank of the job: a whole number from 0.")
+    return int(value)
 
 
 class CancelHandler(APIHandler):

@@ -221,12 +221,44 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         self.pids_limit = limits["pids"]
 
     def container_labels(self) -> dict[str, str]:
-        return {
+        labels = {
             "workspace.deployment": self.deployment,
             "workspace.user": self.user.name,
             "workspace.server": self.name or "",
             "workspace.execution": str(self.execution_id or ""),
         }
+        if self._as_rank is not None:  # a rank of a job over several nodes (spawner/jobs.py)
+            labels["workspace.rank"] = str(self._as_rank.rank)
+        return labels
+
+    @property
+    def container_name(self):
+        base = super().container_name
+        return f"{base}-r{self._as_rank.rank}" if self._as_rank is not None else base
+
+    # -- a job's ranks (#31, spawner/jobs.py): containers made as the server's own is, on this host ------
+
+    runs_jobs = True
+
+    async def start_rank_object(self) -> str:
+        obj = await self.create_object()
+        await self.docker("start", obj["Id"])
+        return obj["Id"]
+
+    async def rank_object_state(self, container_id: str) -> tuple[bool, int | None]:
+        try:
+            state = (await self.docker("inspect_container", container_id))["State"]
+        except docker.errors.NotFound:
+            return False, None
+        return state.get("Running", False), None if state.get("Running") else state.get("ExitCode")
+
+    async def remove_rank_object(self, container_id: str) -> int | None:
+        running, code = await self.rank_object_state(container_id)
+        try:
+            await self.docker("remove_container", container_id, force=True)
+        except docker.errors.NotFound:
+            pass
+        return None if running else code
 
     # the images users defined (#18) that this user may start, {owner/name: engine image}: read before each
     # form and start (load_user_images), as dockerspawner asks for the allowed images synchronously. Another
@@ -422,8 +454,12 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             return {}
         # the workspace's name is its address on the owner's network (`ssh thesis`, `curl thesis:8888`);
         # the network is the owner's alone, so no other owner's name can collide or resolve there
-        endpoint = self.client.create_endpoint_config(aliases=[self.name] if self.name else [])
-        return {"networking_config": self.client.create_networking_config({self.network_name: endpoint})}
+        alias = self.job_alias() if self.name else ""
+        endpoint = self.client.create_endpoint_config(aliases=[alias] if alias else [])
+        kwargs = {"networking_config": self.client.create_networking_config({self.network_name: endpoint})}
+        if self.current.job is not None:  # a job's rank is its name to itself too (mpirun tells hosts by name)
+            kwargs["hostname"] = alias
+        return kwargs
 
     def client_for_networks(self):
         return self.client  # dockerspawner's API client

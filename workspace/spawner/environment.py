@@ -70,7 +70,7 @@ class EnvironmentMixin:
             # default there (images/base/rootfs/etc/workspace/lang/); the user's own choice in JupyterLab's
             # settings is kept in their home and wins
             env["JUPYTER_CONFIG_PATH"] = f"{LAB_LANGUAGES}/{self.locale}"
-        return env
+        return self.job_env(env)  # a job's rank: what it is told (spawner/jobs.py)
 
     async def get_command(self):
         if self.current.task is not None:

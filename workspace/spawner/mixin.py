@@ -26,6 +26,7 @@ from workspace.limits import quotas, resource_types
 from workspace.spawner.environment import EnvironmentMixin
 from workspace.spawner.execution_logs import ExecutionLogsMixin
 from workspace.spawner.home_stores import HomeStoresMixin
+from workspace.spawner.jobs import JobsMixin
 from workspace.spawner.placement import TURNS, PlacementMixin
 from workspace.spawner.progress import ProgressMixin, ready_in_users_language
 from workspace.spawner.runs import RunsMixin
@@ -40,6 +41,7 @@ class WorkspaceMixin(
     StartOptionsMixin,
     PlacementMixin,
     StartupMixin,
+    JobsMixin,
     HomeStoresMixin,
     ExecutionLogsMixin,
     EnvironmentMixin,
@@ -380,6 +382,7 @@ class WorkspaceMixin(
             storage_page=self.storage_page_url(),
             user_images=self.offers_user_images,
             max_runs_per_user=self.max_runs_per_user,
+            runs_jobs=self.runs_jobs,
         )
 
     def limits(self, rtype: resource_types.ResourceType | None) -> dict:
@@ -451,6 +454,7 @@ class WorkspaceMixin(
         current.number, current.report_key = plan.number, plan.report_key or ""
         current.task = request.task
         current.gpu_ids = []
+        await self._record_ranks(plan, request.job)  # a job over several nodes: admitted all at once
         self.apply_limits(request.limits)
         self.record_start()  # a hub that dies during the start finds it (startup.py)
         return plan
@@ -488,6 +492,7 @@ class WorkspaceMixin(
         store = self.execution_store
         current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
         await self._restore(plan)
+        await self._start_ranks(plan)  # a job's other ranks first: rank 0's command finds them
         await self._drop_checkpoint()  # a run from `now`: its home holds it now
         result = await super().start()
         ssh_address = await self.ssh_address(result)
@@ -513,6 +518,7 @@ class WorkspaceMixin(
             message = getattr(e, "jupyterhub_message", None) or self.localized("The workspace could not be started.")
         await self._wait_restore()
         await self._drop_checkpoint()
+        await self._end_ranks(plan.execution_id)
         await self.run_blocking(
             lifecycle.discard,
             self.db,
@@ -545,6 +551,8 @@ class WorkspaceMixin(
 
     async def _ending(self, execution_id: int | None) -> tuple[str, str | None]:
         """Why the current execution ends, read before its container is stopped."""
+        if self._job_failure is not None:  # a rank of its job failed or was lost (spawner/jobs.py)
+            return self._job_failure
         task = await self._is_task(execution_id)
         reason, detail = await self._container_exit(task=task)
         if task and (reason, detail) == ("user", None):

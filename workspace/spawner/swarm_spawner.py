@@ -77,11 +77,14 @@ def published_port(task: dict, target: int) -> int | None:
 class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawner):
     """A workspace as a Swarm service on one of the swarm's nodes; every `c.DockerWorkspaceSpawner`
     option applies too, and `client_kwargs` names the manager (WORKSPACE_SWARM_MANAGER sets both the
-    class and it).
+    class and it). A job's ranks as services on their nodes are not made yet (#31): its starts refuse
+    jobs with a sentence (`runs_jobs`).
 
     See docs/swarm.md: nodes are labelled `workspace.store` (required), `workspace.gpus` and
     `workspace.gpu-model`.
     """
+
+    runs_jobs = False  # a job's ranks as services on their nodes: the next step of #31
 
     # the service builds users' images on the hub's own engine; the nodes do not have them (docs/images.md)
     offers_user_images = False

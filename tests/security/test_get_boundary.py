@@ -61,6 +61,7 @@ def arguments(ws: str) -> list[tuple[str, str]]:
         (r"/servers/$", ws),
         (r"/workspaces/$", ws),
         (r"/executions/$", "1"),
+        (r"/sweeps/$", "1"),
         (r"/files/$", "notes.txt"),
         (r"/datasets/[^/]+/$", "data"),
         (r"/images/[^/]+/$", "img"),

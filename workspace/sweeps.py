@@ -232,14 +232,14 @@ class RunView:
     params: dict
     server: str
     command: str
-    execution_id: int | None
-    number: int | None  # the execution's number in the workspace
-    state: str
-    exit_code: int | None
-    seconds: float | None  # from its start to its end (or now)
-    detail: str | None  # how it ended, or why its start was refused
-    has_output: bool
-    record_id: str | None  # its container, while it runs (for the last line of its log)
+    execution_id: int | None = None
+    number: int | None = None  # the execution's number in the workspace
+    state: str = "starting"
+    exit_code: int | None = None
+    seconds: float | None = None  # from its start to its end (or now)
+    detail: str | None = None  # how it ended, or why its start was refused
+    has_output: bool = False
+    record_id: str | None = None  # its container, while it runs (for the last line of its log)
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k not in ("execution_id", "record_id")}
@@ -261,43 +261,16 @@ def runs_of(s, sweep: Sweep) -> list[RunView]:
     now = utcnow()
     out = []
     for run in runs:
+        view = RunView(run.index, run.params, run.server, run.command, state="starting", detail=run.refused)
         ex = executions.get(run.server)
-        if ex is None:
-            state = "refused" if run.refused else ("cancelled" if sweep.cancelled else "starting")
-            out.append(
-                RunView(
-                    run.index,
-                    run.params,
-                    run.server,
-                    run.command,
-                    None,
-                    None,
-                    state,
-                    None,
-                    None,
-                    run.refused,
-                    False,
-                    None,
-                )
-            )
-            continue
-        seconds = ((ex.stopped or now) - ex.started).total_seconds() if ex.started else None
-        out.append(
-            RunView(
-                run.index,
-                run.params,
-                run.server,
-                run.command,
-                ex.id,
-                ex.number,
-                ex.state,
-                ex.exit_code,
-                seconds,
-                ex.stop_detail or ex.error,
-                ex.has_output,
-                ex.container_id if ex.state in ACTIVE else None,
-            )
-        )
+        if ex is None:  # not started (yet): its start was refused, or the sweep was cancelled first
+            view.state = "refused" if run.refused else ("cancelled" if sweep.cancelled else "starting")
+        else:
+            view.execution_id, view.number, view.state, view.exit_code = ex.id, ex.number, ex.state, ex.exit_code
+            view.seconds = ((ex.stopped or now) - ex.started).total_seconds() if ex.started else None
+            view.detail, view.has_output = ex.stop_detail or ex.error, ex.has_output
+            view.record_id = ex.container_id if ex.state in ACTIVE else None
+        out.append(view)
     return out
 
 

@@ -87,8 +87,6 @@ def test_the_last_line_of_a_log_is_the_commands_not_the_runners():
 
 
 def test_an_archives_folder_names_its_run_and_nothing_else():
-    view = sweeps.RunView(
-        3, {"lr": "0.1", "name": "../x y"}, "run-0", "", None, None, "queued", None, None, None, False, None
-    )
+    view = sweeps.RunView(3, {"lr": "0.1", "name": "../x y"}, "run-0", "", state="queued")
     assert folder(view) == "03_lr=0.1_name=.._x_y"
     assert "/" not in folder(view)

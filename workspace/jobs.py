@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, UniqueConstraint, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from workspace.db import Base
+from workspace.db import Base, utcnow
 from workspace.errors import UserError
 
 HOSTFILE = "/tmp/workspace-hostfile"  # in every rank's container (its writable /tmp)
@@ -60,10 +60,6 @@ class JobSpec:
     def slots(self) -> int:
         """Processes per rank in the hostfile."""
         return math.ceil((self.processes or self.nodes) / self.nodes)
-
-    def describe(self, gpus: int) -> str:
-        """“2 nodes × 1 GPU”: what the job waits for (no words to translate but the unit)."""
-        return f"{self.nodes} × {gpus} GPU" if gpus else f"{self.nodes} ×"
 
 
 def parse_job(value, max_nodes: int) -> JobSpec | None:
@@ -130,27 +126,26 @@ def add_ranks(session, execution_id: int, spec: JobSpec) -> None:
         session.add(JobRank(execution_id=execution_id, rank=rank))
 
 
-@dataclass(frozen=True)
-class JobRankView:
-    """A rank as placed, apart from its session."""
+def rank_live_key(live_key: str, rank: int) -> str:
+    """The store key of rank `rank`'s live home, beside rank 0's `live_key`."""
+    return f"{live_key}-r{rank}"
 
-    rank: int
-    node: str | None
-    gpu_ids: list | None
+
+def rank_of(session, execution_id: int, rank: int) -> JobRank | None:
+    """Rank `rank` (from 1) of the job that is execution `execution_id`, or None."""
+    return session.scalar(select(JobRank).where(JobRank.execution_id == execution_id, JobRank.rank == rank))
 
 
 def note_container(session, execution_id: int, rank: int, container_id: str | None) -> None:
     """Record the container rank `rank` of a job runs in."""
-    found = session.scalar(select(JobRank).where(JobRank.execution_id == execution_id, JobRank.rank == rank))
+    found = rank_of(session, execution_id, rank)
     if found is not None:
         found.container_id = container_id
 
 
 def note_end(session, execution_id: int, rank: int, exit_code: int | None) -> None:
     """Record how rank `rank` of a job ended (its exit code; None: unknown, it was lost or stopped)."""
-    from workspace.db import utcnow
-
-    found = session.scalar(select(JobRank).where(JobRank.execution_id == execution_id, JobRank.rank == rank))
+    found = rank_of(session, execution_id, rank)
     if found is not None and found.ended is None:
         found.exit_code, found.ended = exit_code, utcnow()
 

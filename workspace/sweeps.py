@@ -317,8 +317,3 @@ def cancel(db: Database, owner: str, name: str, number: int) -> list[str]:
         sweep = _sweep(s, owner, name, number)
         sweep.cancelled = sweep.cancelled or utcnow()
         return [r.server for r in runs_of(s, sweep) if r.state not in (*FINAL, "refused", "cancelled")]
-
-
-def outputs_of(db: Database, owner: str, name: str, number: int) -> list[RunView]:
-    """The sweep's runs (their outputs are read by workspace/outputs/); the user's 404 (blocking)."""
-    return summary(db, owner, name, number)[1]

@@ -224,8 +224,11 @@ def last_line(chunks: Iterable[bytes]) -> str | None:
     """The last line a task's command wrote, of a log's tail (the engine's time and the runner's
     trailer taken off), at most LAST_LINE_MAX characters; None when it wrote none. The student's own
     output: only ever shown to them, escaped by the page."""
-    tail = b"".join(chunks)[-(1 << 16) :]
-    for raw in reversed(tail.split(b"\n")):
+    tail = bytearray()
+    for chunk in chunks:  # whatever the source sends, at most the last 64 KiB are held
+        tail += chunk
+        del tail[: -(1 << 16)]
+    for raw in reversed(bytes(tail).split(b"\n")):
         line = STAMP.sub(b"", raw.rstrip(b"\r"), count=1)
         if not line.strip() or TRAILER.search(line) or line.startswith(DROPPED_PREFIX):
             continue
@@ -322,7 +325,7 @@ def log_source(db, owner: str, name: str, number: int, rank: int = 0) -> LogSour
         ex = _numbered(s, find_workspace(s, owner, name), name, number)
         if not rank:
             return LogSource(ex.id, ex.kind or "workspace", ex.state, ex.container_id, ex.log_kept is not None)
-        found = next((r for r in jobs.ranks_of(s, ex.id) if r.rank == rank), None)
+        found = jobs.rank_of(s, ex.id, rank)
         if found is None:
             raise UserError(404, "“{name}” #{number} has no rank {rank}.", name=name, number=number, rank=rank)
         return LogSource(ex.id, "task", ex.state, found.container_id, found.ended is not None, rank)
@@ -335,7 +338,7 @@ def state_of(db, execution_id: int, rank: int = 0) -> tuple[str, bool]:
     with db.session() as s:
         ex = s.get(Execution, execution_id)
         if rank:
-            found = next((r for r in jobs.ranks_of(s, execution_id) if r.rank == rank), None)
+            found = jobs.rank_of(s, execution_id, rank)
             return ex.state, found is not None and found.ended is not None
         return ex.state, ex.log_kept is not None
 

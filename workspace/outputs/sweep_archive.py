@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from workspace import i18n, sweeps
 from workspace.db import Database
-from workspace.executions import Execution
+from workspace.executions import ACTIVE, Execution
 from workspace.outputs.saved import Collected, collect_one, tree_of
 
 FIELDS = ("run", "params", "execution", "state", "exit_code", "status", "files", "bytes", "links", "reason")
@@ -52,7 +52,7 @@ def collect(db: Database, store, node_stores, owner: str, name: str, number: int
 def _why_none(view: sweeps.RunView, ex: Execution | None, locale: str) -> str:
     if ex is not None and ex.snapshot is not None:
         return i18n.translate(locale, "its output was deleted")
-    if view.state in ("refused", "cancelled", "starting", "queued", "preparing", "pulling", "restoring", "running"):
+    if view.state in ("refused", "cancelled", "starting", *ACTIVE):
         return i18n.translate(locale, "it has no saved output ({state})", state=view.state)
     return i18n.translate(locale, "it ended before its home was saved")
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from urllib.parse import quote
 
 from tornado import web
@@ -36,7 +35,7 @@ from workspace.tasks import run_spawn
 log = logging.getLogger("workspace.service")
 
 OPTIONS = ("from", "datasets", "resource_type", "image", "job")  # job: each run over several nodes
-RECENT_LOG_S = 300  # a running run's last line is looked for in what it wrote this recently
+LAST_LINES = 20  # of a running run's log, the engine sends these to find its last line (a page reads it often)
 
 
 class SweepStarts:
@@ -45,10 +44,9 @@ class SweepStarts:
     async def launch(self, owner: str, name: str, command: str, params, options: dict) -> int:
         """Record the sweep and start its runs in order; its number. The first start's refusal is the
         caller's error and leaves nothing; a later one is said on that run and those after it."""
-        caller = self.caller()
-        bound = self.settings["max_runs_per_user"]
-        runs = sweeps.expand(command, params, bound if not caller.get("admin") else 0)
-        if bound and not caller.get("admin"):
+        bound = 0 if self.caller().get("admin") else self.settings["max_runs_per_user"]
+        runs = sweeps.expand(command, params, bound)
+        if bound:
             await self.blocking(runs_within, self.db, owner, len(runs), bound)
         spawns = [(*run_spawn(name, cmd, options), chosen, cmd) for chosen, cmd in runs]
         number = await self.blocking(
@@ -85,18 +83,20 @@ def _answered(fut: asyncio.Future) -> None:
         log.warning("a sweep's run start: %s", fut.exception())
 
 
-def details(db, engine_log, log_root, owner: str, name: str, number: int) -> dict:
+def details(db, settings, owner: str, name: str, number: int) -> dict:
     """A sweep with its runs as the API and the page show them: their places in the queue and the last
-    line of each log (blocking)."""
+    line of each log (blocking; `settings`: the service's, with its engine's log and the kept logs)."""
     sweep, runs = sweeps.summary(db, owner, name, number)
-    with db.session() as s:
-        positions = queue_views.queue_positions(s)
+    positions = {}
+    if any(view.state == "queued" for view in runs):
+        with db.session() as s:
+            positions = queue_views.queue_positions(s)
     rows = []
     for view in runs:
         row = view.as_dict()
         place = positions.get(view.execution_id) if view.state == "queued" else None
         row["queue"] = {"position": place[0], "waiting": place[1]} if place else None
-        row["last_line"] = _last_line(view, engine_log, log_root)
+        row["last_line"] = _last_line(view, settings["engine_log"], settings["execution_log_root"])
         rows.append(row)
     return {**sweep, "runs": rows}
 
@@ -104,20 +104,15 @@ def details(db, engine_log, log_root, owner: str, name: str, number: int) -> dic
 def _last_line(view: sweeps.RunView, engine_log, log_root) -> str | None:
     if view.execution_id is None:
         return None
-    if view.record_id:  # running: what its container wrote lately
+    if view.record_id:  # running: the last lines its container wrote
         try:
-            return tasks.last_line(engine_log(view.record_id, time.time() - RECENT_LOG_S))
+            return tasks.last_line(engine_log(view.record_id, tail=LAST_LINES))
         except Exception:  # the engine's log is a courtesy here; the run's page has the whole of it
             return None
     return tasks.last_line(tasks.read_tail(tasks.log_path(log_root, view.execution_id)))
 
 
-class SweepReader(APIHandler):
-    def details(self, owner: str, name: str, number: int) -> dict:
-        return details(self.db, self.settings["engine_log"], self.settings["execution_log_root"], owner, name, number)
-
-
-class SweepsHandler(SweepStarts, SweepReader):
+class SweepsHandler(SweepStarts, APIHandler):
     async def get(self, name: str):
         owner = await self.owner()
         check_workspace_name(name)
@@ -141,15 +136,14 @@ class SweepsHandler(SweepStarts, SweepReader):
         if body.get("from") is not None:
             options["continue_from"] = body["from"]
         number = await self.launch(owner, name, command, params, options)
-        sweep = await self.blocking(self.details, owner, name, number)
-        self.write_json(sweep, status=202)
+        self.write_json(await self.blocking(details, self.db, self.settings, owner, name, number), status=202)
 
 
-class SweepHandler(SweepReader):
+class SweepHandler(APIHandler):
     async def get(self, name: str, number: str):
         owner = await self.owner()
         check_workspace_name(name)
-        self.write_json(await self.blocking(self.details, owner, name, number_of(number)))
+        self.write_json(await self.blocking(details, self.db, self.settings, owner, name, number_of(number)))
 
 
 class SweepCancelHandler(APIHandler):

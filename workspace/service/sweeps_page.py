@@ -28,9 +28,7 @@ class SweepPage(PageHandler):
         me = self.get_current_user()["name"]
         owner = await self.owner()
         n = number_of(number)
-        sweep = await self.blocking(
-            details, self.db, self.settings["engine_log"], self.settings["execution_log_root"], owner, name, n
-        )
+        sweep = await self.blocking(details, self.db, self.settings, owner, name, n)
         query = f"?user={quote(owner, safe='')}" if owner != me else ""
         base = f"workspaces/{quote(name, safe='')}"
         self.render_page(

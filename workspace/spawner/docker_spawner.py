@@ -344,21 +344,30 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         await self._drop_owner_network(wait=self.network_release_wait)
 
     @classmethod
-    def engine_log(cls, options, record_id: str, since: float | None = None):
+    def engine_log(cls, options, record_id: str, since: float | None = None, tail: int | None = None):
         client = engine_client(options)
         try:
-            yield from cls._log_stream(client, record_id, since)
+            yield from cls._log_stream(client, record_id, since, tail)
         except docker.errors.NotFound:
             return
         finally:
             client.close()
 
     @staticmethod
-    def _log_stream(client, record_id: str, since: float | None):
+    def _log_stream(client, record_id: str, since: float | None, tail: int | None = None):
         # never `follow`: a followed stream may outlive its container (a swarm's does), and nothing could
         # end a read blocked on it; tasks.follow asks again for what is new instead
         # follow=False said: the SDK's default follows whenever it streams
-        return client.logs(record_id, stdout=True, stderr=True, stream=True, follow=False, timestamps=True, since=since)
+        return client.logs(
+            record_id,
+            stdout=True,
+            stderr=True,
+            stream=True,
+            follow=False,
+            timestamps=True,
+            since=since,
+            tail=tail or "all",
+        )
 
     async def container_exit_code(self) -> int | None:
         try:

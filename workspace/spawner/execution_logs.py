@@ -40,11 +40,11 @@ class ExecutionLogsMixin:
     progress (mixed into WorkspaceMixin)."""
 
     @classmethod
-    def engine_log(cls, options, record_id: str, since: float | None = None):
+    def engine_log(cls, options, record_id: str, since: float | None = None, tail: int | None = None):
         """The log of the container (or service) `record_id` with the engine's times, from `since` (UNIX
         time) to now, as a blocking iterator of byte chunks; engine-specific (see DockerWorkspaceSpawner).
-        `options`: a spawner, or the `SpawnerOptions` of a process that only reads. To follow a log:
-        tasks.follow."""
+        `options`: a spawner, or the `SpawnerOptions` of a process that only reads; `tail`: only its last
+        lines (a sweep's page shows a run's last one). To follow a log: tasks.follow."""
         return iter(())
 
     async def container_exit_code(self) -> int | None:

@@ -72,7 +72,7 @@ class JobsMixin:
         if job is None:
             return
         placed = await self.run_blocking(self._placed_ranks, plan.execution_id)
-        job.ranks = [Rank(r.rank, r.node, list(r.gpu_ids or []), f"{plan.live_key}-r{r.rank}") for r in placed]
+        job.ranks = [Rank(rank, node, gpus, jobs.rank_live_key(plan.live_key, rank)) for rank, node, gpus in placed]
         job.hosts = [self.name] + [f"{self.name}-r{r.rank}" for r in job.ranks]
         self.emit_progress(
             66,
@@ -89,9 +89,9 @@ class JobsMixin:
                 rank.container_id = await self.start_rank_object()
             await self.run_blocking(self._note_rank, plan.execution_id, rank)
 
-    def _placed_ranks(self, execution_id: int) -> list:
+    def _placed_ranks(self, execution_id: int) -> list[tuple[int, str, list[str]]]:
         with self.db.session() as s:
-            return [jobs.JobRankView(r.rank, r.node, r.gpu_ids) for r in jobs.ranks_of(s, execution_id)]
+            return [(r.rank, r.node, list(r.gpu_ids or [])) for r in jobs.ranks_of(s, execution_id)]
 
     def _rank_home(self, snapshot: str | None, rank: Rank, limit: int | None) -> None:
         store = self.store_of(rank.node or None)
@@ -193,9 +193,8 @@ class JobsMixin:
                     self.log.exception("Keeping the log of rank %s of execution %s failed", rank, execution_id)
                 code = await self.remove_rank_object(container_id)
                 await self.run_blocking(self._rank_ended, execution_id, rank, code)
-            store = self.store_of(node or None)
-            if live_key and store.has_live(live_key):
-                await self.run_blocking(store.release, live_key)
+            if live_key:
+                await self.run_blocking(self._release_rank_home, node, live_key)
 
     def _ranks_to_end(self, execution_id: int) -> list[tuple[int, str | None, str | None, str]]:
         from workspace.executions import Execution
@@ -203,9 +202,14 @@ class JobsMixin:
         with self.db.session() as s:
             live = s.get(Execution, execution_id).live_key
             return [
-                (r.rank, r.node, r.container_id, f"{live}-r{r.rank}" if live else "")
+                (r.rank, r.node, r.container_id, jobs.rank_live_key(live, r.rank) if live else "")
                 for r in jobs.ranks_of(s, execution_id)
             ]
+
+    def _release_rank_home(self, node: str | None, live_key: str) -> None:
+        store = self.store_of(node or None)  # a swarm's: its node's, perhaps through its agent
+        if store.has_live(live_key):
+            store.release(live_key)
 
     def _rank_ended(self, execution_id: int, rank: int, code: int | None) -> None:
         with self.db.session() as s:

@@ -397,9 +397,11 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
         return state
 
     @staticmethod
-    def _log_stream(client, record_id: str, since: float | None):
+    def _log_stream(client, record_id: str, since: float | None, tail: int | None = None):
         # the manager gathers the service's log from the node its task ran on
-        return client.service_logs(record_id, stdout=True, stderr=True, timestamps=True, since=since or 0)
+        return client.service_logs(
+            record_id, stdout=True, stderr=True, timestamps=True, since=since or 0, tail=tail or "all"
+        )
 
     async def container_exit_code(self) -> int | None:
         try:

@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import requests
 
+from tests.cluster.conftest import bring_back
 from tests.integration.hub import Hub
 from workspace.db import Database
 from workspace.executions import Execution
@@ -96,13 +97,15 @@ class Injector:
 
     def _agent(self, fault: Fault) -> None:
         fault.killed = self.node(fault.node).agent_pid()
-        os.kill(fault.killed, signal.SIGKILL)
+        if fault.killed:  # None: down already (brought back below)
+            os.kill(fault.killed, signal.SIGKILL)
         time.sleep(DOWN_S)
         self.bring_back()
 
     def _engine(self, fault: Fault) -> None:
         fault.killed = self.node(fault.node).pid()
-        os.kill(fault.killed, signal.SIGKILL)
+        if fault.killed:
+            os.kill(fault.killed, signal.SIGKILL)
         time.sleep(DOWN_S)
         self.bring_back()
 
@@ -120,8 +123,7 @@ class Injector:
 
     def bring_back(self) -> None:
         """What is down of the cluster (an engine, an agent) is started again; what runs is left alone."""
-        recorded = self.cluster.recorded()
-        self.cluster.up(recorded["image"], recorded["gpus"], store_size="2G")
+        bring_back(self.cluster)
 
 
 def service_pids(hub: Hub, kind: str) -> list[int]:

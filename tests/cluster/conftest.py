@@ -31,6 +31,8 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "/cluster/" in str(item.fspath):
             item.add_marker(pytest.mark.docker)
+    # the chaos test last (a stable sort): should it fail with a node still down, no other test begins there
+    items.sort(key=lambda item: str(item.fspath).endswith("/cluster/test_chaos.py"))
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +54,25 @@ def cluster(tmp_path_factory, image):  # noqa: F811
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(n.name in netns.split() for n in c.nodes), netns
     assert str(c.root) not in open("/proc/self/mounts").read()
+
+
+def bring_back(cluster: Cluster) -> list[str]:
+    """Start again what is down of `cluster` (an engine, a node's processes, an agent), as `make cluster-up`
+    would; the nodes that were down."""
+    down = [n.name for n in cluster.nodes if n.pid() is None]
+    recorded = cluster.recorded()
+    cluster.up(recorded["image"], recorded["gpus"], store_size="2G")
+    return down
+
+
+@pytest.fixture(scope="module", autouse=True)
+def whole_cluster(cluster: Cluster):
+    """Every module begins on a whole cluster: a test that killed an engine and failed before it brought it
+    back (a lost worker's, the chaos test) leaves the next module a cluster that answers."""
+    down = bring_back(cluster)
+    if down:
+        print(f"[cluster] brought back before this module: {', '.join(down)}")
+    yield
 
 
 @contextlib.contextmanager

@@ -198,12 +198,14 @@ def watch(run: Run) -> None:
 
 def inject(run: Run, faults: list[chaos.Fault], start: float) -> None:
     injector = chaos.Injector(run.cluster, run.hub)
-    for fault in faults:
-        time.sleep(max(0.0, start + fault.at - time.monotonic()))
-        print(f"[chaos] fault at {time.monotonic() - start:5.1f} s: {fault}")
-        injector.inject(fault)
-        run.count(f"fault {fault.kind}")
-    injector.bring_back()  # everything of the cluster up again
+    try:
+        for fault in faults:
+            time.sleep(max(0.0, start + fault.at - time.monotonic()))
+            print(f"[chaos] fault at {time.monotonic() - start:5.1f} s: {fault}")
+            injector.inject(fault)
+            run.count(f"fault {fault.kind}")
+    finally:
+        injector.bring_back()  # everything of the cluster up again, even after a fault that failed
 
 
 def wait_for(what: str, check, timeout: float) -> None:
@@ -245,6 +247,10 @@ def test_faults_together_lose_no_output_and_leave_nothing_behind(cluster, chaos_
         run.done.set()
         counts = json.dumps(dict(sorted(run.counts.items())))
         print(f"[chaos] seed {SEED}, {time.monotonic() - start:.0f} s; counts: {counts}")
+        for node in cluster.nodes:  # what a failure needs to be understood: an engine that did not come back
+            if node.pid() is None:
+                log = (node.dir / "dockerd.log").read_text(errors="replace")[-3000:]
+                print(f"[chaos] the engine of {node.name} is down; the end of its log:\n{log}")
 
 
 def quiet_and_agreeing(run: Run, faults: list[chaos.Fault]) -> None:

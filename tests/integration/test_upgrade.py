@@ -94,7 +94,9 @@ def previous(tmp_path_factory, image):
         pytest.skip(f"the previous release {PREVIOUS_RELEASE[:12]} is not in this clone: `git fetch --unshallow`")
     tree = tmp_path_factory.mktemp("upgrade") / "workspace"
     tree.mkdir()
-    archive = git("archive", PREVIOUS_RELEASE, check=True).stdout
+    # the modes of a checkout (git archive's own umask is 002: group-writable files, which sshd refuses in its
+    # image's config)
+    archive = git("-c", "tar.umask=0022", "archive", PREVIOUS_RELEASE, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     # configurable-http-proxy as its `make up` would install it with npm: the same version, already here
     (tree / ".node").symlink_to(ROOT / ".node")
@@ -103,6 +105,9 @@ def previous(tmp_path_factory, image):
         WORKSPACE_SUBDOMAIN_HOST="",  # one origin: the test's requests need no wildcard names
         WORKSPACE_COURSES=json.dumps({"cs101": {"instructors": ["prof"]}}),
         WORKSPACE_CULL_BROWSER_TIMEOUT="86400",  # the running workspaces have no browser open
+        # its base image only: its `make up` tags `workspace-base:latest` as its own until the upgrade, and the
+        # other files' hubs start that one meanwhile; the scientific one (the jobs' MPI) stays this tree's
+        WORKSPACE_BUILD_IMAGES="base",
     )
     deployment = Deployment(tree, hub)
     _running_hubs.append(hub)  # its log in the report of a failure

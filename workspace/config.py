@@ -62,6 +62,9 @@ ENVIRONMENT: tuple[Variable, ...] = (
     Variable("WORKSPACE_DEFAULT_RESOURCE_TYPE", SPAWNER, "default_resource_type"),
     Variable("WORKSPACE_GPU_INVENTORY", SPAWNER, "gpu_inventory", _list),
     Variable("WORKSPACE_GPU_DEVICE_MODE", SPAWNER, "gpu_device_mode"),
+    Variable(
+        "WORKSPACE_GPU_DRIVER", SPAWNER, "gpu_driver", json.loads, what='a JSON object: {"version": ..., "cuda": ...}'
+    ),
     Variable("WORKSPACE_RECORD_STORE", SPAWNER, "record_store_root"),
     Variable("WORKSPACE_MAX_RUNNING", SPAWNER, "max_running_per_user", int, what="a whole number"),
     Variable("WORKSPACE_MAX_RUNS", SPAWNER, "max_runs_per_user", int, what="a whole number"),

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, UniqueConstraint, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from workspace.db import Base, utcnow
+from workspace import executions
+from workspace.db import Base, Database, iso, utcnow
 from workspace.errors import UserError
 
 HOSTFILE = "/tmp/workspace-hostfile"  # in every rank's container (its writable /tmp)
@@ -109,6 +110,10 @@ def rank_environment(rank: int, hosts: list[str], spec: JobSpec) -> dict[str, st
         "RANK": str(rank),
         "NCCL_SOCKET_IFNAME": INTERFACE,
         "GLOO_SOCKET_IFNAME": INTERFACE,
+        # Open MPI's daemons and messages on the same network (a swarm's task also has docker_gwbridge,
+        # which reaches no other node)
+        "OMPI_MCA_oob_tcp_if_include": INTERFACE,
+        "OMPI_MCA_btl_tcp_if_include": INTERFACE,
         "WORKSPACE_JOB_HOSTS": " ".join(hosts),
         "WORKSPACE_HOSTFILE": HOSTFILE,
         "WORKSPACE_JOB_SLOTS": str(spec.slots),
@@ -153,3 +158,49 @@ def note_end(session, execution_id: int, rank: int, exit_code: int | None) -> No
 def ranks_of(session, execution_id: int) -> list[JobRank]:
     """A job's ranks beyond rank 0, in order ([]: not a job)."""
     return list(session.scalars(select(JobRank).where(JobRank.execution_id == execution_id).order_by(JobRank.rank)))
+
+
+# -- what the user reads --------------------------------------------------------------------------------
+
+
+def rank_view(rank: JobRank) -> dict:
+    """A rank beyond 0 as the API and the workspace page show it."""
+    return {
+        "rank": rank.rank,
+        "node": rank.node,
+        "gpu_ids": list(rank.gpu_ids or []),
+        "exit_code": rank.exit_code,
+        "ended": iso(rank.ended),
+    }
+
+
+def with_ranks(session, ws, views: list[dict]) -> list[dict]:
+    """`views` (executions' `as_dict()`, of workspace `ws`) each with `ranks`: a job's ranks beyond rank 0
+    ([]: no job)."""
+    ids = {e.number: e.id for e in ws.executions}
+    rows = session.scalars(
+        select(JobRank).where(JobRank.execution_id.in_(list(ids.values()))).order_by(JobRank.rank)
+    ).all()
+    by_execution: dict[int, list[dict]] = {}
+    for r in rows:
+        by_execution.setdefault(r.execution_id, []).append(rank_view(r))
+    for view in views:
+        view["ranks"] = by_execution.get(ids.get(view["number"]), [])
+    return views
+
+
+def history(db: Database, owner: str, name: str) -> list[dict] | None:
+    """executions.history, each execution with its job's ranks (`with_ranks`); None: no such workspace
+    (blocking)."""
+    views = executions.history(db, owner, name)
+    if views is None:
+        return None
+    with db.session() as s:
+        return with_ranks(s, executions.find_workspace(s, owner, name), views)
+
+
+def execution_of(db: Database, owner: str, name: str, number: int) -> dict:
+    """executions.execution_of with its job's ranks; the user's 404 (blocking)."""
+    view = executions.execution_of(db, owner, name, number)
+    with db.session() as s:
+        return with_ranks(s, executions.find_workspace(s, owner, name), [view])[0]

@@ -19,8 +19,6 @@ from tests.integration.hub import Hub
 from tests.integration.test_framework_images import SCIENTIFIC
 from tests.integration.test_jobs import MPI_ALLREDUCE
 from tests.integration.test_runs import output_file, record, run_task_to_end, wait_ended
-from workspace import jobs
-from workspace.db import Database
 from workspace.setup.cluster import Cluster
 
 TYPES = [
@@ -44,16 +42,22 @@ def jobs_hub(cluster: Cluster, tmp_path_factory):
         yield hub
 
 
-def placed(hub: Hub, user: str, name: str, number: int) -> dict[int, tuple[str | None, list[str]]]:
-    """{rank: (node, GPUs)} of a job, rank 0's from its execution, the others' as admission recorded them."""
-    ex = record(hub, user, name, number)
-    db = Database(hub.settings.db_url, migrate=False, key_file=hub.settings.secret_key_file)
-    try:
-        with db.session() as s:
-            others = {r.rank: (r.node, list(r.gpu_ids or [])) for r in jobs.ranks_of(s, ex["id"])}
-    finally:
-        db.engine.dispose()
-    return {0: (ex["node"], list(ex["gpu_ids"] or [])), **others}
+def placed(hub: Hub, token: str, name: str, number: int) -> dict[int, tuple[str | None, list[str]]]:
+    """{rank: (node, GPUs)} of a job as the API says: rank 0's its execution's, the others' its `ranks`."""
+    ex = hub.service_call("GET", f"/workspaces/{name}/executions/{number}", token).json()
+    others = {r["rank"]: (r["node"], r["gpu_ids"]) for r in ex["ranks"]}
+    return {0: (ex["node"], ex["gpu_ids"]), **others}
+
+
+def saved_file(hub: Hub, token: str, name: str, number: int, path: str) -> str | None:
+    """A file of an output, once it reached the store of record (read before: a 409 that says so)."""
+    deadline = time.monotonic() + 90
+    while True:
+        r = hub.service_call("GET", f"/workspaces/{name}/executions/{number}/files/{path}?inline=1", token)
+        if r.status_code != 409 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    return output_file(hub, token, name, number, path)
 
 
 def rank_services(cluster: Cluster, hub: Hub, server: str) -> list:
@@ -91,14 +95,15 @@ def test_mpirun_reduces_across_two_nodes_and_a_rank_reaches_no_other_owner(clust
     ended = wait_ended(hub, user, name, number, timeout=300)
     log = hub.service_call("GET", f"/workspaces/{name}/executions/{number}/logs", token).text
     assert ended["exit_code"] == 0, log
-    where = placed(hub, user, name, number)
+    where = placed(hub, token, name, number)
     assert len({node for node, _ in where.values()}) == 2, where  # a node per rank (the type's `spread`)
-    reduced = output_file(hub, token, name, number, "reduced.txt")
+    reduced = saved_file(hub, token, name, number, "reduced.txt")
     lines = sorted(line.split()[:5] for line in reduced.splitlines() if line.startswith("allreduce"))
     # one process on each node's rank, their sum reduced over the owner's overlay
     assert lines == [["allreduce", "0", "2", "3", server], ["allreduce", "1", "2", "3", f"{server}-r1"]], reduced
-    assert log.rstrip().splitlines()[-1].endswith("same-start"), log  # rank 1's home, received on its node
-    assert "BLOCKED other" in log and "REACHED other" not in log, log  # rank 0 reaches no other owner
+    assert log.rstrip().splitlines()[-2].endswith("same-start"), log  # rank 1's home, received on its node
+    said = [line.rsplit(" ", 2)[-2:] for line in log.splitlines()]
+    assert ["BLOCKED", "other"] in said and ["REACHED", "other"] not in said, log  # rank 0 reaches no other owner
     # rank 1's log is kept (it waited for mpirun's SSH)
     assert hub.service_call("GET", f"/workspaces/{name}/executions/{number}/logs?rank=1", token).status_code == 200
     deadline = time.monotonic() + 60
@@ -124,7 +129,7 @@ def test_a_gpu_job_waits_whole_and_its_rank_node_dying_ends_it_lost(cluster, job
         assert time.monotonic() < deadline, record(hub, user, name, number)
         time.sleep(0.3)
     time.sleep(3)
-    waiting = placed(hub, user, name, number)
+    waiting = placed(hub, token, name, number)
     assert all(not gpus for _, gpus in waiting.values()), waiting  # a waiting job holds no GPU anywhere
     # so node3's GPUs stay free for others: a start of two goes there at once
     hub.start_workspace("swsolo", "w", solo, resource_type="gpu2")
@@ -135,7 +140,7 @@ def test_a_gpu_job_waits_whole_and_its_rank_node_dying_ends_it_lost(cluster, job
     while record(hub, user, name, number)["state"] != "running":
         assert time.monotonic() < deadline, record(hub, user, name, number)
         time.sleep(0.5)
-    where = placed(hub, user, name, number)
+    where = placed(hub, token, name, number)
     assert sorted(node for node, _ in where.values()) == ["node2", "node3"], where
     assert all(len(gpus) == 1 for _, gpus in where.values()), where
     dying = next(n for n in cluster.nodes if n.name == where[1][0])
@@ -150,7 +155,7 @@ def test_a_gpu_job_waits_whole_and_its_rank_node_dying_ends_it_lost(cluster, job
         ended = wait_ended(hub, user, name, number, timeout=180)
         assert ended["stop_reason"] == "lost" and "Rank 1 of the job was lost" in (ended["stop_detail"] or ""), ended
         # rank 0's home is the job's output, saved on its own (living) node
-        assert ended["has_output"] and output_file(hub, token, name, number, "mark.txt") == "from-rank-0\n", ended
+        assert ended["has_output"] and saved_file(hub, token, name, number, "mark.txt") == "from-rank-0\n", ended
     finally:
         bring_back(cluster)
     hub.stop_workspace("swsolo", "w")

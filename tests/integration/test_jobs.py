@@ -1,7 +1,11 @@
 """Jobs over several nodes (#31) on one engine: a run whose command runs in N containers (ranks), admitted
 together, each told what torchrun and mpirun expect, with SSH between them; rank 0's home is the output;
 one rank failing ends the job with that reason; a cancel ends every rank. A real hub, real containers.
-(The same over a swarm's distinct nodes: tests/cluster/.)"""
+(The same over a swarm's distinct nodes: tests/cluster/test_swarm_jobs.py.)
+
+The torch.distributed test needs the PyTorch image, which a site builds by choice; where it is absent it
+skips (CI too). To run it: `WORKSPACE_BUILD_IMAGES=base,scientific,pytorch make images`, then
+`.venv/bin/python -m pytest tests/integration/test_jobs.py -k gloo`."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import time
 import pytest
 
 from .hub import Hub
-from .test_framework_images import SCIENTIFIC
+from .test_framework_images import PYTORCH, SCIENTIFIC
 from .test_runs import output_file, record, run_task_to_end, wait_ended
 from .test_tasks import WORKSPACE
 
@@ -98,6 +102,13 @@ def test_one_rank_failing_ends_the_job_with_that_reason(jobs_hub: Hub):
     assert "I am rank 0" in hub.service_call("GET", logs, token).text
     assert hub.service_call("GET", f"{logs}?rank=2", token).status_code == 404
     assert hub.service_call("GET", f"{logs}?rank=x", token).status_code == 400
+    # the API and the workspace page say where each rank ran and how it ended, with a link to its log
+    (rank1_view,) = hub.service_call("GET", f"/workspaces/{name}/executions/{number}", token).json()["ranks"]
+    assert rank1_view["rank"] == 1 and rank1_view["exit_code"] == 7 and rank1_view["ended"], rank1_view
+    page = hub.browser_login(user).get(f"{hub.url}/services/workspace/workspaces/{name}").text
+    card = page[page.index(f'id="execution-{number}"') :]
+    assert "A job over 2 nodes." in card and "home is its output" in card, card[:3000]
+    assert "exit code 7" in card and f"executions/{number}/logs?rank=1" in card, card[:3000]
 
 
 def test_cancel_stops_every_rank_and_bad_jobs_are_refused(jobs_hub: Hub, docker_client):
@@ -183,3 +194,50 @@ def test_attack_a_rank_reaches_its_own_job_and_never_another_owners_container(jo
     r = hub.service_call("GET", f"/workspaces/probe/executions/{number}/logs?rank=1&user={attacker}", vtoken)
     assert r.status_code == 403, r.text
     hub.stop_workspace(victim, "open", vtoken)
+
+
+TORCHRUN_ALLREDUCE = """cat > allreduce.py <<'EOF'
+import socket
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")  # env:// from what torchrun sets (MASTER_ADDR/PORT from the job)
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+print("gloo", dist.get_rank(), dist.get_world_size(), t.item(), socket.gethostname(), flush=True)
+dist.destroy_process_group()
+EOF
+torchrun --nnodes $NNODES --node_rank $NODE_RANK --nproc_per_node 1 \\
+    --master_addr $MASTER_ADDR --master_port $MASTER_PORT allreduce.py"""
+
+
+@pytest.mark.optional_image
+def test_torchrun_over_two_ranks_reduces_with_gloo_on_the_cpu(start_hub, docker_client):
+    import docker
+
+    try:
+        docker_client.images.get(PYTORCH)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{PYTORCH} is not built here (WORKSPACE_BUILD_IMAGES=base,scientific,pytorch make images)")
+    hub = start_hub(
+        WORKSPACE_RESOURCE_TYPES=json.dumps(TYPES),
+        WORKSPACE_IMAGES=f"workspace-base:latest,{PYTORCH}",
+    )
+    user, name = "gloria", "gloo"
+    token = hub.user_token(user)
+    run_task_to_end(hub, token, user, name, "true")
+    r = hub.service_call(
+        "POST",
+        f"/workspaces/{name}/runs",
+        token,
+        json={"command": TORCHRUN_ALLREDUCE, "job": {"nodes": 2}, "image": PYTORCH},
+    )
+    assert r.status_code == 202, r.text
+    number, server = r.json()["execution"]["number"], r.json()["server"]
+    ended = wait_ended(hub, user, name, number, timeout=300)
+    logs = f"/workspaces/{name}/executions/{number}/logs"
+    texts = [hub.service_call("GET", f"{logs}?rank={rank}", token).text for rank in (0, 1)]
+    assert ended["exit_code"] == 0, texts
+    # each rank's one process summed 1 + 2 with the other's, over the owner's network
+    assert f"gloo 0 2 3.0 {server}" in texts[0], texts[0]
+    assert f"gloo 1 2 3.0 {server}-r1" in texts[1], texts[1]

@@ -175,3 +175,42 @@ def test_a_hub_restart_loses_no_allocation_and_allocates_nothing_twice(start_hub
     assert rc["state"] == "running" and sorted(rc["gpu_ids"]) == sorted(ra["gpu_ids"]), rc
     for u in ("rb", "rc"):
         hub.stop_workspace(u, "g", tokens[u])
+
+
+def test_a_gpu_start_whose_cuda_needs_a_newer_driver_is_refused_before_its_restore(start_hub, docker_client):
+    """#32: the node's driver (configured here as NVML would say it: this machine has no GPU) against the
+    image's CUDA runtime (its `workspace.versions` label, as the builder writes it)."""
+    made = docker_client.containers.create("workspace-base:latest")
+    versions = json.dumps({"python": "3.11.2", "cuda": "13.0.88"})
+    try:
+        made.commit(
+            repository="wstest-cuda13", tag="latest", changes=[f"LABEL workspace.versions={json.dumps(versions)}"]
+        )
+    finally:
+        made.remove()
+    try:
+        hub = start_hub(
+            WORKSPACE_RESOURCE_TYPES=json.dumps([{"name": "cpu"}, {"name": "gpu1", "gpus": 1}]),
+            WORKSPACE_GPU_INVENTORY="0,1",
+            WORKSPACE_GPU_DEVICE_MODE="env",
+            WORKSPACE_GPU_DRIVER=json.dumps({"version": "535.104.05", "cuda": "12.2"}),
+            WORKSPACE_IMAGES="workspace-base:latest,wstest-cuda13:latest",
+        )
+        token = hub.user_token("cudi")
+        hub.start_workspace("cudi", "w", token, resource_type="cpu")  # a first output, to restore later
+        hub.stop_workspace("cudi", "w", token)
+        r = hub.spawn("cudi", "w", token, {"resource_type": "gpu1", "image": "wstest-cuda13:latest"})
+        assert r.status_code in (201, 202), r.text
+        events = hub.progress("cudi", "w", token)
+        said = events[-1].get("message", "")
+        assert events[-1].get("failed") and "needs NVIDIA driver 580.65.06 or newer" in said, events
+        assert "535.104.05" in said and "CUDA 12.2" in said, said
+        refused = hub.executions("cudi", "w")[-1]
+        assert refused["state"] == "failed" and refused["restore"] is None, refused  # nothing was restored
+        assert "restoring" not in [t["state"] for t in refused["transitions"]], refused["transitions"]
+        assert not hub.containers(user="cudi", server="w")
+        # the same image without a GPU does not use CUDA: it starts
+        hub.start_workspace("cudi", "w", token, resource_type="cpu", image="wstest-cuda13:latest")
+        hub.stop_workspace("cudi", "w", token)
+    finally:
+        docker_client.images.remove("wstest-cuda13:latest", force=True)

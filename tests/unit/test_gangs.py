@@ -96,6 +96,7 @@ def test_a_jobs_shape_is_checked_and_each_rank_is_told_what_the_frameworks_expec
         "2",
     )
     assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert env["OMPI_MCA_oob_tcp_if_include"] == env["OMPI_MCA_btl_tcp_if_include"] == "eth0"
     assert jobs.parse_job(None, max_nodes=4) is None
     for value, max_nodes, says in [
         ({"nodes": 1}, 4, "2 nodes or more"),

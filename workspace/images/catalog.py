@@ -12,6 +12,7 @@ import time
 import docker
 
 from workspace import i18n
+from workspace.images import cuda
 
 CACHE_SECONDS = 60.0
 # what a form's label names, in this order, where the image has it
@@ -69,8 +70,15 @@ def label(info: dict, locale: str = "en") -> str:
     return " · ".join(parts)
 
 
-def labels(describe, names: list[str], refs: dict[str, str], locale: str = "en") -> dict[str, str]:
+def labels(describe, names: list[str], refs: dict[str, str], locale: str = "en", drivers=None) -> dict[str, str]:
     """{name: label} of the images a form offers; `refs` maps a name to its engine image where they differ
-    (a user's image, “alice/nlp”, is `<deployment>-user-7:2` to the engine) (blocking)."""
+    (a user's image, “alice/nlp”, is `<deployment>-user-7:2` to the engine); `drivers` (cuda.drivers_by_type):
+    an image a GPU type's nodes cannot run is marked (blocking)."""
     described = describe([refs.get(n, n) for n in names])
-    return {name: label({**info, "name": name}, locale) for name, info in zip(names, described)}
+    out = {}
+    for name, info in zip(names, described):
+        out[name] = label({**info, "name": name}, locale)
+        mark = cuda.form_mark((info.get("versions") or {}).get("cuda"), drivers or {}, locale)
+        if mark:
+            out[name] += f" · {mark}"
+    return out

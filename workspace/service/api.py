@@ -31,7 +31,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 from tornado.iostream import StreamClosedError
 
-from workspace import courses, errors, executions, i18n
+from workspace import courses, errors, executions, i18n, jobs
 from workspace.caller import Caller
 from workspace.errors import UserError
 from workspace.executions import number_of
@@ -258,10 +258,8 @@ class ExecutionsHandler(APIHandler):
     async def get(self, name: str, number: str | None = None):
         owner = await self.owner()
         if number is not None:
-            return self.write_json(
-                await self.blocking(executions.execution_of, self.db, owner, name, number_of(number))
-            )
-        history = await self.blocking(executions.history, self.db, owner, name)
+            return self.write_json(await self.blocking(jobs.execution_of, self.db, owner, name, number_of(number)))
+        history = await self.blocking(jobs.history, self.db, owner, name)
         if history is None:
             raise executions.no_such_workspace(name)
         self.write_json(history)

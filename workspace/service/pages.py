@@ -41,6 +41,7 @@ from workspace.caller import Caller
 from workspace.errors import UserError
 from workspace.executions import FINAL
 from workspace.images import catalog as image_catalog
+from workspace.images import cuda as image_cuda
 from workspace.images import user as user_images
 from workspace.limits import queue_views, quotas
 from workspace.outputs import saved as outputs
@@ -153,6 +154,7 @@ class PageHandler(APIHandler):
         user = self.get_current_user()
         types = self.settings["resource_types"]
         refs = await self.image_choices()
+        nodes = await self.engine_nodes() if types else []
         html = await self.blocking(
             spawnform.page_form,
             self.db,
@@ -160,11 +162,11 @@ class PageHandler(APIHandler):
             name,
             selected,
             types=types,
-            nodes=await self.engine_nodes() if types else [],
+            nodes=nodes,
             images=list(refs),
             image=self.settings["image"],
             default_type=self.settings["default_resource_type"],
-            image_labels=await self.image_labels(refs),
+            image_labels=await self.image_labels(refs, image_cuda.drivers_by_type(types, nodes)),
             image_refs=refs,
             locale=self.lang,
         )
@@ -184,13 +186,14 @@ class PageHandler(APIHandler):
             self._image_origins = {i["name"]: user_images.origin(i, user["name"], self.lang) for i in found}
         return refs
 
-    async def image_labels(self, refs: dict[str, str]) -> dict[str, str] | None:
-        """{image: its size and versions} for the form's choice (None: nothing to choose, or no engine)."""
+    async def image_labels(self, refs: dict[str, str], drivers=None) -> dict[str, str] | None:
+        """{image: its size and versions} for the form's choice, marked where a GPU type's nodes cannot run
+        its CUDA (`drivers`: images.cuda.drivers_by_type) (None: nothing to choose, or no engine)."""
         if len(refs) < 2:
             return None
         try:
             labels = await self.blocking(
-                image_catalog.labels, self.settings["describe_images"], list(refs), refs, self.lang
+                image_catalog.labels, self.settings["describe_images"], list(refs), refs, self.lang, drivers
             )
         except Exception:  # the engine does not answer: the names alone (and who made each)
             labels = {name: name for name in refs}

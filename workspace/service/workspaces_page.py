@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from tornado import web
 
-from workspace import errors, executions, gateway_keys, i18n, origins, ssh_identities, sweeps, tasks
+from workspace import errors, executions, gateway_keys, i18n, jobs, origins, ssh_identities, sweeps, tasks
 from workspace.db import utcnow
 from workspace.errors import UserError
 from workspace.limits import quotas
@@ -122,7 +122,7 @@ class WorkspacePage(SweepStarts, PageHandler):
         readonly = owner != me
         server = None if readonly else (await self.servers(me)).get(name)
 
-        history = await self.blocking(executions.history, self.db, owner, name)
+        history = await self.blocking(jobs.history, self.db, owner, name)
         runs = None if history is None else history[::-1]  # newest first
         if runs is None and server is None:
             if readonly:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import shlex
 import socket
@@ -204,7 +205,7 @@ class Cluster:
         with step(PREFIX, "a store agent per node (its home store for the hub, node to node)"):
             self._agents()
         with step(PREFIX, f"image {image} on every node"):
-            self._copy_image(image)
+            self.copy_image(image)
         with step(PREFIX, "swarm: node1 manages, the others join; node labels"):
             self._swarm(gpus)
         if self.recorded().get("hub"):
@@ -333,19 +334,22 @@ class Cluster:
                     raise SetupError(f"The store agent of {node.name} did not answer in 30 s.", node.dir / "agent.log")
                 time.sleep(0.1)
 
-    def _copy_image(self, image: str) -> None:
+    def copy_image(self, image: str) -> None:
+        """Load `image` (name:tag, as this machine's engine has it) into every node that lacks it (no
+        registry: `docker save | docker load`, the tar kept in the cache for the next cluster)."""
         host = docker.from_env(timeout=300)
         try:
             image_id = host.images.get(image).id
         except docker.errors.ImageNotFound as e:
             raise SetupError(f"The image {image} is not built here: run `make images` first.") from e
         self.cache.mkdir(parents=True, exist_ok=True)
-        tar = self.cache / f"image-{image_id.split(':')[-1][:12]}.tar"
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", image.rsplit(":", 1)[0])
+        tar = self.cache / f"image-{name}-{image_id.split(':')[-1][:12]}.tar"
         missing = [n for n in self.nodes if not _has_image(n, image_id)]
         if not missing:
             return
-        for old in self.cache.glob("image-*.tar"):  # tars of images since rebuilt
-            if old != tar:
+        for old in [*self.cache.glob(f"image-{name}-*.tar"), *self.cache.glob("image-????????????.tar")]:
+            if old != tar:  # tars of this image since rebuilt (and of an earlier naming)
                 old.unlink()
         if not tar.exists():
             partial = tar.with_suffix(".partial")

@@ -22,10 +22,12 @@ def configurables() -> list[type]:
     from workspace.limits.quotas import StorageQuota
     from workspace.service.app import WorkspaceService
     from workspace.spawner import DockerWorkspaceSpawner, SwarmWorkspaceSpawner, WorkspaceMixin
+    from workspace.spawner.placement import PlacementMixin
     from workspace.uploads.staging import UploadPolicy
 
     return [
         WorkspaceMixin,
+        PlacementMixin,
         DockerWorkspaceSpawner,
         SwarmWorkspaceSpawner,
         StorageQuota,
@@ -61,10 +63,10 @@ def reference() -> str:
         if not own:
             continue
         env = variables_of(cls.__name__)
-        if cls.__name__ == "WorkspaceMixin":
+        if cls.__name__.endswith("Mixin"):  # the spawner's options, set on the spawner class
             env = variables_of(SPAWNER)
         doc = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-        if cls.__name__ == "WorkspaceMixin":
+        if cls.__name__.endswith("Mixin"):
             doc += f" Set these on the spawner class, as `c.{SPAWNER}.<option>` (jupyterhub_config.py does)."
         lines += [f"## {cls.__name__}", "", doc, ""]
         for name, trait in sorted(own.items()):

@@ -275,8 +275,8 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             self._user_images = {i["name"]: i["ref"] for i in found}
             self._user_image_origins = {i["name"]: user_images.origin(i, self.user.name, self.locale) for i in found}
 
-    def image_labels(self, images: list[str]) -> dict[str, str]:
-        labels = super().image_labels(images)
+    def image_labels(self, images: list[str], drivers=None) -> dict[str, str]:
+        labels = super().image_labels(images, drivers)
         for name, said in self._user_image_origins.items():
             if name in labels:
                 labels[name] = f"{labels[name]} · {said}"

@@ -71,6 +71,11 @@ class HomeStoresMixin:
         """The host directory of the current execution's live home."""
         return self.execution_store.live_path(self.live_key)
 
+    def dataset_mounts(self, mounts: list[dict]) -> list[tuple[str, str]]:
+        """(source, mount point) of each dataset version a start mounts, in its node's store."""
+        store = self.execution_store
+        return [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
+
     @property
     def record_store(self) -> HomeStore:
         """The store of record (`record_store_root`), set up once per hub process."""

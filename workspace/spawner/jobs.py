@@ -66,8 +66,9 @@ class JobsMixin:
         with self.db.session() as s:
             jobs.add_ranks(s, execution_id, spec)
 
-    async def _start_ranks(self, plan) -> None:
-        """After admission, before rank 0's container: each rank's home and container."""
+    async def _start_ranks(self, plan, mounts: list[dict]) -> None:
+        """After admission, before rank 0's container: each rank's inputs on its node (a swarm's), its home
+        and its container."""
         job = self.current.job
         if job is None:
             return
@@ -84,8 +85,10 @@ class JobsMixin:
         )
         limit = getattr(self.current.home_limit, "bytes", None)
         for rank in job.ranks:
-            await self.run_blocking(self._rank_home, plan.restore_snapshot, rank, limit)
             with self._rank(rank):
+                await self.receive_inputs(plan, mounts)  # the snapshot and datasets on the rank's node
+                self.current.mounts = self.dataset_mounts(mounts)
+                await self.run_blocking(self._rank_home, plan.restore_snapshot, rank, limit)
                 rank.container_id = await self.start_rank_object()
             await self.run_blocking(self._note_rank, plan.execution_id, rank)
 
@@ -104,15 +107,17 @@ class JobsMixin:
 
     @contextlib.contextmanager
     def _rank(self, rank: Rank):
-        """While rank `rank`'s container is made: its node, home and GPUs stand for the server's own."""
-        saved = self.node, self.live_key, self.current.gpu_ids
+        """While rank `rank`'s container is made: its node, home, GPUs and dataset mounts stand for the
+        server's own."""
+        current = self.current
+        saved = self.node, self.live_key, current.gpu_ids, current.mounts
         self._as_rank = rank
-        self.node, self.live_key, self.current.gpu_ids = rank.node, rank.live_key, rank.gpu_ids
+        self.node, self.live_key, current.gpu_ids = rank.node, rank.live_key, rank.gpu_ids
         try:
             yield
         finally:
             self._as_rank = None
-            self.node, self.live_key, self.current.gpu_ids = saved
+            self.node, self.live_key, current.gpu_ids, current.mounts = saved
 
     def job_env(self, env: dict) -> dict:
         """`env` of a container of the current job: what its rank is told, and SSH to every rank."""
@@ -138,14 +143,20 @@ class JobsMixin:
 
     async def poll(self):
         status = await super().poll()
+        return await self.job_poll() if status is None else status
+
+    async def job_poll(self) -> int | None:
+        """1 (stopped) once a rank of the running job failed or vanished, its reason kept for the end;
+        None while every rank runs (or this is no job). An engine whose `poll` is its own ends with it."""
         # not while the hub waits for rank 0 to answer: a stop said then is taken for a failed start (and
         # JupyterHub 5's spawn_single_user asks a pending future for its exception); the next look says it
-        if status is None and self.current.job is not None and not self._spawn_pending:
-            failure = await self._failed_rank()
-            if failure is not None:  # the hub takes the server for stopped: its post-stop hook ends the job
-                self._job_failure = failure
-                return 1
-        return status
+        if self.current.job is None or self._spawn_pending:
+            return None
+        failure = await self._failed_rank()
+        if failure is None:
+            return None
+        self._job_failure = failure  # the hub takes the server for stopped: its post-stop hook ends the job
+        return 1
 
     async def _end_execution(self, execution_id, reason, detail, node) -> None:
         await self._end_ranks(execution_id)  # before rank 0's home is saved: the job has ended everywhere
@@ -178,12 +189,21 @@ class JobsMixin:
 
     async def _end_ranks(self, execution_id: int | None) -> None:
         """Remove every rank of a job that ended (its log kept first) and drop its home (blocking parts in
-        threads); nothing for a start that is no job. Safe to call twice."""
+        threads); nothing for a start that is no job. Safe to call twice. A rank that cannot be ended (its
+        node stopped answering) is logged and left: rank 0's home is saved all the same."""
         if execution_id is None:
             return
         ranks = await self.run_blocking(self._ranks_to_end, execution_id)
         for rank, node, container_id, live_key in ranks:
-            if container_id:
+            try:
+                await self._end_rank(execution_id, rank, node, container_id, live_key)
+            except Exception:
+                self.log.exception("Ending rank %s of execution %s (on %s) failed", rank, execution_id, node)
+
+    async def _end_rank(self, execution_id: int, rank: int, node: str | None, container_id, live_key: str) -> None:
+        if container_id:
+            running, code = await self.rank_object_state(container_id)
+            if running or code is not None:  # not lost: there is a log to keep (a lost rank's node has none)
                 path = tasks.log_path(self.execution_log_root, execution_id, rank)
                 try:
                     await self.run_blocking(
@@ -191,10 +211,10 @@ class JobsMixin:
                     )
                 except Exception:  # the log is a courtesy; the rank's removal is not
                     self.log.exception("Keeping the log of rank %s of execution %s failed", rank, execution_id)
-                code = await self.remove_rank_object(container_id)
-                await self.run_blocking(self._rank_ended, execution_id, rank, code)
-            if live_key:
-                await self.run_blocking(self._release_rank_home, node, live_key)
+            code = await self.remove_rank_object(container_id)
+            await self.run_blocking(self._rank_ended, execution_id, rank, code)
+        if live_key:
+            await self.run_blocking(self._release_rank_home, node, live_key)
 
     def _ranks_to_end(self, execution_id: int) -> list[tuple[int, str | None, str | None, str]]:
         from workspace.executions import Execution
@@ -215,7 +235,7 @@ class JobsMixin:
         with self.db.session() as s:
             jobs.note_end(s, execution_id, rank, code)
 
-    # -- the engine's (DockerWorkspaceSpawner) ------------------------------------------------------
+    # -- the engine's (DockerWorkspaceSpawner's containers, SwarmWorkspaceSpawner's services) ------------
 
     async def start_rank_object(self) -> str:
         """Make and start the container of `_as_rank`; its ID."""

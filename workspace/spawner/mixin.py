@@ -138,20 +138,6 @@ class WorkspaceMixin(
         config=True,
         help="The resource type of a start that names none (default: the first).",
     )
-    gpu_inventory = List(
-        Unicode(),
-        config=True,
-        help="""GPU device IDs of this node, when NVML cannot list them (e.g.
-        ["0", "1"]). Empty (the default): NVML's devices, or none.""",
-    )
-    gpu_device_mode = Unicode(
-        "device_requests",
-        config=True,
-        help="""How a container gets its GPUs: `device_requests` (Docker's
-        --gpus with the allocated device IDs; needs the NVIDIA container
-        toolkit) or `env` (only NVIDIA_VISIBLE_DEVICES, for a default nvidia
-        runtime that reads it).""",
-    )
     default_limits = Dict(
         {"cpu": 2, "memory": "4G", "pids": 1024, "home_files": 1_000_000},
         config=True,
@@ -175,7 +161,6 @@ class WorkspaceMixin(
         running at once; 0 for no limit. Runs past `max_running_per_user` or a type's per-user limit wait
         in the queue; this bounds how many wait. Administrators are not limited.""",
     )
-    queue_poll_interval = Float(2.0, config=True, help="Seconds between two looks at the queue while a start waits.")
     startup_slots = Int(
         0,
         config=True,
@@ -185,13 +170,6 @@ class WorkspaceMixin(
     )
     node_startup_slots = Dict(
         {}, config=True, help="""Start-ups at once of single nodes, {"node name": n}, over `startup_slots`."""
-    )
-    queue_timeout = Float(
-        24 * 3600,
-        config=True,
-        help="""The longest a start may wait in the queue (seconds). The wait
-        does not count against start_timeout, which bounds the start once
-        admitted.""",
     )
 
     execution_log_root = Unicode(
@@ -488,11 +466,11 @@ class WorkspaceMixin(
         db, current = self.db, self.current
         await self.run_blocking(lifecycle.transition, db, plan.execution_id, "pulling")
         await self.prepare_image()
+        await self.check_driver(plan)  # a GPU start's image and its nodes' NVIDIA drivers, before any restore
         await self.receive_inputs(plan, mounts)
-        store = self.execution_store
-        current.mounts = [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
+        current.mounts = self.dataset_mounts(mounts)
         await self._restore(plan)
-        await self._start_ranks(plan)  # a job's other ranks first: rank 0's command finds them
+        await self._start_ranks(plan, mounts)  # a job's other ranks first: rank 0's command finds them
         await self._drop_checkpoint()  # a run from `now`: its home holds it now
         result = await super().start()
         ssh_address = await self.ssh_address(result)

@@ -19,8 +19,12 @@ import asyncio
 import os
 import time
 
+from traitlets import Dict, Float, List, Unicode
+from traitlets.config import LoggingConfigurable
+
 from workspace import lifecycle
 from workspace.errors import UserError
+from workspace.images import cuda
 from workspace.limits import queue, resource_types
 from workspace.prewarm import assignment
 from workspace.store import nodes
@@ -56,8 +60,38 @@ class Turns:
 TURNS = Turns()
 
 
-class PlacementMixin:
-    """The node of a start, and its wait in the queue (mixed into WorkspaceMixin)."""
+class PlacementMixin(LoggingConfigurable):
+    """The node of a start, its GPUs and its wait in the queue (mixed into WorkspaceMixin)."""
+
+    gpu_inventory = List(
+        Unicode(),
+        config=True,
+        help="""GPU device IDs of this node, when NVML cannot list them (e.g.
+        ["0", "1"]). Empty (the default): NVML's devices, or none.""",
+    )
+    gpu_driver = Dict(
+        config=True,
+        help="""This node's NVIDIA driver, when NVML cannot be read here (the hub in
+        a container): {"version": "535.104.05", "cuda": "12.2"}. Empty (the
+        default): NVML's. A GPU start whose image needs a newer driver is
+        refused before its restore (workspace/images/cuda.py).""",
+    )
+    gpu_device_mode = Unicode(
+        "device_requests",
+        config=True,
+        help="""How a container gets its GPUs: `device_requests` (Docker's
+        --gpus with the allocated device IDs; needs the NVIDIA container
+        toolkit) or `env` (only NVIDIA_VISIBLE_DEVICES, for a default nvidia
+        runtime that reads it).""",
+    )
+    queue_poll_interval = Float(2.0, config=True, help="Seconds between two looks at the queue while a start waits.")
+    queue_timeout = Float(
+        24 * 3600,
+        config=True,
+        help="""The longest a start may wait in the queue (seconds). The wait
+        does not count against start_timeout, which bounds the start once
+        admitted.""",
+    )
 
     async def _choose_node(self, plan, rtype: resource_types.ResourceType | None) -> str:
         """The node this start runs on, chosen by admission before its home is restored (the home is
@@ -150,9 +184,31 @@ class PlacementMixin:
 
     @classmethod
     def engine_nodes(cls, options) -> list[Node]:
-        """The nodes this engine places starts on (blocking): here, this host with its GPUs.
-        `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
-        return [Node(queue.node_name(), gpus=queue.gpu_inventory(options.gpu_inventory), cpus=os.cpu_count() or 1)]
+        """The nodes this engine places starts on (blocking): here, this host with its GPUs and their
+        driver. `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
+        gpus = queue.gpu_inventory(options.gpu_inventory)
+        configured = getattr(options, "gpu_driver", None) or {}
+        found = cuda.local_driver() if gpus and not configured else None
+        driver = configured.get("version", found.version if found else "")
+        supported = configured.get("cuda", found.cuda if found else "")
+        return [Node(queue.node_name(), gpus=gpus, cpus=os.cpu_count() or 1, driver=driver, cuda=supported)]
+
+    async def check_driver(self, plan) -> None:
+        """A GPU start (each rank of a job) is refused, before anything is restored, when a node it was
+        placed on has an NVIDIA driver too old for the image's CUDA runtime (images/cuda.py)."""
+        if not self.current.gpu_ids:
+            return
+        (info,) = await self.run_blocking(self.describe_images, self, [self.image_refs().get(self.image, self.image)])
+        image_cuda = (info.get("versions") or {}).get("cuda")
+        if not image_cuda:
+            return
+        known = {n.name: n for n in await self.run_blocking(self.cluster_nodes)}
+        ranks = await self.run_blocking(self._placed_ranks, plan.execution_id)
+        for name in dict.fromkeys([self.node, *(node for _, node, gpus in ranks if gpus)]):
+            node = known.get(name)
+            driver = cuda.Driver(node.driver, node.cuda) if node is not None and node.cuda else None
+            if driver is not None and not cuda.runs_on(image_cuda, driver):
+                raise cuda.refusal(self.image, image_cuda, name, driver)  # the start fails with it, nothing restored
 
     def cluster_nodes(self) -> list[Node]:
         return self.engine_nodes(self)

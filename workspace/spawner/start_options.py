@@ -12,6 +12,7 @@ from workspace.caller import Caller
 from workspace.errors import UserError
 from workspace.executions import find_workspace
 from workspace.images import catalog as image_catalog
+from workspace.images import cuda as image_cuda
 
 
 class StartOptionsMixin:
@@ -25,17 +26,19 @@ class StartOptionsMixin:
         types = self.parsed_resource_types()
         await self.load_user_images()
         images = self.image_choices()
+        nodes = await self.run_blocking(self.cluster_nodes) if types else []
+        drivers = image_cuda.drivers_by_type(types, nodes)
         return await self.run_blocking(
             spawnform.page_form,
             self.db,
             caller,
             self.name,
             types=types,
-            nodes=await self.run_blocking(self.cluster_nodes) if types else [],
+            nodes=nodes,
             images=images,
             image=self.site_image,
             default_type=self.default_resource_type,
-            image_labels=await self.run_blocking(self.image_labels, images) if len(images) > 1 else None,
+            image_labels=await self.run_blocking(self.image_labels, images, drivers) if len(images) > 1 else None,
             image_refs=self.image_refs() or {i: i for i in images},
             locale=self.locale,
         )
@@ -51,10 +54,11 @@ class StartOptionsMixin:
         """{name a user chooses: the engine's image} where the two differ (engine-specific)."""
         return {}
 
-    def image_labels(self, images: list[str]) -> dict[str, str]:
-        """{image: its size and versions} for a form (blocking)."""
+    def image_labels(self, images: list[str], drivers=None) -> dict[str, str]:
+        """{image: its size and versions} for a form, marked where a GPU type's nodes cannot run its CUDA
+        (`drivers`: images.cuda.drivers_by_type) (blocking)."""
         return image_catalog.labels(
-            lambda names: self.describe_images(self, names), images, self.image_refs(), locale=self.locale
+            lambda names: self.describe_images(self, names), images, self.image_refs(), self.locale, drivers
         )
 
     @classmethod

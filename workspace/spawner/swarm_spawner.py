@@ -77,14 +77,11 @@ def published_port(task: dict, target: int) -> int | None:
 class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawner):
     """A workspace as a Swarm service on one of the swarm's nodes; every `c.DockerWorkspaceSpawner`
     option applies too, and `client_kwargs` names the manager (WORKSPACE_SWARM_MANAGER sets both the
-    class and it). A job's ranks as services on their nodes are not made yet (#31): its starts refuse
-    jobs with a sentence (`runs_jobs`).
+    class and it). A job's other ranks are services too, each on the node admission placed it on.
 
     See docs/swarm.md: nodes are labelled `workspace.store` (required), `workspace.gpus` and
     `workspace.gpu-model`.
     """
-
-    runs_jobs = False  # a job's ranks as services on their nodes: the next step of #31
 
     # the service builds users' images on the hub's own engine; the nodes do not have them (docs/images.md)
     offers_user_images = False
@@ -231,11 +228,16 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
 
     async def create_object(self):
         node = self.node
-        self.emit_progress(70, self.localized("Creating the workspace's service on {node}", node=node))
+        if self._as_rank is None:
+            said = self.localized("Creating the workspace's service on {node}", node=node)
+        else:
+            said = self.localized("Creating the service of rank {rank} on {node}", rank=self._as_rank.rank, node=node)
+        self.emit_progress(70, said)
         # sshd's port is published on the node (host mode, as the server's): the gateway's connections come
         # from the hub's machine as the node sees it, and its key is accepted from there only
         gateway_from = await self.run_blocking(self.gateway_from, node)
         self.current.ssh_env = await self.run_blocking(self.ssh_environment, gateway_from, self.owner_networks)
+        alias = self.job_alias()
         container = dict(
             image=self.current.image_id or self.image,
             env=self.get_env(),
@@ -248,6 +250,8 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
             cap_drop=["ALL"],  # the student runs any code here
             **self.extra_container_spec,
         )
+        if self.current.job is not None:  # a job's rank is its name to itself too (mpirun tells hosts by name)
+            container["hostname"] = alias
         resources = Resources(
             cpu_limit=int(self.cpu_limit * 1e9) if self.cpu_limit else None,
             mem_limit=self.mem_limit,
@@ -261,25 +265,32 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
             # a dead server ends its execution (saved, `lost`); the swarm must not start another
             restart_policy=RestartPolicy(condition="none"),
             placement=Placement(constraints=[f"node.hostname=={node}"], **self.extra_placement_spec),
-            networks=await self._networks(),
+            networks=await self._networks(alias),
             # the log is read from the engine: bounded while it runs (the hub keeps its tail at the end)
             log_driver=DriverConfig(
                 "json-file", {"max-size": str(max(1 << 20, self.execution_log_limit)), "max-file": "2"}
             ),
             **self.extra_task_spec,
         )
-        ports = [{"Protocol": "tcp", "TargetPort": self.port, "PublishMode": "host"}]
-        if self.current.ssh_env:
-            ports.append({"Protocol": "tcp", "TargetPort": ssh_identities.WORKSPACE_PORT, "PublishMode": "host"})
-        endpoint = EndpointSpec(mode="dnsrr", ports=ports, **self.extra_endpoint_spec)
+        endpoint = EndpointSpec(mode="dnsrr", ports=self._published_ports(), **self.extra_endpoint_spec)
         return await self.docker(
             "create_service",
             task_template=task,
             endpoint_spec=endpoint,
-            name=self.service_name,
+            name=self.container_name,  # the service's name, with `-rK` for a job's rank K
             labels=self.container_labels(),
             **self.extra_create_kwargs,
         )
+
+    def _published_ports(self) -> list[dict]:
+        """The server's port and sshd's, published on the node (host mode); none for a job's other ranks,
+        which are reached on the owner's overlay only."""
+        if self._as_rank is not None:
+            return []
+        ports = [{"Protocol": "tcp", "TargetPort": self.port, "PublishMode": "host"}]
+        if self.current.ssh_env:
+            ports.append({"Protocol": "tcp", "TargetPort": ssh_identities.WORKSPACE_PORT, "PublishMode": "host"})
+        return ports
 
     def _scratch_mounts(self) -> list:
         """The scratch tmpfs volumes of a read-only root (see DockerWorkspaceSpawner.read_only_root)."""
@@ -291,10 +302,10 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
     def _default_extra_create_kwargs(self):
         return {}  # a service's (the Docker spawner's default is a container's networking)
 
-    async def _networks(self) -> list:
+    async def _networks(self, alias: str) -> list:
         """The owner's overlay (their workspaces reach each other on any node, nobody else's: the tasks
-        would otherwise share their node's default bridge with every other owner's), where the workspace's
-        name is its address (`ssh thesis`), and `service_networks`."""
+        would otherwise share their node's default bridge with every other owner's), where `alias` (the
+        workspace's name, a job's rank's `name-rK`) is its address (`ssh thesis`), and `service_networks`."""
         nets: list = list(self.service_networks)
         if self.owner_networks:
             own = await self.run_blocking(
@@ -306,7 +317,7 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
                 self.owner_network_prefix,
                 "overlay",
             )
-            nets.insert(0, NetworkAttachmentConfig(own, aliases=[self.name] if self.name else None))
+            nets.insert(0, NetworkAttachmentConfig(own, aliases=[alias] if self.name else None))
         return nets
 
     def gateway_from(self, node: str) -> str:
@@ -324,27 +335,69 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
         return source
 
     async def start_object(self):
-        """Wait until the service's task runs on its node (dockerspawner backs off to 11 s; a start
-        waits for it, so look often), or fail with the task's own error."""
+        """Wait until the service's task runs on its node, or fail with the task's own error."""
         self.emit_progress(80, self.localized("Starting the workspace on {node}", node=self.node))
+        await self._task_running(self.get_task, self.service_name)
+
+    async def _task_running(self, find_task, service: str) -> None:
+        """Wait until the task `find_task()` says runs (dockerspawner backs off to 11 s; a start waits for
+        it, so look often), or fail with the task's own error."""
         delay, made = 0.2, time.monotonic()
         while True:
-            task = await self.get_task()
+            task = await find_task()
             if task is None:
                 # the manager makes a new service's task a moment after the service (longer when busy)
                 if time.monotonic() - made < self.task_appear_timeout:
                     await asyncio.sleep(delay)
                     delay = min(delay * 1.5, 1.0)
                     continue
-                raise RuntimeError(f"The service {self.service_name} got no task in {self.task_appear_timeout:g} s.")
+                raise RuntimeError(f"The service {service} got no task in {self.task_appear_timeout:g} s.")
             status = task["Status"]
             state = status["State"]
             if state == "running":
                 return
             if state not in PENDING_STATES:
-                raise RuntimeError(f"The workspace's task on {self.node} is {state}: {status.get('Err') or status}")
+                raise RuntimeError(f"The task of {service} on {self.node} is {state}: {status.get('Err') or status}")
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 1.0)
+
+    # -- a job's ranks (#31, spawner/jobs.py): a service each, on the node admission placed it on ----------
+
+    async def start_rank_object(self) -> str:
+        service = (await self.create_object())["ID"]
+        await self._task_running(lambda: self._service_task(service), self.container_name)
+        return service
+
+    async def _service_task(self, service_id: str) -> dict | None:
+        """The task of a rank's service (it has one: no restarts); None before the manager made it or once
+        the service is gone."""
+        try:
+            tasks = await self.docker("tasks", filters={"service": service_id})
+        except docker.errors.NotFound:
+            return None
+        return max(tasks, key=lambda t: t.get("CreatedAt", ""), default=None)
+
+    async def rank_object_state(self, container_id: str) -> tuple[bool, int | None]:
+        try:
+            task = await self._service_task(container_id)
+        except docker.errors.DockerException as e:
+            self.log.warning("Could not ask the manager about a rank of %s: %s", self._log_name, e)
+            return True, None  # a manager that does not answer is no proof the rank ended
+        if task is None:
+            return False, None
+        status = task["Status"]
+        if status["State"] == "running" or status["State"] in PENDING_STATES:
+            return await self._node_up(task), None  # its node stopped answering: the rank is lost
+        return False, (status.get("ContainerStatus") or {}).get("ExitCode")
+
+    async def remove_rank_object(self, container_id: str) -> int | None:
+        running, code = await self.rank_object_state(container_id)
+        await self._scale_to_zero(container_id)
+        try:
+            await self.docker("remove_service", container_id)
+        except docker.errors.NotFound:
+            pass
+        return None if running else code
 
     async def get_ip_and_port(self):
         node = await self.run_blocking(self.cluster_node, self.node)
@@ -393,7 +446,9 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
             return 0
         state = task["Status"]["State"]
         if state == "running" or state in PENDING_STATES:
-            return None if await self._node_up(task) else f"node {self.node} lost"
+            if not await self._node_up(task):
+                return f"node {self.node} lost"
+            return await self.job_poll()  # a rank of its job that failed or was lost ends it
         return state
 
     @staticmethod
@@ -445,29 +500,33 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
     async def stop_object(self):
         """Stop the task before its service is removed, so that its home is saved after the last write
         (removing a service stops its container later, on its node): scale to 0 and wait."""
-        if not self.object_id:
-            return
+        if self.object_id:
+            await self._scale_to_zero(self.object_id)
+
+    async def _scale_to_zero(self, service_id: str) -> None:
+        """Stop a service's task and wait (at most 30 s) until it no longer runs: its last write is in its
+        home before the home is saved, its last line in its log."""
         try:
-            task = await self.get_task()
+            task = await self._service_task(service_id)
             if task is None or task["Status"]["State"] not in PENDING_STATES | {"running"}:
                 return
             if not await self._node_up(task):
                 return  # nothing answers there; its home is saved as it is
-            service = await self.docker("inspect_service", self.object_id)
+            service = await self.docker("inspect_service", service_id)
             await self.docker(
                 "update_service",
-                self.object_id,
+                service_id,
                 service["Version"]["Index"],
                 mode=ServiceMode("replicated", replicas=0),
                 fetch_current_spec=True,
             )
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
-                tasks = await self.docker("tasks", filters={"service": self.object_id})
+                tasks = await self.docker("tasks", filters={"service": service_id})
                 if all(t["Status"]["State"] not in PENDING_STATES | {"running"} for t in tasks):
                     return
                 await asyncio.sleep(0.2)
-            self.log.warning("The task of %s did not stop in 30 s; removing its service", self._log_name)
+            self.log.warning("A task of %s did not stop in 30 s; removing its service", self._log_name)
         except docker.errors.NotFound:
             return
 

@@ -12,6 +12,9 @@ with what the administrator labelled them with:
     workspace.engine      the node's own Docker engine as the hub reaches it, where images are copied
                           into nodes rather than pulled from a registry (`make cluster-up`'s nodes): a
                           course's pre-warm loads its image there (workspace/prewarm/)
+    workspace.nvidia-driver  its NVIDIA driver's version ("535.104.05"), and
+    workspace.cuda        the highest CUDA that driver supports ("12.2"): a GPU start of an image whose
+                          CUDA runtime needs a newer driver is refused before its restore (images/cuda.py)
 
 Admission places starts by these (workspace/limits/queue.py); the admin page shows
 them with their free GPUs.
@@ -27,6 +30,7 @@ from typing import Callable
 log = logging.getLogger("workspace.nodes")
 STORE_LABEL, GPUS_LABEL, MODEL_LABEL = "workspace.store", "workspace.gpus", "workspace.gpu-model"
 AGENT_LABEL, ENGINE_LABEL = "workspace.store-agent", "workspace.engine"
+DRIVER_LABEL, CUDA_LABEL = "workspace.nvidia-driver", "workspace.cuda"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class Node:
     active: bool = True  # takes new work (an admin may pause or drain it)
     cpus: float = 0.0  # its cores (0: unknown), which size how many workspaces it brings up at once
     engine: str = ""  # its own Docker engine's URL, where images are loaded into it ("": it pulls them itself)
+    driver: str = ""  # its NVIDIA driver's version ("": none known)
+    cuda: str = ""  # the highest CUDA its driver supports ("12.2"; "": none known)
 
     @property
     def state(self) -> str:
@@ -76,6 +82,8 @@ def parse_swarm(listing: list[dict]) -> list[Node]:
                 active=spec.get("Availability", "active") == "active",
                 cpus=(attrs["Description"].get("Resources") or {}).get("NanoCPUs", 0) / 1e9,
                 engine=labels.get(ENGINE_LABEL, ""),
+                driver=labels.get(DRIVER_LABEL, ""),
+                cuda=labels.get(CUDA_LABEL, ""),
             )
         )
     return nodes

@@ -96,6 +96,7 @@ def test_datasets_from_outputs_shared_and_mounted_read_only(hub: Hub):
     assert code != 0 and b"Read-only file system" in written, written
     (ex,) = hub.executions(student, "hw")
     assert ex["datasets"] == [{"mount": "/input0", "ref": "prof/mnist:1"}, {"mount": "/input1", "ref": "prof/labels:1"}]
+    file_browser_shows_the_datasets_read_only(hub, student, "hw", student_token)
 
     # a mounted version cannot be deleted
     r = api(hub, "DELETE", "/datasets/prof/mnist/versions/1", prof_token)
@@ -112,6 +113,35 @@ def test_datasets_from_outputs_shared_and_mounted_read_only(hub: Hub):
     assert api(hub, "GET", "/datasets/prof/labels", outsider_token).status_code == 404
     r = api(hub, "POST", "/datasets/prof/labels/shares", student_token, json={"user": outsider})
     assert r.status_code == 403 and "Only prof can change" in r.json()["message"], r.text
+
+
+def file_browser_shows_the_datasets_read_only(hub: Hub, user: str, ws: str, token: str) -> None:
+    """#32: JupyterLab's file browser (the contents API) lists the mounted datasets beside the home's files,
+    reads them, refuses every write there with a sentence, copies from them, and never leaves the mount."""
+    contents, auth = f"{hub.url}/user/{user}/{ws}/api/contents", {"Authorization": f"token {token}"}
+    top = {c["name"]: c for c in requests.get(contents, headers=auth, timeout=30).json()["content"]}
+    assert top["input0"]["type"] == "directory" and top["input0"]["writable"] is False, top
+    assert "input1" in top and "input2" not in top, top  # only what is mounted
+    inside = requests.get(f"{contents}/input0", headers=auth, timeout=30).json()
+    assert [c["name"] for c in inside["content"]] == ["train.bin"], inside
+    r = requests.get(f"{contents}/input1/names.csv?content=1&format=text", headers=auth, timeout=30)
+    assert r.status_code == 200 and r.json()["content"] == "cat,dog\n", r.text
+    for method, path, body in [
+        ("PUT", "input0/mine.txt", {"type": "file", "format": "text", "content": "x"}),
+        ("DELETE", "input0/train.bin", None),
+        ("PATCH", "input1/names.csv", {"path": "names.csv"}),
+        ("DELETE", "input1", None),
+    ]:
+        r = requests.request(method, f"{contents}/{path}", headers=auth, json=body, timeout=30)
+        assert r.status_code == 403 and "read-only" in r.json()["message"], (method, path, r.text)
+    # attack: never above the mount, whatever the path says
+    for path in ("input0/../../etc/passwd", "input0/%2E%2E/%2E%2E/etc/passwd", "input0/..%2F..%2Fetc/passwd"):
+        r = requests.get(f"{contents}/{path}?content=1", headers=auth, timeout=30)
+        assert r.status_code in (400, 404) and "root:" not in r.text, (path, r.status_code, r.text[:200])
+    # a copy into the home is the home's (writable), and is saved with it
+    r = requests.post(contents, headers=auth, json={"copy_from": "input1/names.csv"}, timeout=30)
+    assert r.status_code == 201 and r.json()["path"] == "names.csv" and r.json()["writable"], r.text
+    assert hub.sh(user, ws, "cat ~/names.csv; ls -A ~ | grep -c '^input' || true") == "cat,dog\n0\n"
 
 
 def test_version_rules(hub: Hub):

@@ -1,6 +1,8 @@
 """Framework images (#18): the scientific image in use (a notebook imports numpy, pandas and sklearn), the
 images' sizes and versions on the API and the spawn form, TensorBoard through the server's proxy; the
-pytorch image wherever it is built."""
+pytorch, tensorflow and paddle images wherever they are built (a site builds them by choice; CI builds the
+default `base,scientific`, so these skip there: `WORKSPACE_BUILD_IMAGES=base,scientific,tensorflow,paddle make
+images`, then `pytest tests/integration/test_framework_images.py -k framework`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from .hub import Hub
 
 SCIENTIFIC = "workspace-scientific:latest"
 PYTORCH = "workspace-pytorch:latest"
+TENSORFLOW = "workspace-tensorflow:latest"
+PADDLE = "workspace-paddle:latest"
 
 NOTEBOOK = {
     "cells": [
@@ -116,3 +120,32 @@ def test_the_pytorch_image_runs_a_tensor_op_on_the_cpu(docker_client):
         user="1000",
     ).decode()
     assert out.startswith("ok 262144.0"), out
+
+
+@pytest.mark.optional_image
+@pytest.mark.parametrize(
+    "image, code, expected",
+    [
+        (
+            TENSORFLOW,
+            "import tensorflow as tf; x = tf.ones((64, 64)); print('ok', float(tf.reduce_sum(x @ x)))",
+            "ok 262144.0",
+        ),
+        (
+            PADDLE,
+            "import paddle; x = paddle.ones([64, 64]); print('ok', float(paddle.matmul(x, x).sum()))",
+            "ok 262144.0",
+        ),
+    ],
+)
+def test_a_framework_image_computes_on_the_cpu_and_says_its_versions(docker_client, image, code, expected):
+    """Wherever the image is built; on a GPU machine tests/device/check_gpu.py checks the GPU."""
+    try:
+        found = docker_client.images.get(image)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{image} is not built here (WORKSPACE_BUILD_IMAGES=...,{image.split('-')[1].split(':')[0]})")
+    versions = json.loads(found.labels["workspace.versions"])
+    framework = "tensorflow" if image == TENSORFLOW else "paddlepaddle"
+    assert versions.get(framework) and versions.get("python"), versions  # what the forms and the API show
+    out = docker_client.containers.run(image, ["python", "-c", code], remove=True, user="1000").decode()
+    assert expected in out, out

@@ -212,3 +212,70 @@ def test_up_refuses_a_port_in_use(hub: Hub, tmp_path):
         deploy.start_hub(settings)
     assert f"Port {hub.env['WORKSPACE_PORT']} on 127.0.0.1 is already in use" in str(err.value)
     assert "WORKSPACE_PORT=<port> make up" in str(err.value)
+
+
+async def kernel_run(base: str, kernel: str, token: str, code: str, timeout: float = 60) -> str:
+    """Run `code` in a kernel over its websocket (the Jupyter protocol's JSON); its printed output."""
+    url = base.replace("http://", "ws://") + f"/api/kernels/{kernel}/channels"
+    msg_id = f"run-{time.monotonic_ns()}"
+    request = {
+        "header": {
+            "msg_id": msg_id,
+            "msg_type": "execute_request",
+            "username": "test",
+            "session": "s",
+            "version": "5.3",
+        },
+        "parent_header": {},
+        "metadata": {},
+        "content": {
+            "code": code,
+            "silent": False,
+            "store_history": False,
+            "user_expressions": {},
+            "allow_stdin": False,
+        },
+        "channel": "shell",
+        "buffers": [],
+    }
+    out = []
+    async with websockets.connect(url, additional_headers={"Authorization": f"token {token}"}) as ws:
+        await ws.send(json.dumps(request))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = json.loads(await asyncio.wait_for(ws.recv(), deadline - time.monotonic()))
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind = msg["header"]["msg_type"]
+            if kind == "stream":
+                out.append(msg["content"]["text"])
+            elif kind == "error":
+                out.append("\n".join(msg["content"]["traceback"]))
+            elif kind == "status" and msg["content"]["execution_state"] == "idle":
+                break
+    return "".join(out)
+
+
+def test_a_venv_in_the_home_is_a_kernel_by_itself_and_stays_one(hub: Hub):
+    """#32: `python -m venv ~/envs/NAME` makes a launcher kernel "Python (NAME)" that runs the venv's Python
+    with the venv's packages first (it need not install ipykernel), and is there again after a restart."""
+    user, server = "vera", "envs"
+    token = hub.user_token(user)
+    auth = {"Authorization": f"token {token}"}
+    spawn_ready(hub, user, server, token)
+    hub.sh(user, server, "python -m venv ~/envs/nlp && echo 'X = 42' > ~/envs/nlp/lib/python3.11/site-packages/mark.py")
+    base = f"{hub.url}/user/{user}/{server}"
+    for attempt in ("first", "after a restart"):
+        specs = requests.get(f"{base}/api/kernelspecs", headers=auth, timeout=30).json()["kernelspecs"]
+        assert specs["venv-nlp"]["spec"]["display_name"] == "Python (nlp)", (attempt, list(specs))
+        assert "python3" in specs  # the image's own kernel stays
+        r = requests.post(f"{base}/api/kernels", headers=auth, json={"name": "venv-nlp"}, timeout=60)
+        assert r.status_code == 201, r.text
+        code = "import sys, mark, ipykernel; print(sys.prefix, mark.X, ipykernel.__file__.startswith(sys.prefix))"
+        said = asyncio.run(kernel_run(base, r.json()["id"], token, code))
+        # the venv's Python and packages; ipykernel from the image's environment, after them
+        assert said.split() == ["/openbayes/home/envs/nlp", "42", "False"], said
+        requests.delete(f"{base}/api/kernels/{r.json()['id']}", headers=auth, timeout=30)
+        hub.stop_workspace(user, server, token)  # its home saved, venv and all
+        if attempt == "first":
+            spawn_ready(hub, user, server, token)

@@ -16,7 +16,19 @@ from workspace.images import cuda
 
 CACHE_SECONDS = 60.0
 # what a form's label names, in this order, where the image has it
-SHOWN = ("python", "cuda", "torch", "torchvision", "numpy", "pandas", "scikit-learn", "jupyterlab")
+SHOWN = (
+    "python",
+    "cuda",
+    "torch",
+    "torchvision",
+    "tensorflow",
+    "paddlepaddle",
+    "paddlepaddle-gpu",
+    "numpy",
+    "pandas",
+    "scikit-learn",
+    "jupyterlab",
+)
 _cache: dict[str, tuple[float, dict]] = {}
 _lock = threading.Lock()
 
@@ -63,7 +75,14 @@ def label(info: dict, locale: str = "en") -> str:
     if info.get("size"):
         parts.append(f"{info['size'] / 1e9:.1f} GB")
     versions = info.get("versions") or {}
-    names = {"python": "Python", "cuda": "CUDA", "jupyterlab": "JupyterLab"}
+    names = {
+        "python": "Python",
+        "cuda": "CUDA",
+        "jupyterlab": "JupyterLab",
+        "tensorflow": "TensorFlow",
+        "paddlepaddle": "PaddlePaddle",
+        "paddlepaddle-gpu": "PaddlePaddle",
+    }
     shown = [f"{names.get(k, k)} {versions[k]}" for k in SHOWN if versions.get(k)]
     if shown:
         parts.append(", ".join(shown))

@@ -13,7 +13,8 @@ def v(name):
     except m.PackageNotFoundError:
         return None
 out = {"python": platform.python_version()}
-for name in ("jupyterlab", "numpy", "pandas", "scikit-learn", "matplotlib", "torch", "torchvision", "tensorboard"):
+for name in ("jupyterlab", "numpy", "pandas", "scikit-learn", "matplotlib", "torch", "torchvision", "tensorboard",
+             "tensorflow", "paddlepaddle", "paddlepaddle-gpu"):
     if v(name):
         out[name] = v(name)
 cuda = v("nvidia-cuda-runtime") or v("nvidia-cuda-runtime-cu12") or v("nvidia-cuda-runtime-cu11")

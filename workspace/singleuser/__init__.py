@@ -10,6 +10,9 @@ A Jupyter server extension, enabled in the image's jupyter_server_config.py:
 - `GET/POST/DELETE api/workspace/notices`  warnings to the user (a coming
   cull): shown by the JupyterLab plugin and written to open terminals.
 
+Beside the extension, `contents.WorkspaceContentsManager` (set in the image's jupyter_server_config.py)
+shows the mounted datasets in the file browser, read-only.
+
 Only `workspace/__init__.py`, `workspace/usage.py` and this package are copied
 into the image: nothing here may import the hub side of the project.
 """

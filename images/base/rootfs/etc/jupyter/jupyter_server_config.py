@@ -14,6 +14,12 @@ c.LabApp.extension_manager = "readonly"
 # The workspace extension (workspace/singleuser, copied into the image by the
 # builder: activity for the idle culler, usage, notices before a cull) is
 # enabled in jupyter_server_config.d/workspace.json, next to the others.
+# The file browser shows the datasets mounted at /input0../input4 as read-only folders at the top of the
+# home (workspace/singleuser/contents.py), without a link in the home.
+c.ServerApp.contents_manager_class = "workspace.singleuser.contents.WorkspaceContentsManager"
+# Each venv under ~/envs is a kernel of the launcher by itself (workspace/singleuser/kernels.py).
+c.ServerApp.kernel_spec_manager_class = "workspace.singleuser.kernels.WorkspaceKernelSpecManager"
+
 # jupyter-resource-usage shows memory and, with this, CPU in the status bar
 # (the workspace plugin adds the GPUs).
 c.ResourceUseDisplay.track_cpu_percent = True

@@ -193,15 +193,25 @@ def translate(text: str, bases: dict[str, str], context: set[str] | None = None)
     the caller may build from ({name: engine ref}); `context`: the names in the build's context."""
     if len(text.encode()) > MAX_DOCKERFILE:
         raise UserError(400, "The Dockerfile is larger than {kb} KB.", kb=MAX_DOCKERFILE // 1024)
-    context = context or set()
-    parsed = DockerfileParser(fileobj=io.BytesIO(text.encode()))
-    instructions = [i for i in parsed.structure if i["instruction"] != "COMMENT"]
-    base, lines = None, []
-    env: dict[str, str] = {}
-    labels: dict[str, str] = {}
-    user, steps = "root", 0
-    for ins in instructions:
-        kind, value, line = ins["instruction"], ins["value"], ins["startline"] + 1
+    reader = _Reader(bases, context or set())
+    for ins in DockerfileParser(fileobj=io.BytesIO(text.encode())).structure:
+        if ins["instruction"] != "COMMENT":
+            reader.read(ins["instruction"], ins["value"], ins["startline"] + 1)
+    return reader.translation()
+
+
+class _Reader:
+    """The Dockerfile's instructions in order, each appended to the script (translate)."""
+
+    def __init__(self, bases: dict[str, str], context: set[str]):
+        self.bases, self.context = bases, context
+        self.base: str | None = None
+        self.lines: list[str] = []
+        self.env: dict[str, str] = {}
+        self.labels: dict[str, str] = {}
+        self.user, self.steps = "root", 0
+
+    def read(self, kind: str, value: str, line: int) -> None:
         if kind not in SUPPORTED:
             raise UserError(
                 400,
@@ -211,84 +221,99 @@ def translate(text: str, bases: dict[str, str], context: set[str] | None = None)
                 supported=", ".join(SUPPORTED),
             )
         if kind == "FROM":
-            if base is not None:
-                raise UserError(
-                    400,
-                    "Line {line} of the Dockerfile: a second FROM (a build of several stages) is not supported here.",
-                    line=line,
-                )
-            name = value.split()[0] if value.split() else ""
-            if name not in bases:
-                raise UserError(
-                    400,
-                    "Line {line} of the Dockerfile: FROM {image} is not an image you may build from: {offered}.",
-                    line=line,
-                    image=name or "(nothing)",
-                    offered=", ".join(sorted(bases)) or "none",
-                )
-            base = name
-            continue
-        if base is None and kind != "ARG":
+            return self.from_(value, line)
+        if self.base is None and kind != "ARG":
             raise UserError(
                 400,
                 "Line {line} of the Dockerfile: a Dockerfile begins with FROM (an ARG may come before it).",
                 line=line,
             )
         if kind == "RUN":
-            command = _exec_or_shell(value)
-            steps += 1
-            lines.append(f"echo {shlex.quote(f'[image] RUN (line {line}): {command[:120]}')}")
-            run = f"bash -euo pipefail -c {shlex.quote(command)}"
-            lines.append(run if user == "root" else f"runuser -u {shlex.quote(user)} -- {run}")
+            self.run(value, line)
         elif kind in ("COPY", "ADD"):
             flags, words = _flags(value, line, ("chown", "chmod"))
-            steps += 1
-            lines.append(f"echo {shlex.quote(f'[image] {kind} (line {line})')}")
-            lines.extend(_copy(flags, words, line, context, add=kind == "ADD"))
+            self.steps += 1
+            self.lines.append(f"echo {shlex.quote(f'[image] {kind} (line {line})')}")
+            self.lines.extend(_copy(flags, words, line, self.context, add=kind == "ADD"))
         elif kind in ("ENV", "ARG"):
-            if kind == "ARG":
-                name, sep, default = value.strip().partition("=")
-                pairs = {name: default} if sep else {name: ""}
-            else:
-                pairs = _pairs(value, line, "ENV")
-            for key, val in pairs.items():
-                if not NAME.match(key):
-                    raise UserError(
-                        400, "Line {line} of the Dockerfile: “{name}” is not a variable name.", line=line, name=key
-                    )
-                lines.append(f"export {key}={_quote(val)}")
-                if kind == "ENV":
-                    env[key] = val
+            self.variables(kind, value, line)
         elif kind == "WORKDIR":
-            lines.append(f"mkdir -p {_quote(value)} && cd {_quote(value)}")
-            labels["workspace.dockerfile.workdir"] = value
+            self.lines.append(f"mkdir -p {_quote(value)} && cd {_quote(value)}")
+            self.labels["workspace.dockerfile.workdir"] = value
         elif kind == "USER":
-            user = value.split(":")[0].strip() or "root"
-            if not re.fullmatch(r"[A-Za-z0-9_.-]+", user):
-                raise UserError(
-                    400,
-                    "Line {line} of the Dockerfile: USER takes a user name or number, not “{user}”.",
-                    line=line,
-                    user=value,
-                )
-            labels["workspace.dockerfile.user"] = value
+            self.user_(value, line)
         elif kind == "LABEL":
-            for key, val in _pairs(value, line, "LABEL").items():
-                if key.startswith("workspace."):
-                    raise UserError(
-                        400,
-                        "Line {line} of the Dockerfile: labels named workspace.* are the platform's own.",
-                        line=line,
-                    )
-                labels[key] = val
+            self.label(value, line)
         else:  # EXPOSE, CMD, ENTRYPOINT: recorded; the image starts as a workspace
-            labels[f"workspace.dockerfile.{kind.lower()}"] = value
-    if base is None:
-        raise UserError(400, "The Dockerfile has no FROM line: name the image to build from.")
-    if not steps:
-        raise UserError(400, "The Dockerfile adds nothing to {image}: give it a RUN, COPY or ADD.", image=base)
-    script = [FETCH, *lines]
-    return Translation(base=base, script="\n".join(script) + "\n", env=env, labels=labels, steps=steps)
+            self.labels[f"workspace.dockerfile.{kind.lower()}"] = value
+
+    def from_(self, value: str, line: int) -> None:
+        if self.base is not None:
+            raise UserError(
+                400,
+                "Line {line} of the Dockerfile: a second FROM (a build of several stages) is not supported here.",
+                line=line,
+            )
+        name = value.split()[0] if value.split() else ""
+        if name not in self.bases:
+            raise UserError(
+                400,
+                "Line {line} of the Dockerfile: FROM {image} is not an image you may build from: {offered}.",
+                line=line,
+                image=name or "(nothing)",
+                offered=", ".join(sorted(self.bases)) or "none",
+            )
+        self.base = name
+
+    def run(self, value: str, line: int) -> None:
+        command = _exec_or_shell(value)
+        self.steps += 1
+        self.lines.append(f"echo {shlex.quote(f'[image] RUN (line {line}): {command[:120]}')}")
+        run = f"bash -euo pipefail -c {shlex.quote(command)}"
+        self.lines.append(run if self.user == "root" else f"runuser -u {shlex.quote(self.user)} -- {run}")
+
+    def variables(self, kind: str, value: str, line: int) -> None:
+        if kind == "ARG":
+            name, sep, default = value.strip().partition("=")
+            pairs = {name: default} if sep else {name: ""}
+        else:
+            pairs = _pairs(value, line, "ENV")
+        for key, val in pairs.items():
+            if not NAME.match(key):
+                raise UserError(
+                    400, "Line {line} of the Dockerfile: “{name}” is not a variable name.", line=line, name=key
+                )
+            self.lines.append(f"export {key}={_quote(val)}")
+            if kind == "ENV":
+                self.env[key] = val
+
+    def user_(self, value: str, line: int) -> None:
+        user = value.split(":")[0].strip() or "root"
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", user):
+            raise UserError(
+                400,
+                "Line {line} of the Dockerfile: USER takes a user name or number, not “{user}”.",
+                line=line,
+                user=value,
+            )
+        self.user = user
+        self.labels["workspace.dockerfile.user"] = value
+
+    def label(self, value: str, line: int) -> None:
+        for key, val in _pairs(value, line, "LABEL").items():
+            if key.startswith("workspace."):
+                raise UserError(
+                    400, "Line {line} of the Dockerfile: labels named workspace.* are the platform's own.", line=line
+                )
+            self.labels[key] = val
+
+    def translation(self) -> Translation:
+        if self.base is None:
+            raise UserError(400, "The Dockerfile has no FROM line: name the image to build from.")
+        if not self.steps:
+            raise UserError(400, "The Dockerfile adds nothing to {image}: give it a RUN, COPY or ADD.", image=self.base)
+        script = "\n".join([FETCH, *self.lines]) + "\n"
+        return Translation(base=self.base, script=script, env=self.env, labels=self.labels, steps=self.steps)
 
 
 # ADD's URLs, fetched in the build container (curl if the image has it, else its Python)

@@ -207,3 +207,137 @@ def test_a_users_image_builds_in_a_sandbox_and_starts(hub: Hub, tmp_path):
     assert hub.service_call("GET", f"/images/{name}", ta).status_code == 404
     with pytest.raises(Exception):
         engine.client().images.get(ref)
+
+
+DOCKERFILE = """\
+# every instruction the builder takes (#32)
+FROM workspace-base:latest
+ARG GREETING=hello
+ENV COURSE=cs101 DATA_DIR=/opt/course
+LABEL org.example.course="cs101"
+WORKDIR /opt/course
+COPY notes.txt .
+COPY --chown=1000:1000 lib/ /opt/course/lib/
+ADD data.tar.gz /opt/course/data
+COPY probe.sh /tmp/probe.sh
+RUN echo "$GREETING $COURSE" > greeting.txt && pwd > where.txt && bash /tmp/probe.sh
+RUN ["sh", "-c", "id -u > /opt/course/root-id.txt"]
+USER 1000
+RUN id -u > /opt/course/lib/user-id.txt
+EXPOSE 8080
+CMD ["python3", "-m", "http.server"]
+"""
+
+
+def context_archive(files: dict[str, bytes]) -> str:
+    """A build context as the CLI sends it: a tar archive, in base64."""
+    import base64
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_a_dockerfile_builds_in_the_sandbox_and_starts_as_a_workspace(hub: Hub, docker_client, tmp_path):
+    import base64
+    import io
+    import tarfile
+
+    user = f"dfile{uuid.uuid4().hex[:6]}"
+    token = hub.user_token(user)
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("the host's secret\n")
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        info = tarfile.TarInfo("scores.csv")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"1,2\n"))
+    files = {
+        "notes.txt": b"read me\n",
+        "lib/helper.py": b"X = 1\n",
+        "data.tar.gz": data.getvalue(),
+        "probe.sh": probe_script(hub, secret).encode(),
+    }
+    # what the builder cannot do is refused naming its line; a hostile context is refused; nothing recorded
+    r = hub.service_call(
+        "POST", "/images", token, json={"name": "df", "dockerfile": "FROM workspace-base:latest\nVOLUME /data\n"}
+    )
+    assert r.status_code == 400 and "Line 2 of the Dockerfile: VOLUME is not supported" in r.json()["message"], r.text
+    link = io.BytesIO()
+    with tarfile.open(fileobj=link, mode="w") as tar:
+        info = tarfile.TarInfo("notes.txt")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/shadow"
+        tar.addfile(info)
+    r = hub.service_call(
+        "POST",
+        "/images",
+        token,
+        json={"name": "df", "dockerfile": DOCKERFILE, "context": base64.b64encode(link.getvalue()).decode()},
+    )
+    assert r.status_code == 400 and "is a link or a device" in r.json()["message"], r.text
+    assert [i for i in hub.service_call("GET", "/images", token).json() if i["kind"] == "user"] == []
+
+    r = hub.service_call(
+        "POST", "/images", token, json={"name": "df", "dockerfile": DOCKERFILE, "context": context_archive(files)}
+    )
+    assert r.status_code == 202, r.text
+    name = r.json()["name"]
+    record = wait_image(hub, token, name)
+    log = hub.service_call("GET", f"/images/{name}/log", token).text
+    assert record["state"] == "ready", (record, log[-3000:])
+    assert record["dockerfile"] == DOCKERFILE and "[image] step 5/7: RUN (line 11)" in log, log[-3000:]
+    # the hostile RUN reached nothing of the site and found no host file
+    probes = [line for line in log.splitlines() if " probe " in line]
+    assert len([p for p in probes if "probe refused" in p]) == 3 and not any("REACHED" in p for p in probes), probes
+    assert "the host's secret" not in log
+    # its labels, and the base's user and command kept: it starts as a workspace
+    (image,) = docker_client.images.list(filters={"label": f"workspace.user-image={name}"})
+    labels = image.labels
+    assert labels["org.example.course"] == "cs101" and labels["workspace.dockerfile.cmd"].startswith('["python3"')
+    assert image.attrs["Config"]["User"] in ("1000", "jovyan", "1000:1000"), image.attrs["Config"]["User"]
+    hub.start_workspace(user, "w", token, image=name)
+    out = hub.sh(
+        user,
+        "w",
+        "cd /opt/course && cat greeting.txt where.txt notes.txt data/scores.csv root-id.txt lib/user-id.txt; "
+        "stat -c %u lib/helper.py; echo $COURSE $DATA_DIR; id -u; ls ~ | grep -c course || true",
+    )
+    assert out.split("\n") == [
+        "hello cs101",
+        "/opt/course",
+        "read me",
+        "1,2",
+        "0",
+        "1000",
+        "1000",
+        "cs101 /opt/course",
+        "1000",  # the server runs as the image's user, not the Dockerfile's
+        "0",
+        "",
+    ], out
+    hub.stop_workspace(user, "w", token)
+    # the context was kept for the build only
+    assert not list((hub.data_dir / "execution-logs" / "images" / "contexts").glob("*.tar"))
+
+    # the CLI: a Dockerfile and its folder as the context
+    folder = tmp_path / "cli"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text("FROM workspace-base:latest\nCOPY hello.txt /opt/hello.txt\n")
+    (folder / "hello.txt").write_text("hi from the CLI\n")
+    env = dict(os.environ, WORKSPACE_URL=hub.url, WORKSPACE_TOKEN=token)
+    p = subprocess.run(
+        [WORKSPACE, "image", "build", "cli", "--dockerfile", str(folder / "Dockerfile")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert p.returncode == 0 and "[image] step 1/1: COPY (line 2)" in p.stdout, (p.stdout[-2000:], p.stderr)
+    p = subprocess.run([WORKSPACE, "image", "build", "cli2"], capture_output=True, text=True, env=env)
+    assert p.returncode != 0 and "--dockerfile" in p.stderr, p.stderr

@@ -57,8 +57,8 @@ def test_every_supported_instruction_becomes_a_step_of_the_script():
         'tar -x --no-same-owner -f /tmp/workspace-build/context/data.tar.gz -C "/opt/data"',
         "workspace_fetch https://example.org/file.txt",
         "bash -euo pipefail -c 'pip install -r requirements.txt && echo \"$LANG_MODEL $VARIANT\"'",
-        "[image] RUN (line 14): python3 -c",
-        "runuser -u 1000 -- bash -euo pipefail -c 'touch /opt/app/mine'",
+        "[image] step 6/7: RUN (line 14): python3 -c",
+        "setpriv --reuid=1000 --regid=1000 --clear-groups -- bash -euo pipefail -c 'touch /opt/app/mine'",
     ]
     positions = [script.index(piece) for piece in order]
     assert positions == sorted(positions), script
@@ -92,6 +92,12 @@ def test_what_the_builder_cannot_do_is_refused_naming_its_line(text, words):
     with pytest.raises(UserError) as refused:
         dockerfiles.translate(text, BASES, {"requirements.txt"})
     assert refused.value.status_code == 400 and words in refused.value.in_locale("en"), refused.value.in_locale("en")
+
+
+def test_a_named_user_runs_its_steps_through_runuser():
+    t = dockerfiles.translate("FROM ada/nlp\nUSER jovyan:staff\nRUN id\nUSER root\nRUN id\n", BASES)
+    assert "runuser -u jovyan -g staff -- bash -euo pipefail -c id\n" in t.script
+    assert t.script.rstrip().endswith("\nbash -euo pipefail -c id"), t.script
 
 
 def test_a_users_own_image_is_a_base_and_a_huge_dockerfile_is_refused():
@@ -159,3 +165,19 @@ def test_a_context_past_its_bounds_or_not_an_archive_is_refused(monkeypatch):
         dockerfiles.sanitize_context(archive([member(f"f{i}", b"x") for i in range(3)]))
     with pytest.raises(UserError, match="not a tar archive"):
         dockerfiles.sanitize_context(b"PK\x03\x04 a zip")
+
+
+def test_the_cli_sends_a_folder_as_the_context_without_its_git(tmp_path):
+    import base64
+
+    from workspace.cli.images import context_archive
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("secret remote")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("print(1)\n")
+    (tmp_path / "Dockerfile").write_text("FROM workspace-base:latest\nCOPY src /opt/src\n")
+    archive, names = dockerfiles.sanitize_context(base64.b64decode(context_archive(tmp_path)))
+    assert names == {"Dockerfile", "src", "src/app.py"}
+    t = dockerfiles.translate((tmp_path / "Dockerfile").read_text(), BASES, names)
+    assert "/tmp/workspace-build/context/src" in t.script

@@ -11,6 +11,7 @@ from workspace.db import move_clock
 from workspace.errors import UserError
 from workspace.images import approvals as image_approvals
 from workspace.images import builds as image_builds
+from workspace.images import definitions
 from workspace.images import user as user_images
 
 BASES = {"workspace-base:latest": "workspace-base:latest", "bob/nlp": "wstest-user-3:2"}
@@ -24,26 +25,26 @@ def refused(fn, *args, status=400, **kwargs) -> str:
 
 
 def definition(**body):
-    return user_images.parse_definition(
+    return definitions.parse_definition(
         {"name": "nlp", "from": "workspace-base:latest", "apt": "graphviz", **body}, BASES, {"cs101"}
     )
 
 
 def test_apt_names_from_text_or_a_list():
-    assert user_images.parse_apt("graphviz  # for plots\nlibsndfile1 vim=2:9.0.1378-2\n\n") == [
+    assert definitions.parse_apt("graphviz  # for plots\nlibsndfile1 vim=2:9.0.1378-2\n\n") == [
         "graphviz",
         "libsndfile1",
         "vim=2:9.0.1378-2",
     ]
-    assert user_images.parse_apt(["git", "git", "tmux"]) == ["git", "tmux"]
-    assert user_images.parse_apt(None) == [] and user_images.parse_apt("") == []
+    assert definitions.parse_apt(["git", "git", "tmux"]) == ["git", "tmux"]
+    assert definitions.parse_apt(None) == [] and definitions.parse_apt("") == []
 
 
 @pytest.mark.parametrize(
     "bad", ["-o=APT::Get::foo", "graphviz;rm", "../x", "Graphviz", "a" * 70, "x $(id)", ["ok", 3], {"a": 1}]
 )
 def test_apt_refuses_what_is_no_package_name(bad):
-    message = refused(user_images.parse_apt, bad)
+    message = refused(definitions.parse_apt, bad)
     assert "Debian package" in message
 
 
@@ -53,10 +54,11 @@ def test_definition_fields_and_sentences():
     assert definition(**{"from": "bob/nlp"})["base_ref"] == "wstest-user-3:2"
     assert "lower-case" in refused(definition, name="Bad Name")
     assert "you may use" in refused(definition, **{"from": "alice/secret"})
-    assert "Unknown field" in refused(definition, dockerfile="FROM x")
+    assert "Unknown field" in refused(definition, entrypoint="x")
+    assert "send it without apt, from" in refused(definition, dockerfile="FROM x")  # one or the other (#32)
     assert "Say what to add" in refused(definition, apt="")
     assert "NUL" in refused(definition, pip="six\0")
-    assert "KiB" in refused(definition, script="x" * (user_images.TEXT_MAX + 1))
+    assert "KiB" in refused(definition, script="x" * (definitions.TEXT_MAX + 1))
     assert "group:NAME" in refused(definition, visibility="everyone")
     # a course the owner neither belongs to nor teaches
     assert "belong to or teach" in refused(definition, visibility="group:cs999", status=403)

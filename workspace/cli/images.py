@@ -4,6 +4,9 @@ workspace image build NAME --from IMAGE [--apt packages.txt] [--pip requirements
                            [--share private|public|group:COURSE] [--detach]
     builds (or rebuilds) an image from IMAGE with the Debian packages, pip requirements and post-build
     script in those files, printing its log as it is written; exits 1 if the build fails
+workspace image build NAME --dockerfile Dockerfile [--context DIR] [--share ...] [--detach]
+    the same from a Dockerfile (#32): its FROM names the image, COPY and ADD read the context (DIR, by
+    default the Dockerfile's folder; sent as a tar archive, .git left out)
 workspace image ls           the site's images and the users' images you may use
 workspace image log OWNER/NAME [-f]
 workspace image share OWNER/NAME private|public|group:COURSE
@@ -31,8 +34,10 @@ def add_parsers(cmds) -> None:
     sub = im.add_subparsers(dest="image_command", required=True)
     b = sub.add_parser("build", help=translate(loc, "build (or rebuild) an image and print its log"))
     b.add_argument("name", help=translate(loc, "the image's name (yours: it becomes YOU/NAME)"))
+    b.add_argument("--from", dest="base", help=translate(loc, "the image to start from (see `workspace image ls`)"))
+    b.add_argument("--dockerfile", type=Path, metavar="FILE", help=translate(loc, "a Dockerfile (instead of --from)"))
     b.add_argument(
-        "--from", dest="base", required=True, help=translate(loc, "the image to start from (see `workspace image ls`)")
+        "--context", type=Path, metavar="DIR", help=translate(loc, "the Dockerfile's files (default: its folder)")
     )
     b.add_argument("--apt", type=Path, metavar="FILE", help=translate(loc, "Debian packages, one per line"))
     b.add_argument("--pip", type=Path, metavar="FILE", help=translate(loc, "a pip requirements file"))
@@ -119,20 +124,68 @@ def _read(path: Path | None, what: str) -> str | None:
             raise CLIError(translate(loc, "Cannot read the package list {path}: {error}", path=path, error=e))
         if what == "pip":
             raise CLIError(translate(loc, "Cannot read the requirements file {path}: {error}", path=path, error=e))
+        if what == "dockerfile":
+            raise CLIError(translate(loc, "Cannot read the Dockerfile {path}: {error}", path=path, error=e))
         raise CLIError(translate(loc, "Cannot read the script {path}: {error}", path=path, error=e))
+
+
+CONTEXT_LIMIT = 256 * 1024 * 1024  # the service's bound (images/dockerfiles.py)
+
+
+def context_archive(folder: Path) -> str:
+    """`folder` as the build's context: a gzipped tar archive of its files (its .git left out), in base64;
+    links are sent as links (the service refuses them, naming the first)."""
+    import base64
+    import io
+    import tarfile
+
+    loc = user_locale()
+    if not folder.is_dir():
+        raise CLIError(translate(loc, "The build's context {path} is not a folder.", path=folder))
+    buf, total = io.BytesIO(), 0
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path in sorted(folder.rglob("*")):
+            relative = path.relative_to(folder)
+            if relative.parts[0] == ".git":
+                continue
+            total += path.lstat().st_size if path.is_file() and not path.is_symlink() else 0
+            if total > CONTEXT_LIMIT:
+                raise CLIError(
+                    translate(loc, "The build's context {path} is larger than {mb} MB.", path=folder, mb=256)
+                )
+            tar.add(path, arcname=str(relative), recursive=False)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def build_request(args) -> dict:
+    """The body of `POST /images`: an image from --from with its files, or a Dockerfile with its context."""
+    if (args.base is None) == (getattr(args, "dockerfile", None) is None):
+        raise CLIError(
+            translate(
+                user_locale(), "Say what to build: --from IMAGE (with --apt, --pip, --script) or --dockerfile FILE."
+            )
+        )
+    if args.base is not None:
+        body = {
+            "name": args.name,
+            "from": args.base,
+            "apt": _read(args.apt, "apt"),
+            "pip": _read(args.pip, "pip"),
+            "script": _read(args.script, "script"),
+            "visibility": args.share,
+        }
+        return {k: v for k, v in body.items() if v is not None}
+    return {
+        "name": args.name,
+        "dockerfile": _read(args.dockerfile, "dockerfile"),
+        "context": context_archive(args.context or args.dockerfile.parent),
+        "visibility": args.share,
+    }
 
 
 def build(client, args, out) -> str:
     loc = user_locale()
-    body = {
-        "name": args.name,
-        "from": args.base,
-        "apt": _read(args.apt, "apt"),
-        "pip": _read(args.pip, "pip"),
-        "script": _read(args.script, "script"),
-        "visibility": args.share,
-    }
-    image = client.call("POST", "/images", json={k: v for k, v in body.items() if v is not None})
+    image = client.call("POST", "/images", json=build_request(args))
     print(
         translate(
             loc,

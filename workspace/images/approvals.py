@@ -1,7 +1,7 @@
 """Approving a user's image for others (#28): who may approve it for whom, and the records.
 
 A user's image is its owner's code, run as whoever starts it (their home, their
-server's token). Sharing it (user_images.parse_visibility) only makes it
+server's token). Sharing it (definitions.parse_visibility) only makes it
 visible; it runs for someone else once its current build is approved for an
 audience they belong to (user_images.may_start):
 

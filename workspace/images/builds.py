@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import secrets
 import shlex
 import tarfile
 import threading
@@ -42,6 +44,7 @@ from traitlets.config import LoggingConfigurable
 
 from workspace import egress, i18n, tasks
 from workspace.errors import UserError
+from workspace.images import dockerfiles
 from workspace.images import network as build_network
 from workspace.images import user as user_images
 from workspace.images.versions import VERSIONS
@@ -110,6 +113,22 @@ class ImageBuilder(LoggingConfigurable):
     def log_path(self, image_id: int) -> Path:
         return Path(self.log_root) / "images" / f"{int(image_id)}.log"
 
+    def keep_context(self, archive: bytes) -> str:
+        """Keep a Dockerfile's sanitised context (dockerfiles.sanitize_context) until its build runs; its path."""
+        folder = Path(self.log_root) / "images" / "contexts"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = folder / f"{secrets.token_hex(16)}.tar"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(archive)
+        return str(path)
+
+    def drop_context(self, config: dict | None) -> None:
+        """Remove a kept context (its build ran, or was never recorded)."""
+        path = (config or {}).get("context")
+        if path and Path(path).parent == Path(self.log_root) / "images" / "contexts":
+            Path(path).unlink(missing_ok=True)
+
     # -- a build (blocking) -----------------------------------------------------------------
 
     def build(self, job: dict, db) -> dict:
@@ -130,6 +149,7 @@ class ImageBuilder(LoggingConfigurable):
             return {"ok": False, "error": why}
         finally:
             self._current = None
+            self.drop_context(job.get("config"))
             try:
                 client.containers.get(name).remove(force=True)
             except docker.errors.DockerException:
@@ -147,6 +167,9 @@ class ImageBuilder(LoggingConfigurable):
         config = base.attrs.get("Config") or {}
         container = self._container(client, base.id, config, name)
         container.put_archive("/", self.inputs(job))
+        context = (job.get("config") or {}).get("context")
+        if context:  # a Dockerfile's files, where its COPY and ADD find them
+            container.put_archive(dockerfiles.CONTEXT, Path(context).read_bytes())
         self._current = container
         state, killed, too_large = self._run(client, container, job, db)
         kept = tasks.keep(
@@ -235,7 +258,7 @@ class ImageBuilder(LoggingConfigurable):
         restored, its versions labelled): {ok, ref, bytes (its own layer), versions}."""
         ref = self.image_ref(job["id"], job["build"])
         repository, tag = ref.split(":")
-        changes = self.restore(config, versions, job["name"], ref)
+        changes = self.restore(config, versions, job["name"], ref, job.get("config"))
         image = container.commit(repository=repository, tag=tag, changes=changes)
         image.reload()
         return {
@@ -304,10 +327,14 @@ class ImageBuilder(LoggingConfigurable):
         return {str(k)[:40]: str(v)[:40] for k, v in list(data.items())[:20] if isinstance(v, str)}
 
     @staticmethod
-    def restore(config: dict, versions: dict, full_name: str, ref: str) -> list[str]:
+    def restore(config: dict, versions: dict, full_name: str, ref: str, dockerfile: dict | None = None) -> list[str]:
         """`docker commit` changes: the base image's user, command and entrypoint (the build ran as root with
-        our script as its command), and our labels."""
+        our script as its command), a Dockerfile's ENV and LABEL values, and our labels."""
         changes = [f"USER {config.get('User') or 'root'}"]
+        for key, value in ((dockerfile or {}).get("env") or {}).items():
+            changes.append(f"ENV {key}={json.dumps(value)}")
+        for key, value in ((dockerfile or {}).get("labels") or {}).items():
+            changes.append(f"LABEL {json.dumps(key)}={json.dumps(value)}")
         if config.get("Entrypoint"):
             changes.append(f"ENTRYPOINT {json.dumps(config['Entrypoint'])}")
         if config.get("Cmd"):
@@ -334,9 +361,10 @@ class ImageBuilder(LoggingConfigurable):
                 self.log.warning("CA bundle %s not readable (%s): builds use the image's own", self.ca_bundle, e)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo(WORK.strip("/"))
-            info.type, info.mode = tarfile.DIRTYPE, 0o700
-            tar.addfile(info)
+            for folder in (WORK, dockerfiles.CONTEXT):  # the context's folder: put_archive needs it to exist
+                info = tarfile.TarInfo(folder.strip("/"))
+                info.type, info.mode = tarfile.DIRTYPE, 0o700
+                tar.addfile(info)
             for fname, data in files.items():
                 info = tarfile.TarInfo(f"{WORK.strip('/')}/{fname}")
                 info.size, info.mode = len(data), 0o600

@@ -21,6 +21,8 @@ folders only, bounded in size and count.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import json
 import posixpath
@@ -39,6 +41,7 @@ MAX_DOCKERFILE = 64 * 1024  # bytes
 MAX_CONTEXT_BYTES = 256 * 1024 * 1024
 MAX_CONTEXT_FILES = 10_000
 URL = re.compile(r"^https?://", re.IGNORECASE)
+STEPS = "@@WORKSPACE_STEPS@@"  # the count of steps, known once the whole Dockerfile is read
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -209,7 +212,8 @@ class _Reader:
         self.lines: list[str] = []
         self.env: dict[str, str] = {}
         self.labels: dict[str, str] = {}
-        self.user, self.steps = "root", 0
+        self.user: tuple[str, str] = ("root", "")  # USER's user and group, for the RUNs after it
+        self.steps = 0
 
     def read(self, kind: str, value: str, line: int) -> None:
         if kind not in SUPPORTED:
@@ -233,7 +237,7 @@ class _Reader:
         elif kind in ("COPY", "ADD"):
             flags, words = _flags(value, line, ("chown", "chmod"))
             self.steps += 1
-            self.lines.append(f"echo {shlex.quote(f'[image] {kind} (line {line})')}")
+            self.lines.append(f"echo {shlex.quote(f'[image] step {self.steps}/{STEPS}: {kind} (line {line})')}")
             self.lines.extend(_copy(flags, words, line, self.context, add=kind == "ADD"))
         elif kind in ("ENV", "ARG"):
             self.variables(kind, value, line)
@@ -268,9 +272,17 @@ class _Reader:
     def run(self, value: str, line: int) -> None:
         command = _exec_or_shell(value)
         self.steps += 1
-        self.lines.append(f"echo {shlex.quote(f'[image] RUN (line {line}): {command[:120]}')}")
+        self.lines.append(
+            f"echo {shlex.quote(f'[image] step {self.steps}/{STEPS}: RUN (line {line}): {command[:120]}')}"
+        )
         run = f"bash -euo pipefail -c {shlex.quote(command)}"
-        self.lines.append(run if self.user == "root" else f"runuser -u {shlex.quote(self.user)} -- {run}")
+        user, group = self.user
+        if user in ("root", "0"):
+            self.lines.append(run)
+        elif user.isdigit():  # a uid the image may not name: its own group unless USER named one
+            self.lines.append(f"setpriv --reuid={user} --regid={group or user} --clear-groups -- {run}")
+        else:
+            self.lines.append(f"runuser -u {user}{f' -g {group}' if group else ''} -- {run}")
 
     def variables(self, kind: str, value: str, line: int) -> None:
         if kind == "ARG":
@@ -288,15 +300,15 @@ class _Reader:
                 self.env[key] = val
 
     def user_(self, value: str, line: int) -> None:
-        user = value.split(":")[0].strip() or "root"
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", user):
+        user, _, group = value.strip().partition(":")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", user or "root") or not re.fullmatch(r"[A-Za-z0-9_.-]*", group):
             raise UserError(
                 400,
                 "Line {line} of the Dockerfile: USER takes a user name or number, not “{user}”.",
                 line=line,
                 user=value,
             )
-        self.user = user
+        self.user = (user or "root", group)
         self.labels["workspace.dockerfile.user"] = value
 
     def label(self, value: str, line: int) -> None:
@@ -312,7 +324,8 @@ class _Reader:
             raise UserError(400, "The Dockerfile has no FROM line: name the image to build from.")
         if not self.steps:
             raise UserError(400, "The Dockerfile adds nothing to {image}: give it a RUN, COPY or ADD.", image=self.base)
-        script = "\n".join([FETCH, *self.lines]) + "\n"
+        # each step says where the build is, as the builder's own steps do (the record's progress)
+        script = "\n".join([FETCH, *self.lines]).replace(STEPS, str(self.steps)) + "\n"
         return Translation(base=self.base, script=script, env=self.env, labels=self.labels, steps=self.steps)
 
 
@@ -371,3 +384,21 @@ def sanitize_context(upload: bytes) -> tuple[bytes, set[str]]:
                 clean.addfile(info, source.extractfile(member))
             names.add(name)
     return out.getvalue(), names
+
+
+def read_request(text, context, bases: dict[str, str]) -> tuple[Translation, bytes]:
+    """A build request's `dockerfile` (its text) and `context` (a tar archive in base64, optional): the
+    translation and the context's sanitised archive, or the user's 400 (blocking: the context is read)."""
+    if not isinstance(text, str) or not text.strip():
+        raise UserError(400, "“dockerfile” must be the text of a Dockerfile.")
+    archive, names = b"", set()
+    if context is not None:
+        limit = MAX_CONTEXT_BYTES // 1_000_000
+        if not isinstance(context, str) or len(context) > MAX_CONTEXT_BYTES * 4 // 3 + 4:
+            raise UserError(400, "“context” must be a tar archive in base64, at most {mb} MB.", mb=limit)
+        try:
+            raw = base64.b64decode(context, validate=True)
+        except (ValueError, binascii.Error) as e:
+            raise UserError(400, "“context” must be a tar archive in base64, at most {mb} MB.", mb=limit) from e
+        archive, names = sanitize_context(raw)
+    return translate(text, bases, names), archive

@@ -3,8 +3,9 @@
     GET    /api/images                      the site's images [{name, kind: "site", default, available, size,
                                             versions}] and the users' images the caller may see
                                             [{name: "owner/name", kind: "user", state, visibility, ...}]
-    POST   /api/images                      build one: {name, from, apt, pip, script, visibility} -> 202
-                                            (the same name again: a rebuild)
+    POST   /api/images                      build one: {name, from, apt, pip, script, visibility}, or
+                                            {name, dockerfile, context (a tar archive, base64), visibility}
+                                            (#32, images/dockerfiles.py) -> 202 (the same name again: a rebuild)
     GET    /api/images/{owner}/{name}       one (its state, the step its build is at, its size, versions)
     PATCH  /api/images/{owner}/{name}       {visibility: private | group:NAME | public}
     DELETE /api/images/{owner}/{name}       remove it (its owner or an administrator)
@@ -32,6 +33,7 @@ from jupyterhub.scopes import Scope, parse_scopes
 from workspace import i18n, tasks
 from workspace.errors import UserError
 from workspace.images import approvals as image_approvals
+from workspace.images import definitions
 from workspace.images import user as user_images
 from workspace.limits import quotas
 from workspace.service import streams
@@ -82,7 +84,8 @@ class ImageActions:
                 "Workspaces here run on a cluster whose nodes do not have images users build; ask your "
                 "administrator to add the packages you need to one of the site's images.",
             )
-        definition = user_images.parse_definition(body, await self.bases(), self.shareable())
+        # blocking: a Dockerfile's context is read (sanitised) here
+        definition = await self.blocking(definitions.parse_definition, body, await self.bases(), self.shareable())
         status = await self.blocking(
             quotas.status,
             self.db,
@@ -99,9 +102,16 @@ class ImageActions:
                 figures=status.figures(self.lang),
             )
         builder = self.settings["image_builder"]
-        image = await self.blocking(
-            user_images.request_build, self.db, who.name, definition, builder.max_images, builder.max_queued
-        )
+        context = definition.pop("context_tar", b"")
+        if context:  # kept for the build (which removes it), named by the record
+            definition["config"]["context"] = await self.blocking(builder.keep_context, context)
+        try:
+            image = await self.blocking(
+                user_images.request_build, self.db, who.name, definition, builder.max_images, builder.max_queued
+            )
+        except UserError:
+            builder.drop_context(definition.get("config"))
+            raise
         self.settings["image_build_wake"].set()
         return image
 
@@ -127,7 +137,7 @@ class ImageHandler(ImageActions, APIHandler):
         body = self.body()
         if set(body) != {"visibility"}:
             raise UserError(400, "Only an image's “visibility” can be changed; build it again to change the rest.")
-        visibility = user_images.parse_visibility(body["visibility"], self.shareable())
+        visibility = definitions.parse_visibility(body["visibility"], self.shareable())
         self.write_json(await self.blocking(user_images.set_visibility, self.db, f"{owner}/{name}", who, visibility))
 
     async def delete(self, owner: str, name: str):

@@ -6,6 +6,7 @@ a reason, and under CI=true such a skip fails the run (tests/conftest.py).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 
 from tests.integration.conftest import docker_client, image  # noqa: F401  (fixtures)
 from tests.integration.hub import Hub, free_port
+from tests.integration.test_framework_images import SCIENTIFIC
 from workspace.settings import Settings
 from workspace.setup import engine
 from workspace.setup.cluster import BRIDGE, NET, Cluster
@@ -42,10 +44,14 @@ def cluster(tmp_path_factory, image):  # noqa: F811
     if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
         pytest.fail(f"a cluster is up already (bridge {BRIDGE}): `make cluster-down` first")
     c = Cluster(tmp_path_factory.mktemp("cluster"), nodes=3, cache=Settings.from_env().path("cache"))
+    loading = concurrent.futures.ThreadPoolExecutor(1)
     try:
         c.up(image, GPUS, store_size="2G")
+        # the scientific image (Open MPI) for the jobs' tests, loaded into the nodes while the first tests run
+        c.more_images = {SCIENTIFIC: loading.submit(c.copy_image, SCIENTIFIC)}
         yield c
     finally:
+        loading.shutdown(wait=True)
         pids = [n.pid() for n in c.nodes]
         c.down(purge=True)
     # `down` leaves nothing behind: no engine, bridge, namespace or mount of the cluster's

@@ -32,7 +32,9 @@ TYPES = [
 @pytest.fixture(scope="module")
 def jobs_hub(cluster: Cluster, tmp_path_factory):
     # the scientific image (Open MPI, mpi4py) on every node, as `docker save | docker load` brings any image
-    cluster.copy_image(SCIENTIFIC)
+    # (begun when the cluster came up: conftest.cluster)
+    cluster.more_images[SCIENTIFIC].result()
+    cluster.copy_image(SCIENTIFIC)  # a node brought back since lacks it
     with running_swarm_hub(
         cluster,
         tmp_path_factory.mktemp("jobs-hub"),

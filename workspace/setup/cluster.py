@@ -350,7 +350,7 @@ class Cluster:
             return
         for old in [*self.cache.glob(f"image-{name}-*.tar"), *self.cache.glob("image-????????????.tar")]:
             if old != tar:  # tars of this image since rebuilt (and of an earlier naming)
-                old.unlink()
+                old.unlink(missing_ok=True)
         if not tar.exists():
             partial = tar.with_suffix(".partial")
             run("docker", "save", "-o", str(partial), image, log=self.log)

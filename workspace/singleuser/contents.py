@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
-from jupyter_server.utils import ApiPath, to_os_path
 from tornado.web import HTTPError
 
 DATASETS = tuple(f"input{i}" for i in range(5))  # the mount points, /input0../input4 (workspace/datasets.py)
@@ -34,26 +33,55 @@ def dataset_of(root_dir: str, path: str) -> tuple[str, str] | None:
 
 
 class WorkspaceContentsManager(AsyncLargeFileManager):
-    """The home with the mounted datasets beside its files, read-only (module docstring)."""
+    """The home with the mounted datasets beside its files, read-only (module docstring). A path under a
+    dataset's folder is answered by a contents manager rooted at its mount (so nothing is ever looked up
+    above it), its models' paths put back under the folder's name."""
 
-    def _get_os_path(self, path):
+    _datasets: dict
+
+    def _dataset(self, path: str) -> tuple[AsyncLargeFileManager, str, str] | None:
+        """(the manager of the dataset `path` is under, its folder's name, the path inside it); None for the
+        home's own paths."""
         found = dataset_of(self.root_dir, path)
         if found is None:
-            return super()._get_os_path(path)
+            return None
         mount, rest = found
-        os_path = to_os_path(ApiPath(rest), mount)
-        if not (os.path.abspath(os_path) + os.sep).startswith(mount + os.sep):
-            raise HTTPError(404, f"{path} is outside the dataset")
-        return os_path
+        if not hasattr(self, "_datasets"):
+            self._datasets = {}
+        manager = self._datasets.get(mount)
+        if manager is None:
+            manager = self._datasets[mount] = AsyncLargeFileManager(parent=self, root_dir=mount)
+        return manager, mount.lstrip("/"), rest
 
-    async def _dir_model(self, path, content=True):
-        model = await super()._dir_model(path, content)
-        if content and not path.strip("/"):  # the home's top: the mounted datasets beside its files
-            listed = {entry["name"] for entry in model["content"]}
-            for name in DATASETS:
-                if name not in listed and dataset_of(self.root_dir, name):
-                    model["content"].append(await self.get(name, content=False))
-        return model
+    async def get(self, path, content=True, type=None, format=None, require_hash=False):
+        found = self._dataset(path)
+        if found is None:
+            model = await super().get(path, content=content, type=type, format=format, require_hash=require_hash)
+            if content and model["type"] == "directory" and not path.strip("/"):
+                listed = {entry["name"] for entry in model["content"]}
+                for name in DATASETS:  # the home's top: the mounted datasets beside its files
+                    if name not in listed and dataset_of(self.root_dir, name):
+                        model["content"].append(await self.get(name, content=False))
+            return model
+        manager, name, rest = found
+        model = await manager.get(rest, content=content, type=type, format=format, require_hash=require_hash)
+        return _under(model, name)
+
+    async def dir_exists(self, path):
+        found = self._dataset(path)
+        return await (found[0].dir_exists(found[2]) if found else super().dir_exists(path))
+
+    async def file_exists(self, path=""):
+        found = self._dataset(path)
+        return await (found[0].file_exists(found[2]) if found else super().file_exists(path))
+
+    async def is_hidden(self, path):
+        found = self._dataset(path)
+        return await (found[0].is_hidden(found[2]) if found else super().is_hidden(path))
+
+    def exists(self, path):
+        found = self._dataset(path)
+        return found[0].exists(found[2]) if found else super().exists(path)
 
     def _refuse_in_dataset(self, *paths: str) -> None:
         for path in paths:
@@ -72,3 +100,15 @@ class WorkspaceContentsManager(AsyncLargeFileManager):
     async def rename_file(self, old_path, new_path):
         self._refuse_in_dataset(old_path, new_path)
         return await super().rename_file(old_path, new_path)
+
+
+def _under(model: dict, name: str) -> dict:
+    """A dataset manager's model with its paths under the dataset's folder `name`; read-only."""
+    model["path"] = f"{name}/{model['path']}".rstrip("/")
+    if not model.get("name"):
+        model["name"] = name
+    model["writable"] = False
+    if model.get("type") == "directory" and isinstance(model.get("content"), list):
+        for entry in model["content"]:
+            _under(entry, name)
+    return model

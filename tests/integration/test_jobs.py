@@ -22,9 +22,12 @@ from .test_runs import output_file, record, run_task_to_end, wait_ended
 from .test_tasks import WORKSPACE
 
 TYPES = [{"name": "standard", "description": "no limit"}]
+# each process's line in one write (mpirun forwards both processes' output into one stream: a line written
+# in pieces can be interleaved with the other's)
 MPI_ALLREDUCE = (
-    'python -c "from mpi4py import MPI; c = MPI.COMM_WORLD; '
-    "print('allreduce', c.rank, c.size, c.allreduce(c.rank + 1), MPI.Get_processor_name())\""
+    'python -c "import sys; from mpi4py import MPI; c = MPI.COMM_WORLD; '
+    "sys.stdout.write(' '.join(map(str, ('allreduce', c.rank, c.size, c.allreduce(c.rank + 1), "
+    "MPI.Get_processor_name()))) + chr(10)); sys.stdout.flush()\""
 )
 
 

@@ -142,8 +142,9 @@ def drivers_by_type(types, nodes) -> dict[str, list[Driver]]:
 def form_mark(image_cuda: str | None, drivers: dict[str, list[Driver]], locale: str) -> str | None:
     """What a form adds to an image's label where a GPU type's nodes cannot run its CUDA runtime (None:
     nothing to say): the types it is refused on, and those where only some nodes can run it."""
-    refused = [name for name, found in drivers.items() if too_old(image_cuda, found) == "all"]
-    some = [name for name, found in drivers.items() if too_old(image_cuda, found) == "some"]
+    judged = {name: too_old(image_cuda, found) for name, found in drivers.items()}
+    refused = [name for name, verdict in judged.items() if verdict == "all"]
+    some = [name for name, verdict in judged.items() if verdict == "some"]
     if not (refused or some):
         return None
     if refused:  # the stronger word: its starts there are refused

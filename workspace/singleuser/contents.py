@@ -37,7 +37,9 @@ class WorkspaceContentsManager(AsyncLargeFileManager):
     dataset's folder is answered by a contents manager rooted at its mount (so nothing is ever looked up
     above it), its models' paths put back under the folder's name."""
 
-    _datasets: dict
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._datasets: dict[str, AsyncLargeFileManager] = {}  # a manager per mount, made on first use
 
     def _dataset(self, path: str) -> tuple[AsyncLargeFileManager, str, str] | None:
         """(the manager of the dataset `path` is under, its folder's name, the path inside it); None for the
@@ -46,8 +48,6 @@ class WorkspaceContentsManager(AsyncLargeFileManager):
         if found is None:
             return None
         mount, rest = found
-        if not hasattr(self, "_datasets"):
-            self._datasets = {}
         manager = self._datasets.get(mount)
         if manager is None:
             manager = self._datasets[mount] = AsyncLargeFileManager(parent=self, root_dir=mount)

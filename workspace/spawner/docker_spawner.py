@@ -252,13 +252,11 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
             return False, None
         return state.get("Running", False), None if state.get("Running") else state.get("ExitCode")
 
-    async def remove_rank_object(self, container_id: str) -> int | None:
-        running, code = await self.rank_object_state(container_id)
+    async def remove_rank_object(self, container_id: str) -> None:
         try:
             await self.docker("remove_container", container_id, force=True)
         except docker.errors.NotFound:
             pass
-        return None if running else code
 
     # the images users defined (#18) that this user may start, {owner/name: engine image}: read before each
     # form and start (load_user_images), as dockerspawner asks for the allowed images synchronously. Another

@@ -211,8 +211,8 @@ class JobsMixin:
                     )
                 except Exception:  # the log is a courtesy; the rank's removal is not
                     self.log.exception("Keeping the log of rank %s of execution %s failed", rank, execution_id)
-            code = await self.remove_rank_object(container_id)
-            await self.run_blocking(self._rank_ended, execution_id, rank, code)
+            await self.remove_rank_object(container_id)
+            await self.run_blocking(self._rank_ended, execution_id, rank, None if running else code)
         if live_key:
             await self.run_blocking(self._release_rank_home, node, live_key)
 
@@ -245,6 +245,5 @@ class JobsMixin:
         """(running, exit code) of a rank's container; (False, None) when it is gone."""
         return False, None
 
-    async def remove_rank_object(self, container_id: str) -> int | None:
-        """Stop and remove a rank's container; its exit code (None: unknown)."""
-        return None
+    async def remove_rank_object(self, container_id: str) -> None:
+        """Stop and remove a rank's container (its state was read before: rank_object_state)."""

@@ -187,7 +187,7 @@ class PlacementMixin(LoggingConfigurable):
         """The nodes this engine places starts on (blocking): here, this host with its GPUs and their
         driver. `options`: a spawner, or the `SpawnerOptions` of a process that only shows them."""
         gpus = queue.gpu_inventory(options.gpu_inventory)
-        configured = getattr(options, "gpu_driver", None) or {}
+        configured = options.gpu_driver or {}
         found = cuda.local_driver() if gpus and not configured else None
         driver = configured.get("version", found.version if found else "")
         supported = configured.get("cuda", found.cuda if found else "")
@@ -207,8 +207,7 @@ class PlacementMixin(LoggingConfigurable):
         for name in dict.fromkeys([self.node, *(node for _, node, gpus in ranks if gpus)]):
             node = known.get(name)
             driver = cuda.Driver(node.driver, node.cuda) if node is not None and node.cuda else None
-            if driver is not None and not cuda.runs_on(image_cuda, driver):
-                raise cuda.refusal(self.image, image_cuda, name, driver)  # the start fails with it, nothing restored
+            cuda.check(self.image, image_cuda, name, driver)  # the start fails with its 409, nothing restored
 
     def cluster_nodes(self) -> list[Node]:
         return self.engine_nodes(self)

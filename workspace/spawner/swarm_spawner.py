@@ -390,14 +390,12 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
             return await self._node_up(task), None  # its node stopped answering: the rank is lost
         return False, (status.get("ContainerStatus") or {}).get("ExitCode")
 
-    async def remove_rank_object(self, container_id: str) -> int | None:
-        running, code = await self.rank_object_state(container_id)
+    async def remove_rank_object(self, container_id: str) -> None:
         await self._scale_to_zero(container_id)
         try:
             await self.docker("remove_service", container_id)
         except docker.errors.NotFound:
             pass
-        return None if running else code
 
     async def get_ip_and_port(self):
         node = await self.run_blocking(self.cluster_node, self.node)

@@ -27,7 +27,7 @@ TYPES = [{"name": "standard", "description": "no limit"}]
 MPI_ALLREDUCE = (
     'python -c "import sys; from mpi4py import MPI; c = MPI.COMM_WORLD; '
     "sys.stdout.write(' '.join(map(str, ('allreduce', c.rank, c.size, c.allreduce(c.rank + 1), "
-    "MPI.Get_processor_name()))) + chr(10)); sys.stdout.flush()\""
+    'MPI.Get_processor_name()))) + chr(10)); sys.stdout.flush()"'
 )
 
 

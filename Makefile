@@ -37,12 +37,14 @@ images: $(STAMP)
 	@$(PY) -m workspace.setup.deploy images
 
 ## make cluster-up: a Docker Swarm of NODES (default 3) namespaced engines on this machine (root);
-## GPUS="node2=0,1 node3=0,1,2,3" labels nodes with GPU IDs (workspace/setup/cluster.py)
+## GPUS="node2=0,1 node3=0,1,2,3" labels nodes with GPU IDs (workspace/setup/cluster.py);
+## USERNS="node4" runs those nodes' containers in a user namespace, for root-allowed types (workspace/setup/userns.py)
 NODES ?= 3
 GPUS  ?=
+USERNS ?=
 cluster-up: $(STAMP)
 	@$(PY) -m workspace.setup.deploy images
-	@$(PY) -m workspace.setup.cluster up --nodes $(NODES) $(foreach g,$(GPUS),--gpus $(g))
+	@$(PY) -m workspace.setup.cluster up --nodes $(NODES) $(foreach g,$(GPUS),--gpus $(g)) $(foreach u,$(USERNS),--userns $(u))
 
 ## make cluster-down: stop the cluster's engines, remove its network and mounts (its data stays; PURGE=1 deletes it)
 cluster-down: $(STAMP)

@@ -85,6 +85,7 @@ class StartState:
     task: str | None = None  # the command of a task (None: a server)
     checkpoint: str | None = None  # a run from `now`: its snapshot of the open home, until removed
     job: object = None  # a job's JobSpec (#31), its ranks' homes and containers: spawner/jobs.py's JobState
+    root: bool = False  # its type gives root inside (a user-namespaced node; spawner/privileges.py)
 
 
 def parse_cleanup(value) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import os
+import random
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from workspace.spawner import networks
 from workspace.store import homes
 
 GPUS = {"node2": ["0", "1"], "node3": ["0", "1", "2", "3"]}
+USERNS_NODE = "node4"  # its engine remaps users: the root-allowed types' node (test_root_inside.py)
 NET_GATEWAY = f"{NET}.1"  # the host on the cluster's bridge
 
 
@@ -43,10 +45,10 @@ def cluster(tmp_path_factory, image):  # noqa: F811
         pytest.skip("a cluster of namespaced engines needs root")
     if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
         pytest.fail(f"a cluster is up already (bridge {BRIDGE}): `make cluster-down` first")
-    c = Cluster(tmp_path_factory.mktemp("cluster"), nodes=3, cache=Settings.from_env().path("cache"))
+    c = Cluster(tmp_path_factory.mktemp("cluster"), nodes=4, cache=Settings.from_env().path("cache"))
     loading = concurrent.futures.ThreadPoolExecutor(1)
     try:
-        c.up(image, GPUS, store_size="2G")
+        c.up(image, GPUS, store_size="2G", user_namespaced=[USERNS_NODE])
         # the scientific image (Open MPI) for the jobs' tests, loaded into the nodes while the first tests run
         c.more_images = {SCIENTIFIC: loading.submit(c.copy_image, SCIENTIFIC)}
         yield c
@@ -138,3 +140,47 @@ def running_swarm_hub(cluster: Cluster, data: Path, **env):
             service.remove()
         time.sleep(2)  # the tasks' containers leave the owners' overlays
         networks.remove_all(manager, hub.deployment)
+
+
+@contextlib.contextmanager
+def host_on_bridge(cluster: Cluster, addresses: list[str], directory: Path, port: int = 8765):
+    """A host of the test's own: a namespace on the cluster's bridge holding `addresses`, which the nodes
+    route there, serving `directory` over HTTP on `port` (the host's routes and FORWARD stay as they are:
+    bridge to bridge is the cluster's FORWARD_RULE)."""
+    tag = os.urandom(3).hex()
+    ns, host_end, ns_end = f"wsswsite{tag}", f"vsw{tag}h", f"vsw{tag}n"
+    own = f"{NET}.{random.randrange(200, 250)}"
+    inside = ["ip", "netns", "exec", ns]
+
+    def run(*cmd):
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+    server = None
+    try:
+        run("ip", "netns", "add", ns)
+        run("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end, "netns", ns)
+        run("ip", "link", "set", host_end, "master", BRIDGE, "up")
+        run(*inside, "ip", "addr", "add", f"{own}/24", "dev", ns_end)
+        for address in addresses:
+            run(*inside, "ip", "addr", "add", f"{address}/32", "dev", ns_end)
+        run(*inside, "ip", "link", "set", ns_end, "up")
+        run(*inside, "ip", "link", "set", "lo", "up")
+        for node in cluster.nodes:
+            for address in addresses:
+                run("ip", "-n", node.name, "route", "replace", f"{address}/32", "via", own)
+        server = subprocess.Popen(
+            [*inside, "python3", "-m", "http.server", str(port), "--bind", "0.0.0.0"],
+            cwd=directory,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        yield
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(10)
+        for node in cluster.nodes:
+            for address in addresses:
+                subprocess.run(["ip", "-n", node.name, "route", "del", f"{address}/32"], capture_output=True)
+        subprocess.run(["ip", "link", "del", host_end], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)

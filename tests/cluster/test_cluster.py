@@ -11,26 +11,32 @@ from docker.types import EndpointSpec, Mount, RestartPolicy
 from workspace.setup.cluster import Cluster
 from workspace.store import homes
 
-from .conftest import GPUS
+from .conftest import GPUS, USERNS_NODE
 
 
-def test_three_engines_one_swarm_labelled_with_their_gpus(cluster: Cluster):
+def test_four_engines_one_swarm_labelled_with_their_gpus_and_user_namespaces(cluster: Cluster):
     nodes = {n.attrs["Description"]["Hostname"]: n.attrs for n in cluster.manager.client().nodes.list()}
-    assert sorted(nodes) == ["node1", "node2", "node3"]
+    assert sorted(nodes) == ["node1", "node2", "node3", "node4"]
     assert {n["Status"]["State"] for n in nodes.values()} == {"ready"}
-    assert {n["Status"]["Addr"] for n in nodes.values()} == {"10.250.0.11", "10.250.0.12", "10.250.0.13"}
-    # three engines with identities of their own (one /etc/docker each), not one answering thrice
-    assert len({node.client().info()["ID"] for node in cluster.nodes}) == 3
+    assert {n["Status"]["Addr"] for n in nodes.values()} == {"10.250.0.11", "10.250.0.12", "10.250.0.13", "10.250.0.14"}
+    # four engines with identities of their own (one /etc/docker each), not one answering four times
+    assert len({node.client().info()["ID"] for node in cluster.nodes}) == 4
     for name, attrs in nodes.items():
         labels = attrs["Spec"].get("Labels", {})
         assert labels["node"] == name
         assert labels.get("workspace.gpus", "") == ",".join(GPUS.get(name, []))
+        assert labels.get("workspace.userns") == ("remap" if name == USERNS_NODE else None)
+    # the user-namespaced node's engine remaps users, and bounds each container's writable layer
+    for node in cluster.nodes:
+        info = node.client().info()
+        assert ("name=userns" in info["SecurityOptions"]) == (node.name == USERNS_NODE), info["SecurityOptions"]
+        assert (info["Driver"], info["DriverStatus"][0][1] == "xfs") == ("overlay2", node.name == USERNS_NODE), info
 
 
 def test_a_service_placed_on_a_node_answers_from_that_node_with_that_nodes_store(cluster: Cluster):
     node2 = cluster.nodes[1]
     assert homes.is_btrfs(node2.store)
-    assert len({n.store.stat().st_dev for n in cluster.nodes}) == 3  # a filesystem each
+    assert len({n.store.stat().st_dev for n in cluster.nodes}) == 4  # a filesystem each
     token = secrets.token_hex(8)
     (node2.store / "token.txt").write_text(token)
     service = cluster.manager.client().services.create(

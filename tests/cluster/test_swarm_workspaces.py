@@ -18,12 +18,12 @@ import time
 import pytest
 import requests
 
-from tests.cluster.conftest import NET_GATEWAY, running_swarm_hub
+from tests.cluster.conftest import NET_GATEWAY, host_on_bridge, running_swarm_hub
 from tests.integration.hub import ADMIN_PASSWORD, Hub
 from tests.security.test_egress import PROBE
 from workspace import ssh_identities
 from workspace.gateway_keys import GatewayKeys
-from workspace.setup.cluster import AGENT_PORT, BRIDGE, NET, Cluster
+from workspace.setup.cluster import AGENT_PORT, Cluster
 from workspace.spawner import networks
 
 TYPES = [
@@ -386,49 +386,14 @@ def test_a_task_runs_on_a_worker_node_and_its_log_and_exit_code_come_back(cluste
 @pytest.fixture
 def site(cluster: Cluster, tmp_path):
     """Listeners at the cloud's metadata address, a campus 192.168.x and a public stand-in (11.x: a routed
-    range, so the rules treat it as the internet; routed here only, see tests/security/test_egress.py) in a
-    namespace of their own on the cluster's bridge, which the nodes route these addresses to: the host's
-    routes and FORWARD stay as they are (bridge to bridge is the cluster's FORWARD_RULE)."""
-    tag, r = os.urandom(3).hex(), random.randrange(1, 250)
-    ns, host_end, ns_end = f"wsswsite{tag}", f"vsw{tag}h", f"vsw{tag}n"
-    own = f"{NET}.{random.randrange(200, 250)}"
+    range, so the rules treat it as the internet; routed here only, see tests/security/test_egress.py), on
+    a host of the test's own on the cluster's bridge (conftest.host_on_bridge)."""
+    r = random.randrange(1, 250)
     addresses = {"metadata": "169.254.169.254", "campus": f"192.168.{r}.10", "public": f"11.249.{r}.10"}
-    inside = ["ip", "netns", "exec", ns]
     canary = os.urandom(8).hex()
     (tmp_path / "canary").write_text(canary)
-
-    def run(*cmd):
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-    server = None
-    try:
-        run("ip", "netns", "add", ns)
-        run("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end, "netns", ns)
-        run("ip", "link", "set", host_end, "master", BRIDGE, "up")
-        run(*inside, "ip", "addr", "add", f"{own}/24", "dev", ns_end)
-        for address in addresses.values():
-            run(*inside, "ip", "addr", "add", f"{address}/32", "dev", ns_end)
-        run(*inside, "ip", "link", "set", ns_end, "up")
-        run(*inside, "ip", "link", "set", "lo", "up")
-        for node in cluster.nodes:
-            for address in addresses.values():
-                run("ip", "-n", node.name, "route", "replace", f"{address}/32", "via", own)
-        server = subprocess.Popen(
-            [*inside, "python3", "-m", "http.server", "8765", "--bind", "0.0.0.0"],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    with host_on_bridge(cluster, list(addresses.values()), tmp_path):
         yield addresses, canary
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(10)
-        for node in cluster.nodes:
-            for address in addresses.values():
-                subprocess.run(["ip", "-n", node.name, "route", "del", f"{address}/32"], capture_output=True)
-        subprocess.run(["ip", "link", "del", host_end], capture_output=True)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def test_a_workspace_on_a_worker_reaches_the_internet_and_the_hub_not_the_site(cluster, swarm_hub, only_on, site):

@@ -19,6 +19,7 @@ TYPES = [
     {"name": "small", "description": "1 CPU, 1 GB", "cpu": 1, "memory": "1G", "capacity": 1, "max_runtime": 3600},
     {"name": "gpu2", "gpus": 2, "gpu_model": "A100"},
     {"name": "staff", "groups": ["staff"]},
+    {"name": "rooted", "root": True},
 ]
 
 
@@ -63,11 +64,35 @@ def test_bad_types_are_refused_with_a_sentence(queue_hub: Hub):
     r = hub.spawn(user, "x", token, {"resource_type": "huge"})
     assert (
         r.status_code == 400
-        and r.json()["message"] == "There is no resource type “huge”. Choose one of: small, gpu2, staff."
+        and r.json()["message"] == "There is no resource type “huge”. Choose one of: small, gpu2, staff, rooted."
     )
     r = hub.spawn(user, "x", token, {"resource_type": "staff"})
     assert r.status_code == 403 and "is for the group(s) staff" in r.json()["message"]
     assert hub.executions(user, "x") == []
+
+
+def test_a_root_allowed_type_is_refused_where_no_engine_keeps_workspaces_in_a_user_namespace(queue_hub: Hub):
+    """#32: one engine here, without `userns-remap`: root inside would be the host's root, so a type with
+    `root` never starts on it (tests/cluster/test_root_inside.py starts one on a user-namespaced node). The
+    form says so beside the type; the start fails with the sentence, before anything is restored."""
+    hub, user = queue_hub, "rooty"
+    token = hub.user_token(user)
+    types = {t["name"]: t for t in hub.service_api("/resource-types", token).json()["types"]}
+    assert types["rooted"]["root"] is True and "no node of this server runs it" in types["rooted"]["free"]
+    assert types["small"]["root"] is False
+    r = hub.spawn(user, "w", token, {"resource_type": "rooted"})
+    if r.status_code in (201, 202):  # the hub answered before the start failed: its progress says why
+        events = hub.progress(user, "w", token)
+        assert events[-1].get("failed"), events
+        said = events[-1].get("message", "")
+    else:
+        assert r.status_code == 409, r.text
+        said = r.json()["message"]
+    assert "“rooted” gives root inside the workspace" in said and "user namespace" in said, said
+    hub.wait_stopped(user, "w")
+    refused = hub.executions(user, "w")[-1]
+    assert refused["state"] == "failed" and refused["restore"] is None, refused
+    assert not hub.containers(user=user, server="w")
 
 
 def test_a_full_type_queues_the_next_start_visibly(queue_hub: Hub):

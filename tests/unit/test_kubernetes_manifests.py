@@ -29,6 +29,7 @@ from workspace.spawner import kubernetes as km
 RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # and at most 63 characters
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")  # and at most 63 characters
 
+ROOTED = ResourceType.from_config({"name": "rooted", "cpu": 2, "memory": "4G", "root": True})
 HEX = "0123456789abcdef" * 2
 CPU = ResourceType.from_config({"name": "cpu", "cpu": 2, "memory": "4G"})
 A100 = ResourceType.from_config(
@@ -148,6 +149,7 @@ SCENARIOS = {
         settings(datasets_claim="workspace-datasets", internet=False, storage_class=None),
         inputs(rtype=CPU, mounts=MOUNTS),
     ),
+    "root inside its own user namespace": (settings(), inputs(rtype=ROOTED)),
     "mapped GPU products": (
         settings(gpu_products={"A100": ("NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-PCIE-40GB")}),
         inputs(rtype=A100),
@@ -352,6 +354,26 @@ def test_the_pod_runs_unprivileged_without_cluster_credentials():
     assert pod["spec"]["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
     sc = container(pod)["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_a_root_allowed_type_is_root_only_inside_a_user_namespace_of_its_pod():
+    """#32: `hostUsers: false` maps the pod's uids to a range of its own (Kubernetes' user namespaces); it
+    starts as that root (workspace-start writes the sudo rule, then runs as uid 1000), with the capabilities
+    a package manager needs and no others, and a writable root (bounded by its ephemeral storage)."""
+    s = settings()
+    pod = km.execution_manifests(s, inputs(rtype=ROOTED)).pod(s, "img")
+    assert pod["spec"]["hostUsers"] is False
+    assert pod["spec"]["securityContext"]["runAsUser"] == 0 and pod["spec"]["securityContext"]["runAsNonRoot"] is False
+    sc = container(pod)["securityContext"]
+    assert sc["privileged"] is False and sc["readOnlyRootFilesystem"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    never = {"SYS_ADMIN", "MKNOD", "NET_ADMIN", "NET_RAW", "SYS_MODULE", "SYS_PTRACE", "DAC_READ_SEARCH"}
+    assert not never & set(sc["capabilities"]["add"])
+    traits = km.execution_manifests(s, inputs(rtype=ROOTED)).kubespawner_traits()
+    assert traits["extra_pod_config"]["hostUsers"] is False
+    # the other types: none of it
+    plain = km.execution_manifests(s, inputs(rtype=CPU)).pod(s, "img")
+    assert "hostUsers" not in plain["spec"] and plain["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
 def test_the_root_is_read_only_and_the_scratch_space_is_memory_with_a_size():

@@ -79,3 +79,19 @@ def test_each_node_s_store_is_its_agent_where_it_has_one():
 
     stores._list = down
     assert stores.nodes() == [] and stores.known("n1")
+
+
+def test_a_user_namespaced_node_takes_the_root_allowed_types_and_only_them():
+    """#32: `workspace.userns=remap` (workspace/setup/userns.py) marks a node whose engine remaps users: a type
+    with `root` runs there only, and the other types never there."""
+    nodes = parse_swarm(
+        [
+            node("node1", **{"workspace.store": "/s1"}),
+            node("node4", **{"workspace.store": "/s4", "workspace.userns": "remap"}),
+            node("node5", **{"workspace.store": "/s5", "workspace.userns": "yes"}),  # not the value: not such a node
+        ]
+    )
+    assert [n.userns for n in nodes] == [False, True, False]
+    assert list(inventories(nodes)) == ["node1", "node5"]
+    assert list(inventories(nodes, root=True)) == ["node4"]
+    assert inventories(nodes[:1], root=True) == {}  # a single engine here: a root type has nowhere to run

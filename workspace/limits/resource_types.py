@@ -2,7 +2,9 @@
 
 A type has CPU, memory, GPU count and model, home size limit, maximum run
 time, the groups allowed to use it, a capacity (how many may run at once on a
-node) and a limit per user. It is configured in jupyterhub_config.py
+node) and a limit per user. A type with `root` gives root inside (sudo): it
+runs only on nodes whose engine puts workspaces in a user namespace
+(SECURITY.md, "Root inside"). It is configured in jupyterhub_config.py
 (`WorkspaceMixin.resource_types`); the queue that admits starts of a type is
 workspace/limits/queue.py.
 """
@@ -33,6 +35,8 @@ class ResourceType:
     per_user: int | None = None  # how many of this type one user may hold at once (None: no limit)
     max_nodes: int = 4  # how many nodes a job of this type may span (#31; 1: no jobs over several nodes)
     spread: bool = False  # a job's ranks each on a node of its own (multi-node training), not packed
+    # root inside (sudo, apt-get) on a node whose engine runs workspaces in a user namespace (#32; SECURITY.md)
+    root: bool = False
 
     @classmethod
     def from_config(cls, d: dict) -> "ResourceType":
@@ -52,6 +56,7 @@ class ResourceType:
             "home_files",
             "max_nodes",
             "spread",
+            "root",
         }
         unknown = set(d) - known
         if unknown:
@@ -78,6 +83,7 @@ class ResourceType:
             per_user=int(d["per_user"]) if d.get("per_user") else (1 if int(d.get("gpus") or 0) else None),
             max_nodes=int(d["max_nodes"]) if d.get("max_nodes") is not None else 4,
             spread=bool(d.get("spread", False)),
+            root=bool(d.get("root", False)),
         )
 
     @property
@@ -99,6 +105,8 @@ class ResourceType:
             parts.append(f"{self.gpus} × {self.gpu_model or 'GPU'}")  # no word to translate
         if self.max_runtime:
             parts.append(i18n.translate(locale, "at most {hours:g} h", hours=self.max_runtime / 3600))
+        if self.root:
+            parts.append(i18n.translate(locale, "root inside (sudo)"))
         # the separator of a list of a resource type's figures
         return i18n.translate(locale, ", ").join(parts) or i18n.translate(locale, "no limits")
 

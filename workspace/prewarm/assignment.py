@@ -68,11 +68,12 @@ class Plan:
 
 
 def eligible(nodes: list[Node], rtype: ResourceType | None) -> list[Node]:
-    """The nodes a start of the course's type may be placed on: they take work, and for a GPU type their
-    model fits and they have as many GPUs as one start takes."""
+    """The nodes a start of the course's type may be placed on (Node.takes), and for a GPU type those with
+    as many GPUs as one start takes."""
     gpus = rtype.gpus if rtype is not None else 0
     model = rtype.gpu_model if rtype is not None and gpus else None
-    return [n for n in nodes if n.takes_work() and n.fits(model) and len(n.gpus) >= gpus]
+    root = rtype is not None and rtype.root
+    return [n for n in nodes if n.takes(model, root) and len(n.gpus) >= gpus]
 
 
 def assign(homes: list[Home], nodes: list[Node], load: dict[str, int]) -> list[Home]:

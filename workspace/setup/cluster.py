@@ -1,6 +1,7 @@
 """A Docker Swarm of several nodes on this one machine: `make cluster-up`, `make cluster-down`.
 
     python -m workspace.setup.cluster up [--nodes 3] [--gpus node2=0,1 --gpus node3=0,1,2,3] [--hub ADDR:PORT]
+                                         [--userns node4]
     python -m workspace.setup.cluster egress --hub ADDR:PORT [--allowed DEST ...]
     python -m workspace.setup.cluster down [--purge]
     python -m workspace.setup.cluster status
@@ -12,7 +13,9 @@ node1 is the swarm's manager, the others join as workers. Each node has a
 home store of its own (a loop-mounted btrfs image), so a test notices data
 on the wrong node. Images are copied into the nodes by `docker save | docker
 load` (no registry). The GPU IDs given per node become node labels
-(`workspace.gpus`), the inventory admission places GPU starts by.
+(`workspace.gpus`), the inventory admission places GPU starts by. A node
+named by `--userns` runs its containers in a user namespace (workspace/setup/
+userns.py, label `workspace.userns=remap`): root-allowed types run there only.
 
 The pitfalls this handles were found by the recipe in
 ../shared/reference/swarm-netns (measured there: 3 nodes in 1.6 s without the
@@ -51,6 +54,7 @@ import docker
 
 from workspace import egress
 from workspace.settings import Settings
+from workspace.setup import userns
 from workspace.setup.steps import SetupError, fail, say, step
 from workspace.store import homes
 
@@ -72,6 +76,7 @@ FORWARD_RULE = [
 ]
 MAX_NODES = 9  # node i is 10.250.0.1i
 AGENT_PORT = 8765  # each node's store agent, on the node's address
+LAYER_SIZE = "10G"  # a user-namespaced node's bound on each container's writable layer
 
 # Runs inside a node's mount namespace (after `ip netns exec`), before its dockerd.
 NODE_INIT = """\
@@ -160,6 +165,7 @@ class Cluster:
         self.log = root / "cluster.log"
         count = nodes if nodes is not None else self.recorded().get("nodes", 0)
         self.nodes = [Node(i, root / f"node{i}") for i in range(1, count + 1)]
+        self.userns = set(self.recorded().get("userns", []))  # the nodes whose engine remaps users
 
     # -- what was made ----------------------------------------------------------
 
@@ -183,14 +189,28 @@ class Cluster:
 
     # -- up ---------------------------------------------------------------------
 
-    def up(self, image: str, gpus: dict[str, list[str]], store_size: str = "20G", hub=None, allowed=None) -> None:
-        """`hub` (address, port), `allowed`: the nodes' egress rules (else those recorded, if any)."""
+    def up(
+        self,
+        image: str,
+        gpus: dict[str, list[str]],
+        store_size: str = "20G",
+        hub=None,
+        allowed=None,
+        user_namespaced: list[str] | None = None,
+    ) -> None:
+        """`hub` (address, port), `allowed`: the nodes' egress rules (else those recorded, if any);
+        `user_namespaced`: the nodes whose engine remaps users (else those recorded)."""
         if not 1 <= len(self.nodes) <= MAX_NODES:
             raise SetupError(f"A cluster here has 1 to {MAX_NODES} nodes, not {len(self.nodes)}.")
         if os.geteuid() != 0:
             raise SetupError("A cluster of namespaced engines needs root: run `make cluster-up` as root.")
         self.root.mkdir(parents=True, exist_ok=True)
-        self.record(nodes=len(self.nodes), image=image, gpus=gpus)
+        if user_namespaced is not None:
+            unknown = set(user_namespaced) - {n.name for n in self.nodes}
+            if unknown:
+                raise SetupError(f"--userns names {', '.join(sorted(unknown))}, not a node of this cluster.")
+            self.userns = set(user_namespaced)
+        self.record(nodes=len(self.nodes), image=image, gpus=gpus, userns=sorted(self.userns))
         if hub is not None:
             self.record(hub=list(hub), allowed=list(allowed or []))
         with step(PREFIX, f"network: bridge {BRIDGE} and {len(self.nodes)} namespaces"):
@@ -254,6 +274,11 @@ class Cluster:
             if not daemon_json.exists():
                 daemon_json.write_text("{}")
             i, d = node.index, node.dir
+            remap = []
+            if node.name in self.userns:
+                userns.remap_offset()
+                userns.bounded_data_root(d, self.log)
+                remap = userns.dockerd_args(LAYER_SIZE)
             dockerd = [
                 "dockerd",
                 f"--config-file={daemon_json}",
@@ -267,6 +292,7 @@ class Cluster:
                 f"--cgroup-parent=/workspace-cluster-{node.name}",
                 f"--swarm-default-advertise-addr={node.address}",
                 "--log-level=warn",
+                *remap,
             ]
             script = f". {shlex.quote(str(init))}; hostname {node.name}; exec {shlex.join(dockerd)}"
             # DOCKER_SERVICE_PREFER_OFFLINE_IMAGE: a worker does not ask a registry first (20 s timeouts)
@@ -319,6 +345,8 @@ class Cluster:
                         f"{node.address}:{AGENT_PORT}",
                         "--token-file",
                         str(self.agent_token_file),
+                        "--id-offset",
+                        str(userns.remap_offset() if node.name in self.userns else 0),
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -403,6 +431,10 @@ class Cluster:
                 labels["workspace.gpus"] = ",".join(gpus[node.name])
             else:
                 labels.pop("workspace.gpus", None)
+            if node.name in self.userns:
+                labels["workspace.userns"] = "remap"  # root-allowed types run here only
+            else:
+                labels.pop("workspace.userns", None)
             try:
                 swarm_node.update(dict(spec, Labels=labels))
                 return
@@ -530,6 +562,9 @@ def main(argv=None) -> None:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--gpus", action="append", default=[], help="NODE=ID,ID: GPU device IDs of a node")
     parser.add_argument("--purge", action="store_true", help="down: also delete the nodes' data and stores")
+    parser.add_argument(
+        "--userns", action="append", default=None, help="up: a node whose engine runs containers in a user namespace"
+    )
     parser.add_argument("--hub", help="up, egress: ADDR:PORT of the hub's API as the nodes' workspaces call it")
     parser.add_argument("--allowed", action="append", default=[], help="egress: a destination let through")
     args = parser.parse_args(argv)
@@ -539,7 +574,9 @@ def main(argv=None) -> None:
         if args.command == "up":
             hub = egress.parse_hub(args.hub) if args.hub else None
             cluster = Cluster(root, args.nodes, cache=settings.path("cache"))
-            cluster.up(settings.image, parse_gpus(args.gpus), hub=hub, allowed=args.allowed)
+            cluster.up(
+                settings.image, parse_gpus(args.gpus), hub=hub, allowed=args.allowed, user_namespaced=args.userns
+            )
         elif args.command == "egress":
             if not args.hub:
                 raise SetupError("egress needs --hub ADDR:PORT (the hub's API as workspaces call it).")

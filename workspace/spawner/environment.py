@@ -8,6 +8,7 @@ image's own set-up.
 
 from __future__ import annotations
 
+import workspace.spawner.privileges as privileges
 from workspace import i18n, ssh_identities
 from workspace.executions import get_or_create_workspace
 
@@ -61,6 +62,8 @@ class EnvironmentMixin:
             env["WORKSPACE_TASK_COMMAND"] = self.current.task
             base = self.hub.base_url[: -len("hub/")] if self.hub and self.hub.base_url.endswith("hub/") else "/"
             env["WORKSPACE_TASK_PAGE"] = f"{base}services/workspace/workspaces/{self.workspace_name}"
+        if self.current.root:
+            env[privileges.ROOT_ENV] = "1"
         gpus = self.current.gpu_ids
         if gpus is not None and self.parsed_resource_types():
             # also with device_requests: CUDA programs see exactly these, by the same IDs

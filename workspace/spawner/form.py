@@ -305,10 +305,8 @@ def type_choices(db: Database, types, groups, nodes: list, *, locale: str = "en"
     with db.session() as s:
         used = fit.used_gpus(s)
         for t in types:
-            free_per_node = [
-                len([g for g in ids if g not in used.get(node, ())])
-                for node, ids in inventories(nodes, t.gpu_model if t.gpus else None).items()
-            ]
+            places = inventories(nodes, t.gpu_model if t.gpus else None, root=t.root)
+            free_per_node = [len([g for g in ids if g not in used.get(node, ())]) for node, ids in places.items()]
             free = sum(free_per_node)
             if not t.allowed(groups):
                 continue
@@ -330,6 +328,8 @@ def type_choices(db: Database, types, groups, nodes: list, *, locale: str = "en"
                     parts.append(i18n.translate(locale, "at most {most} on one node", most=most))
             if queued:
                 parts.append(i18n.translate(locale, "{queued} waiting", queued=queued))
+            if t.root and not places:
+                parts.append(i18n.translate(locale, "no node of this server runs it"))
             out.append(
                 {
                     "name": t.name,
@@ -347,6 +347,7 @@ def type_choices(db: Database, types, groups, nodes: list, *, locale: str = "en"
                     "queued": queued,
                     "gpus_free": free if t.gpus else None,
                     "gpus_free_on_one_node": max(free_per_node, default=0) if t.gpus else None,
+                    "root": t.root,
                 }
             )
     return out

@@ -34,7 +34,7 @@ from typing import Mapping
 
 from workspace.egress import BLOCKED, parse_allowed
 from workspace.limits.resource_types import ResourceType
-from workspace.spawner import scratch
+from workspace.spawner import privileges, scratch
 from workspace.spawner.kubernetes_names import (  # noqa: F401 (all of them are this module's names too)
     DNS_LABEL,
     HASH_LENGTH,
@@ -325,24 +325,10 @@ def gpu_env(env: Mapping[str, str], gpus: int) -> dict[str, str]:
     return out
 
 
-def pod_security(s: ClusterSettings) -> tuple[dict, dict]:
-    """(the pod's, the container's) security context: the student runs any code, with no way up."""
-    pod = {
-        "runAsUser": s.uid,
-        "runAsGroup": s.gid,
-        "runAsNonRoot": True,
-        "fsGroup": s.gid,
-        # a restored home has the right owner already: no recursive chown of a large home at every start
-        "fsGroupChangePolicy": "OnRootMismatch",
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-    container = {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "privileged": False,
-        "readOnlyRootFilesystem": s.read_only_root,
-    }
-    return pod, container
+def pod_security(s: ClusterSettings, root: bool = False) -> tuple[dict, dict, dict]:
+    """(the pod's, the container's security context, more of the pod's spec): the student runs any code, with
+    no way up; a root-allowed type's pod, root in a user namespace of its own (spawner/privileges.py)."""
+    return privileges.pod_security(s.uid, s.gid, s.read_only_root, root)
 
 
 def owner_network_policy(s: ClusterSettings, owner: str) -> dict:
@@ -450,6 +436,7 @@ class ExecutionManifests:
     annotations: dict[str, str]
     pod_security_context: dict
     container_security_context: dict
+    pod_extra: dict  # more of the pod's spec (`hostUsers: false` for a root-allowed type)
 
     def pod(self, s: ClusterSettings, image: str, env: Mapping[str, str] | None = None) -> dict:
         """The pod these pieces make (KubeSpawner builds it from `kubespawner_traits()`; here for tests and docs)."""
@@ -472,6 +459,7 @@ class ExecutionManifests:
             "automountServiceAccountToken": False,  # student code gets no credential for the cluster's API
             "enableServiceLinks": False,  # nor a list of the namespace's services in its environment
             "restartPolicy": "Never",  # a server that dies ends its execution (`lost`), as on Docker
+            **self.pod_extra,
         }
         if self.affinity:
             spec["affinity"] = self.affinity
@@ -514,14 +502,14 @@ class ExecutionManifests:
             "automount_service_account_token": False,
             "pod_security_context": self.pod_security_context,
             "container_security_context": self.container_security_context,
-            "extra_pod_config": {"restartPolicy": "Never", "enableServiceLinks": False},
+            "extra_pod_config": {"restartPolicy": "Never", "enableServiceLinks": False, **self.pod_extra},
         }
 
 
 def execution_manifests(s: ClusterSettings, x: ExecutionInputs) -> ExecutionManifests:
     """Every object one execution needs, from what the mixin knows at start."""
     vols, mounts = volumes(s, x)
-    pod_context, container_context = pod_security(s)
+    pod_context, container_context, pod_extra = pod_security(s, root=x.rtype is not None and x.rtype.root)
     cpu, memory = cpu_and_memory(x)
     return ExecutionManifests(
         pod_name=pod_name(s.deployment, x.owner, x.server, x.number),
@@ -540,4 +528,5 @@ def execution_manifests(s: ClusterSettings, x: ExecutionInputs) -> ExecutionMani
         annotations=annotations(x),
         pod_security_context=pod_context,
         container_security_context=container_context,
+        pod_extra=pod_extra,
     )

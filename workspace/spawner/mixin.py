@@ -432,6 +432,7 @@ class WorkspaceMixin(
         current.number, current.report_key = plan.number, plan.report_key or ""
         current.task = request.task
         current.gpu_ids = []
+        current.root = request.resource_type is not None and request.resource_type.root
         await self._record_ranks(plan, request.job)  # a job over several nodes: admitted all at once
         self.apply_limits(request.limits)
         self.record_start()  # a hub that dies during the start finds it (startup.py)

@@ -97,7 +97,17 @@ class PlacementMixin(LoggingConfigurable):
         """The node this start runs on, chosen by admission before its home is restored (the home is
         restored into that node's store); nodes that hold the home's snapshot first."""
         cluster = await self.run_blocking(self.cluster_nodes)
-        inventories = nodes.inventories(cluster, rtype.gpu_model if rtype is not None and rtype.gpus else None)
+        root = rtype is not None and rtype.root
+        inventories = nodes.inventories(cluster, rtype.gpu_model if rtype is not None and rtype.gpus else None, root)
+        if root and not inventories:
+            await self._leave_queue(plan, "failed", self.localized("no node runs root-allowed types"), "error")
+            raise UserError(
+                409,
+                "“{name}” gives root inside the workspace, which runs only on a node whose engine keeps "
+                "workspaces in a user namespace, and no such node takes work now; choose another resource type, "
+                "or ask your administrator.",
+                name=rtype.name,
+            )
         if not inventories and not (rtype is not None and rtype.gpus):  # a GPU start says which GPUs are missing
             await self._leave_queue(plan, "failed", self.localized("no node takes work"), "error")
             raise UserError(503, "No node of this server can run a workspace now; please try again in a minute.")

@@ -53,6 +53,7 @@ from dockerspawner import SwarmSpawner
 from traitlets import Float, List, Unicode, default
 
 import workspace.spawner.networks as networks
+import workspace.spawner.privileges as privileges
 import workspace.spawner.scratch as scratch
 from workspace import ssh_identities
 from workspace.errors import UserError
@@ -244,10 +245,10 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
             args=await self.get_command(),
             mounts=[*self.mounts, *self._scratch_mounts()],
             # the writable layer has no size limit on the nodes' ext4: nothing is written there at all
-            read_only=self.read_only_root,
+            read_only=self._read_only_root,
             labels=self.container_labels(),
             init=True,  # tini as PID 1 reaps terminals' and kernels' zombies
-            cap_drop=["ALL"],  # the student runs any code here
+            **privileges.swarm_container(self.current.root),  # no capability; a root type's, namespaced
             **self.extra_container_spec,
         )
         if self.current.job is not None:  # a job's rank is its name to itself too (mpirun tells hosts by name)
@@ -292,9 +293,15 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
             ports.append({"Protocol": "tcp", "TargetPort": ssh_identities.WORKSPACE_PORT, "PublishMode": "host"})
         return ports
 
+    @property
+    def _read_only_root(self) -> bool:
+        """A root-allowed type's root filesystem is writable (apt-get writes /usr and /var), bounded by its
+        node's engine (`overlay2.size`, workspace/setup/cluster.py)."""
+        return self.read_only_root and not self.current.root
+
     def _scratch_mounts(self) -> list:
         """The scratch tmpfs volumes of a read-only root (see DockerWorkspaceSpawner.read_only_root)."""
-        if not self.read_only_root:
+        if not self._read_only_root:
             return []
         return scratch.swarm_mounts(self.scratch_plan(), self.home_uid, self.home_gid)
 

@@ -417,10 +417,17 @@ def main(argv=None) -> None:
     parser.add_argument("--token-file", required=True, help="a file holding the agents' shared token")
     parser.add_argument("--certfile", help="TLS certificate (serve HTTPS)")
     parser.add_argument("--keyfile", help="TLS key")
+    parser.add_argument(
+        "--id-offset",
+        type=int,
+        default=0,
+        help="the host uid of a container's root on this node (its engine's userns-remap range; 0: none)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s store-agent %(levelname)s %(message)s")
     token = Path(args.token_file).read_text().strip()
-    store = store_for(args.root, clean=True, backend="btrfs")  # this node's saves are this agent's: clean here
+    # this node's saves are this agent's: clean here
+    store = store_for(args.root, clean=True, backend="btrfs", id_offset=args.id_offset)
     host, _, port = args.listen.rpartition(":")
     server = serve(Agent(store, token), host, int(port), args.certfile, args.keyfile)
     log.info("store agent for %s on %s", args.root, args.listen)

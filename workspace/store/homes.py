@@ -33,7 +33,7 @@ from pathlib import Path
 from traitlets import Int, Unicode
 from traitlets.config import LoggingConfigurable
 
-from workspace.store import paths
+from workspace.store import ownership, paths
 from workspace.store.copier import Progress, Transfer, copy_tree, fsync_dir
 
 PARTIAL = ".partial-"
@@ -88,6 +88,15 @@ class HomeStore(LoggingConfigurable):
     )
     uid = Int(1000, config=True, help="Owner of a fresh (empty) home: the image's user.")
     gid = Int(1000, config=True, help="Group of a fresh (empty) home.")
+    id_offset = Int(
+        0,
+        config=True,
+        help="""The host uid (and gid) of a container's uid 0 on this store's
+        node: its engine's `userns-remap` range (0: no remap; btrfs stores, as a
+        node's store agent keeps, only). A live home's
+        files then belong to offset + uid while it runs, and to uid in every
+        snapshot (workspace/store/ownership.py).""",
+    )
 
     kind = "abstract"
 
@@ -389,13 +398,15 @@ class BtrfsHomeStore(HomeStore):
 
     def _create_empty(self, target: Path) -> Transfer:
         self._run("subvolume", "create", target)
-        os.chown(target, self.uid, self.gid)
+        os.chown(target, self.id_offset + self.uid, self.id_offset + self.gid)
         return Transfer()
 
     def _restore(self, source: Path, target: Path, progress: Progress | None) -> Transfer:
         # A writable snapshot of the read-only one: no data is copied.
         stats = Transfer()
         self._run("subvolume", "snapshot", source, target)
+        if self.id_offset:  # the workspace's user as this node's remapped containers are (ownership.py)
+            ownership.give(target, self.id_offset + self.uid, self.id_offset + self.gid)
         stats.tick()
         return stats
 
@@ -421,7 +432,14 @@ class BtrfsHomeStore(HomeStore):
         stats.bytes, stats.files = self.changes(source, self._generation(parent) if parent else 0)
         # The snapshot flushes the subvolume's dirty data first, so it holds
         # everything written before this call; the sync commits it to disk.
-        self._run("subvolume", "snapshot", "-r", source, partial)
+        if self.id_offset:
+            # a remapped node's home: its files given back to the owner in a writable snapshot, then sealed
+            # (the live home keeps the remapped owner: a save of a running home leaves it as it was)
+            self._run("subvolume", "snapshot", source, partial)
+            ownership.give(partial, self.uid, self.gid)
+            self._seal(partial)
+        else:
+            self._run("subvolume", "snapshot", "-r", source, partial)
         self._sync()
         stats.tick()
         return stats

@@ -31,6 +31,7 @@ log = logging.getLogger("workspace.nodes")
 STORE_LABEL, GPUS_LABEL, MODEL_LABEL = "workspace.store", "workspace.gpus", "workspace.gpu-model"
 AGENT_LABEL, ENGINE_LABEL = "workspace.store-agent", "workspace.engine"
 DRIVER_LABEL, CUDA_LABEL = "workspace.nvidia-driver", "workspace.cuda"
+USERNS_LABEL = "workspace.userns"  # "remap": the engine runs with userns-remap (root-allowed types run there)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Node:
     engine: str = ""  # its own Docker engine's URL, where images are loaded into it ("": it pulls them itself)
     driver: str = ""  # its NVIDIA driver's version ("": none known)
     cuda: str = ""  # the highest CUDA its driver supports ("12.2"; "": none known)
+    userns: bool = False  # its engine runs containers in a user namespace (userns-remap): root-allowed types
 
     @property
     def state(self) -> str:
@@ -61,6 +63,13 @@ class Node:
     def fits(self, gpu_model: str | None) -> bool:
         """Whether a type asking for GPUs of `gpu_model` (None: any) may run here."""
         return not gpu_model or not self.gpu_model or self.gpu_model.lower() == gpu_model.lower()
+
+    def takes(self, gpu_model: str | None, root: bool) -> bool:
+        """Whether a new start of a type asking for GPUs of `gpu_model` (None: any), and for root inside or
+        not, may be placed here. A root-allowed type runs only on the nodes whose engine runs containers in a
+        user namespace, and the other types never there: those nodes' room is theirs, as a GPU node's is its
+        GPU types'."""
+        return self.takes_work() and self.fits(gpu_model) and self.userns == root
 
 
 def parse_swarm(listing: list[dict]) -> list[Node]:
@@ -84,15 +93,16 @@ def parse_swarm(listing: list[dict]) -> list[Node]:
                 engine=labels.get(ENGINE_LABEL, ""),
                 driver=labels.get(DRIVER_LABEL, ""),
                 cuda=labels.get(CUDA_LABEL, ""),
+                userns=labels.get(USERNS_LABEL) == "remap",
             )
         )
     return nodes
 
 
-def inventories(nodes: list[Node], gpu_model: str | None = None) -> dict[str, list[str]]:
+def inventories(nodes: list[Node], gpu_model: str | None = None, root: bool = False) -> dict[str, list[str]]:
     """{node: GPU IDs} of the nodes that take work (and have a store, on a swarm) for a type asking for
-    `gpu_model`: what admission places starts on."""
-    return {n.name: list(n.gpus) for n in nodes if n.takes_work() and n.fits(gpu_model)}
+    `gpu_model` (and `root`, Node.takes): what admission places starts on."""
+    return {n.name: list(n.gpus) for n in nodes if n.takes(gpu_model, root)}
 
 
 class NodeStores:

@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,7 +46,10 @@ def cluster(tmp_path_factory, image):  # noqa: F811
         pytest.skip("a cluster of namespaced engines needs root")
     if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
         pytest.fail(f"a cluster is up already (bridge {BRIDGE}): `make cluster-down` first")
-    c = Cluster(tmp_path_factory.mktemp("cluster"), nodes=4, cache=Settings.from_env().path("cache"))
+    # not under pytest's own directory, which pytest makes root's alone again at a session's start: the
+    # user-namespaced node's remapped root passes through the directories above its data root (userns.py)
+    root = Path(tempfile.mkdtemp(prefix="workspace-cluster-", dir="/tmp"))
+    c = Cluster(root, nodes=4, cache=Settings.from_env().path("cache"))
     loading = concurrent.futures.ThreadPoolExecutor(1)
     try:
         c.up(image, GPUS, store_size="2G", user_namespaced=[USERNS_NODE])

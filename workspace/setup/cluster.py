@@ -76,7 +76,6 @@ FORWARD_RULE = [
 ]
 MAX_NODES = 9  # node i is 10.250.0.1i
 AGENT_PORT = 8765  # each node's store agent, on the node's address
-LAYER_SIZE = "10G"  # a user-namespaced node's bound on each container's writable layer
 
 # Runs inside a node's mount namespace (after `ip netns exec`), before its dockerd.
 NODE_INIT = """\
@@ -276,9 +275,8 @@ class Cluster:
             i, d = node.index, node.dir
             remap = []
             if node.name in self.userns:
-                userns.remap_offset()
-                userns.bounded_data_root(d, self.log)
-                remap = userns.dockerd_args(LAYER_SIZE)
+                userns.bounded_data_root(d, self.log, userns.remap_offset())
+                remap = userns.dockerd_args()
             dockerd = [
                 "dockerd",
                 f"--config-file={daemon_json}",

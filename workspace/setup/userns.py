@@ -10,25 +10,28 @@ the offset (`--id-offset`): homes are handed to the remapped user at restore
 and back to the owner at save (workspace/store/ownership.py).
 
 A root-allowed workspace writes its root filesystem (apt-get writes /usr and
-/var), which the other types keep read-only. Its writable layer is bounded:
-the node's data root is an XFS image mounted with project quotas, where
-overlay2 gives every container a layer of at most `overlay2.size`
-(`--storage-opt`, the engine's default for all its containers, so a swarm
-task gets it too). SECURITY.md ("Root inside") says what this protects and
-what it does not.
+/var), which the other types keep read-only. What it writes there is bounded:
+the node's data root (images and containers' writable layers) is a
+filesystem of its own, a loop image of `DATA_SIZE`, so a full layer fills
+that and never the host's disk. A bound per container needs project quotas
+(overlay2's `size` on XFS with `pquota`), which this machine's kernel lacks
+("XFS: quota support not available"); a site whose kernel has them adds
+`--storage-opt overlay2.size=10G` to such a node's engine (SECURITY.md, "Root
+inside").
 """
 
 from __future__ import annotations
 
-import shutil
+import os
 import subprocess
 from pathlib import Path
 
-from workspace.setup.steps import SetupError, apt_install
+from workspace.setup.steps import SetupError
 
 USER = "dockremap"  # the account Docker's `--userns-remap=default` would make; made here, ranged here
 RANGE = 65536  # uids 0..65535 inside
 FIRST = 100000  # no range starts below this (the host's own accounts)
+DATA_SIZE = "16G"  # the node's images and writable layers, all of them (a sparse image: used as written)
 
 
 def remap_offset(user: str = USER, etc: Path = Path("/etc")) -> int:
@@ -76,30 +79,55 @@ def _first_free(path: Path) -> int:
     return max((start + count for _name, start, count in _entries(path)), default=FIRST)
 
 
-def bounded_data_root(node_dir: Path, log: Path, size: str = "40G") -> Path:
-    """The engine's data root on an XFS image with project quotas (`node_dir/data`, mounted if it is not)."""
+def bounded_data_root(node_dir: Path, log: Path, offset: int, size: str = DATA_SIZE) -> Path:
+    """The engine's data root on a filesystem of its own (`node_dir/data`, an ext4 loop image of `size`,
+    mounted if it is not), on a path the remapped root (`offset`) may pass through."""
     data = node_dir / "data"
     data.mkdir(parents=True, exist_ok=True)
-    if _fstype(data) == "xfs":
+    if os.path.ismount(data):
+        let_through(data, offset)
         return data
-    if shutil.which("mkfs.xfs") is None:
-        apt_install(["xfsprogs"], log, "A user-namespaced node's bounded container layers")
-    image = node_dir / "data.xfs"
+    image = node_dir / "data.ext4"
     if not image.exists():
         subprocess.run(["truncate", "-s", size, str(image)], check=True)
-        _run(["mkfs.xfs", "-q", str(image)], log)
-    _run(["mount", "-o", "loop,pquota", str(image), str(data)], log)
+        _run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], log)
+    _run(["mount", "-o", "loop", str(image), str(data)], log)
+    let_through(data, offset)
     return data
 
 
-def dockerd_args(layer_size: str) -> list[str]:
+ACL = "system.posix_acl_access"
+
+
+def let_through(path: Path, gid: int) -> None:
+    """Let the remapped root's group (`gid`) pass through each directory above `path` that others may not pass
+    (search, not read: group `--x`), as Docker makes its own data root (0710, root and the remapped group):
+    the engine refuses a data root its remapped root cannot reach. A root-only directory (the data
+    directory, #28) gets that group; a directory that gives its group anything else is left for the
+    administrator."""
+    for directory in path.parents:
+        st = os.stat(directory)
+        if st.st_mode & 0o001:
+            continue
+        if ACL in os.listxattr(directory):  # its group bits are an ACL's mask: what a group may do is the ACL's
+            raise SetupError(
+                f"The engine's remapped root must pass through {directory}, which has an access ACL: let everyone "
+                "pass (chmod o+x), remove the ACL (setfacl -b) or put the cluster's directory elsewhere."
+            )
+        if st.st_gid == gid and st.st_mode & 0o010:
+            continue
+        if st.st_mode & 0o070:
+            raise SetupError(
+                f"The engine's remapped root must pass through {directory}, whose group ({st.st_gid}) has rights "
+                "there: let everyone pass (chmod o+x) or put the cluster's directory elsewhere."
+            )
+        os.chown(directory, -1, gid)
+        os.chmod(directory, (st.st_mode & 0o7777) | 0o010)
+
+
+def dockerd_args() -> list[str]:
     """What a user-namespaced node's `dockerd` adds to a node's arguments."""
-    return [f"--userns-remap={USER}", f"--storage-opt=overlay2.size={layer_size}"]
-
-
-def _fstype(path: Path) -> str:
-    out = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True)
-    return out.stdout.strip()
+    return [f"--userns-remap={USER}"]
 
 
 def _run(cmd: list[str], log: Path) -> None:

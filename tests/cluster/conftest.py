@@ -54,7 +54,9 @@ def cluster(tmp_path_factory, image):  # noqa: F811
     try:
         c.up(image, GPUS, store_size="2G", user_namespaced=[USERNS_NODE])
         # the scientific image (Open MPI) for the jobs' tests, loaded into the nodes while the first tests run
-        c.more_images = {SCIENTIFIC: loading.submit(c.copy_image, SCIENTIFIC)}
+        # (not into the user-namespaced node, where no job runs)
+        workers = [n for n in c.nodes if n.name != USERNS_NODE]
+        c.more_images = {SCIENTIFIC: loading.submit(c.copy_image, SCIENTIFIC, workers)}
         yield c
     finally:
         loading.shutdown(wait=True)

@@ -360,9 +360,9 @@ class Cluster:
                     raise SetupError(f"The store agent of {node.name} did not answer in 30 s.", node.dir / "agent.log")
                 time.sleep(0.1)
 
-    def copy_image(self, image: str) -> None:
-        """Load `image` (name:tag, as this machine's engine has it) into every node that lacks it (no
-        registry: `docker save | docker load`, the tar kept in the cache for the next cluster)."""
+    def copy_image(self, image: str, nodes: list[Node] | None = None) -> None:
+        """Load `image` (name:tag, as this machine's engine has it) into every node (of `nodes`) that lacks it
+        (no registry: `docker save | docker load`, the tar kept in the cache for the next cluster)."""
         host = docker.from_env(timeout=300)
         try:
             image_id = host.images.get(image).id
@@ -371,7 +371,7 @@ class Cluster:
         self.cache.mkdir(parents=True, exist_ok=True)
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", image.rsplit(":", 1)[0])
         tar = self.cache / f"image-{name}-{image_id.split(':')[-1][:12]}.tar"
-        missing = [n for n in self.nodes if not _has_image(n, image_id)]
+        missing = [n for n in (nodes or self.nodes) if not _has_image(n, image_id)]
         if not missing:
             return
         for old in [*self.cache.glob(f"image-{name}-*.tar"), *self.cache.glob("image-????????????.tar")]:

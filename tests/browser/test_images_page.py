@@ -3,6 +3,8 @@ log follows as it is written, the image ready on the reloaded page, then deleted
 
 from __future__ import annotations
 
+import os
+import tarfile
 from pathlib import Path
 
 from tests.browser.conftest import login, watch_errors
@@ -45,6 +47,39 @@ def test_build_an_image_from_the_page_and_follow_its_log(hub, chromium):
     page.reload()
     assert "None yet." in page.inner_text("#user-images")
     # the only error is the page's 400 for the bad name
+    assert all("status of 400" in e for e in errors) and len(errors) == 1, errors
+
+
+def test_build_an_image_from_a_dockerfile_and_its_folder_on_the_page(hub, chromium, tmp_path):
+    """#32: the Dockerfile form sends the text and the folder's tar archive (base64, the API's one shape); an
+    instruction the builder does not take is refused naming its line, nothing built."""
+    user = "dfivy"
+    hub.user_token(user)
+    folder = tmp_path / "lab"
+    folder.mkdir()
+    marker = "made-from-the-folder-" + os.urandom(4).hex()
+    (folder / "hello.txt").write_text(marker + "\n")
+    archive = tmp_path / "lab.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder / "hello.txt", arcname="hello.txt")
+    page = chromium.new_context(viewport={"width": 1300, "height": 900}).new_page()
+    errors = watch_errors(page)
+    login(page, hub, user, USER_PASSWORD)
+    page.goto(f"{hub.url}/services/workspace/images")
+    page.fill("#dockerfile-name", "lab")
+    page.fill("#dockerfile-text", "FROM workspace-base:latest\nVOLUME /data\n")
+    page.click("#build-dockerfile")
+    page.wait_for_function("document.getElementById('dockerfile-result').textContent.includes('Line 2')")
+    said = page.inner_text("#dockerfile-result")
+    assert "VOLUME" in said, said
+    page.fill("#dockerfile-text", "FROM workspace-base:latest\nCOPY hello.txt /opt/hello.txt\nRUN cat /opt/hello.txt\n")
+    page.set_input_files("#dockerfile-context", str(archive))
+    page.click("#build-dockerfile")
+    page.wait_for_function(f"document.getElementById('build-log').textContent.includes('{marker}')", timeout=180_000)
+    page.wait_for_selector(f".user-image[data-name='{user}/lab'][data-state=ready]", timeout=300_000)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "04-dockerfile-ready.png"), full_page=True)
+    # the only error is the page's 400 for the refused line
     assert all("status of 400" in e for e in errors) and len(errors) == 1, errors
 
 

@@ -38,7 +38,7 @@ from workspace.errors import UserError
 SUPPORTED = ("FROM", "RUN", "COPY", "ADD", "ENV", "ARG", "WORKDIR", "USER", "LABEL", "EXPOSE", "CMD", "ENTRYPOINT")
 CONTEXT = "/tmp/workspace-build/context"  # where the build finds the context's files
 MAX_DOCKERFILE = 64 * 1024  # bytes
-MAX_CONTEXT_BYTES = 256 * 1024 * 1024
+MAX_CONTEXT_BYTES = 64_000_000  # in base64 within the service's request bound (100 MB)
 MAX_CONTEXT_FILES = 10_000
 URL = re.compile(r"^https?://", re.IGNORECASE)
 STEPS = "@@WORKSPACE_STEPS@@"  # the count of steps, known once the whole Dockerfile is read

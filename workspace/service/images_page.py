@@ -1,12 +1,14 @@
-"""The Images page (#18): the site's images with what each holds, the users' images the caller may see, and
-a form to build one whose log is followed live, and (for administrators and instructors) the shared images
-that wait for their approval (#28). The script uses the REST API (images_api.py)."""
+"""The Images page (#18): the site's images with what each holds, the users' images the caller may see, a
+form to build one (from packages, or from a Dockerfile and its folder, #32) whose log is followed live, and
+(for administrators and instructors) the shared images that wait for their approval (#28). The script uses
+the REST API (images_api.py)."""
 
 from __future__ import annotations
 
 from tornado import web
 
 from workspace.images import approvals as image_approvals
+from workspace.images import dockerfiles
 from workspace.images import user as user_images
 from workspace.service.images_api import ImageActions
 from workspace.service.pages import PageHandler
@@ -34,6 +36,7 @@ class ImagesPage(ImageActions, PageHandler):
             offered=self.settings["user_images_offered"],
             pending=pending,
             approver=approver,
+            context_max=dockerfiles.MAX_CONTEXT_BYTES,
         )
 
 

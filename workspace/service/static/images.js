@@ -57,6 +57,45 @@
       });
     });
   }
+  // a Dockerfile and its folder (a tar archive, sent in base64 in the JSON body: the API's one shape)
+  function base64Of(file) {
+    return new Promise(function (resolve, reject) {
+      var reader = new FileReader();
+      reader.onload = function () { resolve(reader.result.slice(reader.result.indexOf(",") + 1)); };
+      reader.onerror = function () { reject(reader.error); };
+      reader.readAsDataURL(file);
+    });
+  }
+  var dockerfileForm = document.getElementById("dockerfile-form");
+  if (dockerfileForm) {
+    dockerfileForm.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var result = document.getElementById("dockerfile-result"), button = document.getElementById("build-dockerfile");
+      var f = new FormData(dockerfileForm), file = document.getElementById("dockerfile-context").files[0];
+      var body = { name: f.get("name"), visibility: f.get("visibility"), dockerfile: f.get("dockerfile") };
+      var max = Number(document.getElementById("dockerfile-context").dataset.max);
+      if (file && file.size > max) {
+        result.className = "ms-2 text-danger";
+        result.textContent = _("The folder's archive is larger than {mb} MB.", {mb: Math.floor(max / 1000000)});
+        return;
+      }
+      button.disabled = true;
+      (file ? base64Of(file) : Promise.resolve(null)).then(function (context) {
+        if (context !== null) body.context = context;
+        return call("POST", api, body);
+      }).then(function (r) {
+        button.disabled = false;
+        if (r.status !== 202) { result.className = "ms-2 text-danger"; result.textContent = r.data.message; return; }
+        result.className = "ms-2 text-success";
+        result.textContent = _("Building {name}…", {name: r.data.name});
+        follow(r.data.name, true);
+      }).catch(function (e) {
+        button.disabled = false;
+        result.className = "ms-2 text-danger";
+        result.textContent = e.message;
+      });
+    });
+  }
   document.querySelectorAll(".user-image").forEach(function (row) {
     var name = row.dataset.name;
     var busy = row.dataset.state === "queued" || row.dataset.state === "building";

@@ -9,6 +9,7 @@ import time
 import requests
 from docker.types import EndpointSpec, Mount, RestartPolicy
 
+from workspace.setup import userns
 from workspace.setup.cluster import Cluster
 from workspace.store import homes
 
@@ -27,6 +28,8 @@ def test_four_engines_one_swarm_labelled_with_their_gpus_and_user_namespaces(clu
         assert labels["node"] == name
         assert labels.get("workspace.gpus", "") == ",".join(GPUS.get(name, []))
         assert labels.get("workspace.userns") == ("remap" if name == USERNS_NODE else None)
+        offset = str(userns.remap_offset()) if name == USERNS_NODE else None
+        assert labels.get("workspace.id-offset") == offset  # a hub that mounts the node's store shifts by it
     # the user-namespaced node's engine remaps users, and keeps its layers on a filesystem of its own
     for node in cluster.nodes:
         info = node.client().info()

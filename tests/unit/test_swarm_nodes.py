@@ -87,11 +87,12 @@ def test_a_user_namespaced_node_takes_the_root_allowed_types_and_only_them():
     nodes = parse_swarm(
         [
             node("node1", **{"workspace.store": "/s1"}),
-            node("node4", **{"workspace.store": "/s4", "workspace.userns": "remap"}),
-            node("node5", **{"workspace.store": "/s5", "workspace.userns": "yes"}),  # not the value: not such a node
+            node("node4", **{"workspace.store": "/s4", "workspace.userns": "remap", "workspace.id-offset": "231072"}),
+            node("node5", **{"workspace.store": "/s5", "workspace.userns": "yes", "workspace.id-offset": "-1"}),
         ]
     )
-    assert [n.userns for n in nodes] == [False, True, False]
+    assert [n.userns for n in nodes] == [False, True, False]  # node5: not the value, not such a node
+    assert [n.id_offset for n in nodes] == [0, 231072, 0]  # a store the hub mounts shifts node4's homes by it
     assert list(inventories(nodes)) == ["node1", "node5"]
     assert list(inventories(nodes, root=True)) == ["node4"]
     assert inventories(nodes[:1], root=True) == {}  # a single engine here: a root type has nowhere to run

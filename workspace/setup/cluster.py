@@ -431,8 +431,10 @@ class Cluster:
                 labels.pop("workspace.gpus", None)
             if node.name in self.userns:
                 labels["workspace.userns"] = "remap"  # root-allowed types run here only
+                labels["workspace.id-offset"] = str(userns.remap_offset())  # for a hub that mounts the store
             else:
                 labels.pop("workspace.userns", None)
+                labels.pop("workspace.id-offset", None)
             try:
                 swarm_node.update(dict(spec, Labels=labels))
                 return

@@ -31,6 +31,7 @@ log = logging.getLogger("workspace.nodes")
 STORE_LABEL, GPUS_LABEL, MODEL_LABEL = "workspace.store", "workspace.gpus", "workspace.gpu-model"
 AGENT_LABEL, ENGINE_LABEL = "workspace.store-agent", "workspace.engine"
 DRIVER_LABEL, CUDA_LABEL = "workspace.nvidia-driver", "workspace.cuda"
+OFFSET_LABEL = "workspace.id-offset"  # its remapped root's host uid: a store mounted by the hub shifts homes by it
 USERNS_LABEL = "workspace.userns"  # "remap": the engine runs with userns-remap (root-allowed types run there)
 
 
@@ -50,6 +51,7 @@ class Node:
     driver: str = ""  # its NVIDIA driver's version ("": none known)
     cuda: str = ""  # the highest CUDA its driver supports ("12.2"; "": none known)
     userns: bool = False  # its engine runs containers in a user namespace (userns-remap): root-allowed types
+    id_offset: int = 0  # that namespace's host uid of root (homes there belong to id_offset + 1000 while open)
 
     @property
     def state(self) -> str:
@@ -94,6 +96,7 @@ def parse_swarm(listing: list[dict]) -> list[Node]:
                 driver=labels.get(DRIVER_LABEL, ""),
                 cuda=labels.get(CUDA_LABEL, ""),
                 userns=labels.get(USERNS_LABEL) == "remap",
+                id_offset=int(labels.get(OFFSET_LABEL, "0")) if labels.get(OFFSET_LABEL, "0").isdigit() else 0,
             )
         )
     return nodes
@@ -124,6 +127,7 @@ class NodeStores:
         self.clean, self.store_kwargs = clean, store_kwargs
         self._roots: dict[str, str] = {}  # node -> store, kept while a node is down
         self._agents: dict[str, str] = {}  # node -> its store agent's URL
+        self._offsets: dict[str, int] = {}  # node -> its engine's remapped root (a store mounted here shifts by it)
         self._stores: dict[tuple[str, str], object] = {}
         self._lock = threading.Lock()
 
@@ -136,6 +140,7 @@ class NodeStores:
             return []
         self._roots.update({n.name: n.store for n in nodes if n.store})
         self._agents.update({n.name: n.agent for n in nodes if n.agent})
+        self._offsets.update({n.name: n.id_offset for n in nodes if n.store})
         return nodes
 
     def of(self, node: str | None):
@@ -147,10 +152,11 @@ class NodeStores:
         root = self._roots.get(node)
         if not root:
             return self.central
-        return self.store(root, self._agents.get(node, ""))
+        return self.store(root, self._agents.get(node, ""), self._offsets.get(node, 0))
 
-    def store(self, root: str, agent: str = ""):
-        """The store at `root` (on its node), through `agent` when it has one (set up once)."""
+    def store(self, root: str, agent: str = "", id_offset: int = 0):
+        """The store at `root` (on its node), through `agent` when it has one (which knows its node's
+        `id_offset` itself), else mounted here with it (set up once)."""
         with self._lock:
             if (root, agent) not in self._stores:
                 if agent:
@@ -162,7 +168,8 @@ class NodeStores:
                 else:
                     from workspace.store.homes import store_for
 
-                    self._stores[(root, agent)] = store_for(root, self.clean, "btrfs", **self.store_kwargs)
+                    kwargs = dict(self.store_kwargs, id_offset=id_offset)
+                    self._stores[(root, agent)] = store_for(root, self.clean, "btrfs", **kwargs)
             return self._stores[(root, agent)]
 
     def known(self, node: str) -> bool:

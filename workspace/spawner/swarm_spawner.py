@@ -244,7 +244,8 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
             env=self.get_env(),
             args=await self.get_command(),
             mounts=[*self.mounts, *self._scratch_mounts()],
-            # the writable layer has no size limit on the nodes' ext4: nothing is written there at all
+            # the writable layer has no size limit on the nodes' ext4: nothing is written there at all (but by a
+            # root-allowed type, on its user-namespaced node's own data root)
             read_only=self._read_only_root,
             labels=self.container_labels(),
             init=True,  # tini as PID 1 reaps terminals' and kernels' zombies
@@ -296,7 +297,7 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
     @property
     def _read_only_root(self) -> bool:
         """A root-allowed type's root filesystem is writable (apt-get writes /usr and /var), bounded by its
-        node's engine (`overlay2.size`, workspace/setup/cluster.py)."""
+        node's data root, a filesystem of its own (workspace/setup/userns.py)."""
         return self.read_only_root and not self.current.root
 
     def _scratch_mounts(self) -> list:

@@ -92,10 +92,10 @@ class HomeStore(LoggingConfigurable):
         0,
         config=True,
         help="""The host uid (and gid) of a container's uid 0 on this store's
-        node: its engine's `userns-remap` range (0: no remap; btrfs stores, as a
-        node's store agent keeps, only). A live home's
-        files then belong to offset + uid while it runs, and to uid in every
-        snapshot (workspace/store/ownership.py).""",
+        node: its engine's `userns-remap` range (0: no remap; btrfs stores
+        only, as a node's store agent keeps). A live home's files then belong
+        to offset + uid while it runs, and to uid in every snapshot
+        (workspace/store/ownership.py).""",
     )
 
     kind = "abstract"

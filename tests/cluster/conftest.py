@@ -68,6 +68,7 @@ def cluster(tmp_path_factory, image):  # noqa: F811
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not any(n.name in netns.split() for n in c.nodes), netns
     assert str(c.root) not in open("/proc/self/mounts").read()
+    assert not list(c.root.parent.glob(f"{c.root.name}*")), "the engines' runtime directories outlived `down`"
 
 
 def bring_back(cluster: Cluster) -> list[str]:

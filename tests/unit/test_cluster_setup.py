@@ -72,3 +72,13 @@ def test_the_remapped_root_may_pass_through_to_the_data_root_and_read_nothing_on
     (top / "cluster").chmod(0o750)
     with pytest.raises(SetupError, match="must pass through"):
         let_through(data, 231072)
+
+
+def test_what_a_remapping_engine_leaves_beside_the_cluster_is_found_and_nothing_else(tmp_path):
+    """`down` removes the remapped runtime directories dockerd makes beside the cluster's directory."""
+    from workspace.setup.userns import runtime_leftovers
+
+    root = tmp_path / "cluster"
+    for name in ("cluster", "cluster.100000.100000", "cluster2.1.1", "cluster.x.1", "clusterx.100000.100000"):
+        (tmp_path / name).mkdir()
+    assert runtime_leftovers(root) == [tmp_path / "cluster.100000.100000"]

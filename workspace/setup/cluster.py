@@ -483,6 +483,8 @@ class Cluster:
                 run("umount", "-l", str(self.root), check=False, log=self.log)
             if state.get("created_run_netns") and not os.listdir("/run/netns"):
                 run("umount", "/run/netns", check=False, log=self.log)
+            for remapped in userns.runtime_leftovers(self.root):  # beside the root, not below it
+                subprocess.run(["rm", "-rf", "--one-file-system", str(remapped)], check=False)
         if purge:
             subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], check=False)
         else:

@@ -23,6 +23,7 @@ inside").
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -123,6 +124,16 @@ def let_through(path: Path, gid: int) -> None:
             )
         os.chown(directory, -1, gid)
         os.chmod(directory, (st.st_mode & 0o7777) | 0o010)
+
+
+def runtime_leftovers(cluster_root: Path) -> list[Path]:
+    """What a remapping engine made beside the cluster's directory: its runtime directories for the remapped
+    root (`<root>.<uid>.<gid>/node4.<uid>.<gid>/run.<uid>.<gid>/containerd...`, empty once it stopped)."""
+    return [
+        p
+        for p in cluster_root.parent.glob(f"{cluster_root.name}.*.*")
+        if re.fullmatch(r"\.\d+\.\d+", p.name[len(cluster_root.name) :])
+    ]
 
 
 def dockerd_args() -> list[str]:

@@ -24,12 +24,12 @@ import pytest
 
 from tests.cluster.conftest import USERNS_NODE, host_on_bridge, running_swarm_hub
 from tests.cluster.test_swarm_workspaces import container_of, latest, overlay_address
+from tests.unit.test_ownership import owners
 from workspace.db import Database
 from workspace.executions import find_workspace
 from workspace.settings import Settings
 from workspace.setup import userns
 from workspace.setup.cluster import Cluster
-from workspace.store import ownership
 
 TYPES = [{"name": "cpu"}, {"name": "rooted", "description": "root inside (sudo)", "root": True}]
 HOME = "/openbayes/home"
@@ -165,12 +165,12 @@ def test_root_inside_installs_packages_and_reaches_nothing_outside(cluster: Clus
         "set -e; sudo touch ~/by-root; sudo mkdir ~/root-dir; sudo install -m 4755 /bin/true ~/suid; touch ~/mine",
     )
     (live,) = [m["Source"] for m in container.attrs["Mounts"] if m["Destination"] == HOME]
-    assert ownership.owners(live) == {(offset + 1000, offset + 1000), (offset, offset)}
+    assert owners(live) == {(offset + 1000, offset + 1000), (offset, offset)}
     hub.stop_workspace(user, "w")
     first = latest(hub, user, "w")
     assert (first["state"], first["output_node"]) == ("stopped", USERNS_NODE), first
     saved = node.store / "snapshots" / latest_snapshot(hub, user)
-    assert ownership.owners(saved) == {(1000, 1000)}
+    assert owners(saved) == {(1000, 1000)}
     assert oct((saved / "suid").stat().st_mode & 0o7777) == "0o755"
 
     # continued as root-allowed: the workspace's user owns them; as an ordinary type elsewhere, the same

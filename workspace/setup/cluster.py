@@ -165,6 +165,7 @@ class Cluster:
         count = nodes if nodes is not None else self.recorded().get("nodes", 0)
         self.nodes = [Node(i, root / f"node{i}") for i in range(1, count + 1)]
         self.userns = set(self.recorded().get("userns", []))  # the nodes whose engine remaps users
+        self.id_offset = 0  # their remapped root's host uid (`up` asks it)
 
     # -- what was made ----------------------------------------------------------
 
@@ -210,6 +211,8 @@ class Cluster:
                 raise SetupError(f"--userns names {', '.join(sorted(unknown))}, not a node of this cluster.")
             self.userns = set(user_namespaced)
         self.record(nodes=len(self.nodes), image=image, gpus=gpus, userns=sorted(self.userns))
+        # the remapped root's host uid, asked once (an account and /etc/subuid): the engines, agents and labels
+        self.id_offset = userns.remap_offset() if self.userns else 0
         if hub is not None:
             self.record(hub=list(hub), allowed=list(allowed or []))
         with step(PREFIX, f"network: bridge {BRIDGE} and {len(self.nodes)} namespaces"):
@@ -275,7 +278,7 @@ class Cluster:
             i, d = node.index, node.dir
             remap = []
             if node.name in self.userns:
-                userns.bounded_data_root(d, self.log, userns.remap_offset())
+                userns.bounded_data_root(d, self.log, self.id_offset)
                 remap = userns.dockerd_args()
             dockerd = [
                 "dockerd",
@@ -344,7 +347,7 @@ class Cluster:
                         "--token-file",
                         str(self.agent_token_file),
                         "--id-offset",
-                        str(userns.remap_offset() if node.name in self.userns else 0),
+                        str(self.id_offset if node.name in self.userns else 0),
                     ],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -371,7 +374,7 @@ class Cluster:
         self.cache.mkdir(parents=True, exist_ok=True)
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", image.rsplit(":", 1)[0])
         tar = self.cache / f"image-{name}-{image_id.split(':')[-1][:12]}.tar"
-        missing = [n for n in (nodes or self.nodes) if not _has_image(n, image_id)]
+        missing = [n for n in (self.nodes if nodes is None else nodes) if not _has_image(n, image_id)]
         if not missing:
             return
         for old in [*self.cache.glob(f"image-{name}-*.tar"), *self.cache.glob("image-????????????.tar")]:
@@ -431,7 +434,7 @@ class Cluster:
                 labels.pop("workspace.gpus", None)
             if node.name in self.userns:
                 labels["workspace.userns"] = "remap"  # root-allowed types run here only
-                labels["workspace.id-offset"] = str(userns.remap_offset())  # for a hub that mounts the store
+                labels["workspace.id-offset"] = str(self.id_offset)  # for a hub that mounts the store
             else:
                 labels.pop("workspace.userns", None)
                 labels.pop("workspace.id-offset", None)

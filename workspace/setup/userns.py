@@ -27,7 +27,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from workspace.setup.steps import SetupError
+from workspace.setup.steps import SetupError, run_logged
 
 USER = "dockremap"  # the account Docker's `--userns-remap=default` would make; made here, ranged here
 RANGE = 65536  # uids 0..65535 inside
@@ -85,14 +85,12 @@ def bounded_data_root(node_dir: Path, log: Path, offset: int, size: str = DATA_S
     mounted if it is not), on a path the remapped root (`offset`) may pass through."""
     data = node_dir / "data"
     data.mkdir(parents=True, exist_ok=True)
-    if os.path.ismount(data):
-        let_through(data, offset)
-        return data
-    image = node_dir / "data.ext4"
-    if not image.exists():
-        subprocess.run(["truncate", "-s", size, str(image)], check=True)
-        _run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], log)
-    _run(["mount", "-o", "loop", str(image), str(data)], log)
+    if not os.path.ismount(data):
+        image = node_dir / "data.ext4"
+        if not image.exists():
+            subprocess.run(["truncate", "-s", size, str(image)], check=True)
+            run_logged(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], log, "Making a node's data root failed")
+        run_logged(["mount", "-o", "loop", str(image), str(data)], log, "Mounting a node's data root failed")
     let_through(data, offset)
     return data
 
@@ -139,11 +137,3 @@ def runtime_leftovers(cluster_root: Path) -> list[Path]:
 def dockerd_args() -> list[str]:
     """What a user-namespaced node's `dockerd` adds to a node's arguments."""
     return [f"--userns-remap={USER}"]
-
-
-def _run(cmd: list[str], log: Path) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    with open(log, "a") as f:
-        f.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
-    if proc.returncode != 0:
-        raise SetupError(f"`{' '.join(cmd)}` failed: {(proc.stderr or proc.stdout).strip()[-300:]}", log)

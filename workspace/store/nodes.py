@@ -96,10 +96,15 @@ def parse_swarm(listing: list[dict]) -> list[Node]:
                 driver=labels.get(DRIVER_LABEL, ""),
                 cuda=labels.get(CUDA_LABEL, ""),
                 userns=labels.get(USERNS_LABEL) == "remap",
-                id_offset=int(labels.get(OFFSET_LABEL, "0")) if labels.get(OFFSET_LABEL, "0").isdigit() else 0,
+                id_offset=_offset(labels.get(OFFSET_LABEL, "")),
             )
         )
     return nodes
+
+
+def _offset(label: str) -> int:
+    """A node's `workspace.id-offset` (0: none, or not a number)."""
+    return int(label) if label.isdigit() else 0
 
 
 def inventories(nodes: list[Node], gpu_model: str | None = None, root: bool = False) -> dict[str, list[str]]:

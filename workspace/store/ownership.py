@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 SETID = stat.S_ISUID | stat.S_ISGID
 
@@ -66,13 +65,3 @@ def _own(dir_fd: int, name: str | None, uid: int, gid: int) -> None:
                 os.fchmod(fd, stat.S_IMODE(now.st_mode) & ~SETID)
         finally:
             os.close(fd)
-
-
-def owners(root: str | os.PathLike) -> set[tuple[int, int]]:
-    """The (uid, gid) pairs found under `root` (for tests and checks; never follows a link)."""
-    found = {(os.lstat(root).st_uid, os.lstat(root).st_gid)}
-    for dirpath, dirnames, filenames, _fd in os.fwalk(root, follow_symlinks=False):
-        for name in (*dirnames, *filenames):
-            st = os.lstat(Path(dirpath) / name)
-            found.add((st.st_uid, st.st_gid))
-    return found

@@ -176,12 +176,27 @@ c.JupyterHub.services = [
         "display": True,
     },
     {
+        # the address of every deployment (#33): /serve/OWNER/NAME/, a route of the proxy of its own
+        # (Proxy.extra_routes below); its login is the hub's (OAuth), finished at /serve/oauth_callback
+        "name": "workspace-router",
+        "url": f"http://127.0.0.1:{settings.router_port}",
+        "command": [sys.executable, "-m", "workspace.router", hub_config],
+        "cwd": str(HERE),
+        "environment": service_env,
+        "oauth_no_confirm": True,
+        "oauth_redirect_uri": "/serve/oauth_callback",
+        # who the caller is (their name and groups: a course's deployment), nothing more
+        "oauth_client_allowed_scopes": ["read:users:groups!user"],
+    },
+    {
         "name": "workspace-culler",
         "command": [sys.executable, "-m", "workspace.culler", hub_config],
         "cwd": str(HERE),
         "environment": service_env,
     },
 ]
+# /serve/ goes to the router (#33): a route without the hub's mark, which the hub's route check keeps
+c.Proxy.extra_routes = {"/serve/": f"http://127.0.0.1:{settings.router_port}"}
 # Reading other users' workspaces (never changing them): the service checks this scope.
 c.JupyterHub.custom_scopes = {
     "custom:workspaces:read": {
@@ -195,13 +210,14 @@ c.JupyterHub.load_roles = [
     {
         # every user may use the workspace service (with their own rights there)
         "name": "user",
-        "scopes": ["self", "access:services!service=workspace"],
+        "scopes": ["self", "access:services!service=workspace", "access:services!service=workspace-router"],
     },
     {
         "name": "workspace-service",
         "description": "The workspace service: read users (to tell admins from others) and groups "
         "(an instructor's course page lists the course's members); a course set-up "
-        "creates the roster's users and the course's group and sets its members.",
+        "creates the roster's users and the course's group and sets its members; "
+        "the deployments' replicas are started and stopped.",
         # read:roles:users: a roster may name only students (no admin, instructor or other role)
         "scopes": [
             "list:users",
@@ -211,6 +227,9 @@ c.JupyterHub.load_roles = [
             "read:groups",
             "admin:users",
             "admin:groups",
+            # the deployments' controller (#33) starts and stops their replicas, each a server of their owner
+            "servers",
+            "delete:servers",
         ],
         "services": ["workspace"],
     },

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from workspace.caller import Caller
 from workspace.datasets import Dataset, DatasetRules, DatasetVersion, writable
 from workspace.db import Database, utcnow
+from workspace.deployments import deployment
 from workspace.errors import UserError
 from workspace.executions import ACTIVE, Execution, execution_by_number, find_workspace
 from workspace.limits import quotas
@@ -171,6 +172,16 @@ def delete(db: Database, store, owner: str, name: str, number: int, caller: Call
                 dataset=ds.ref,
                 owner=ex.workspace.owner,
                 workspace=ex.workspace.name,
+            )
+        served = deployment.serving_dataset_version(s, version.id)
+        if served:
+            raise UserError(
+                409,
+                "Version {number} of {dataset} is served by the deployment {deployments}; give it a new version "
+                "or delete it first.",
+                number=number,
+                dataset=ds.ref,
+                deployments=", ".join(served),
             )
         version.deleted = utcnow()
         key = version.key

@@ -1,13 +1,13 @@
 """Workspaces, executions and snapshots: the records, the state machine, the lineage.
 
-Every start of a workspace is a new execution, numbered #1, #2 ... per
-workspace. An execution continues from a parent (or starts fresh), restores
-the nearest output in the parent's lineage, and leaves a snapshot (its output)
-when it stops.
+Every start of a workspace is a new execution, numbered #1, #2 ... per workspace. An execution
+continues from a parent (or starts fresh), restores the nearest output in the parent's lineage, and
+leaves a snapshot (its output) when it stops.
 
     queued -> preparing -> pulling -> restoring -> running -> saving -> stopped
                                                              saving -> save_failed -> saving
-    any state before running -> failed (nothing ran) or stopped (cancelled)
+    any state before running -> failed (nothing ran) or stopped (cancelled); a deployment's replica
+    (#33) saves nothing: running -> stopped
 
 Every transition is stored with its time (`Transition`).
 """
@@ -47,7 +47,6 @@ FINAL = ("stopped", "failed")
 UNFINISHED = ACTIVE + ("saving", "save_failed")
 # `completed`: a task whose command ended by itself (its exit code says how)
 STOP_REASONS = ("user", "idle", "max_runtime", "admin", "error", "lost", "completed")
-KINDS = ("workspace", "task")
 # The words the pages show for a state (an execution's, or a workspace's: new, starting, stopping) and a
 # stop reason, to be translated there; the records and the API keep the codes.
 WORDS = {
@@ -82,6 +81,9 @@ def word(code: str | None) -> str:
 WORKSPACE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 # a run beside a workspace (#31): a JupyterHub server of its own, named so (Execution.server); no workspace is
 RUN_SERVER = re.compile(r"^run-[0-9a-f]{12}$")
+# the hidden workspace of a deployment (#33), whose executions its replicas are; and the names no user gives
+DEPLOY_WORKSPACE = re.compile(r"^deploy-[0-9a-f]{12}$")
+RESERVED_NAME = re.compile(r"^(run|serve|deploy)-[0-9a-f]{12}$")
 
 
 def new_run_server() -> str:
@@ -94,7 +96,7 @@ TRANSITIONS: dict[str, set[str]] = {
     "preparing": {"pulling", "restoring", "failed", "stopped"},
     "pulling": {"restoring", "failed", "stopped"},
     "restoring": {"running", "failed", "stopped", "saving"},
-    "running": {"saving", "failed"},
+    "running": {"saving", "failed", "stopped"},
     "saving": {"stopped", "save_failed", "saving"},
     "save_failed": {"saving"},
     "stopped": set(),
@@ -211,8 +213,8 @@ class Execution(Base):
     # who is working on the execution's home (a save may be finished by another process)
     lease_owner: Mapped[str | None] = mapped_column(String(128), nullable=True)
     lease_until: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
-    # a task (#17) runs `command` to completion instead of a Jupyter server (workspace/tasks.py):
-    # its exit code, and how many bytes of log it wrote and the hub kept
+    # kind: workspace, task (#17: runs `command` to completion, tasks.py) or serve (a deployment's replica, #33);
+    # a command's exit code, and how many bytes of log it wrote and the hub kept
     kind: Mapped[str] = mapped_column(String(16), default="workspace", server_default="workspace")
     command: Mapped[str | None] = mapped_column(Text, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -380,6 +382,8 @@ def workspaces_of(db: Database, owner: str, latest_in_full: bool = False) -> lis
     with db.session() as s:
         out = []
         for ws in s.scalars(select(Workspace).where(Workspace.owner == owner).order_by(Workspace.name)):
+            if DEPLOY_WORKSPACE.match(ws.name):
+                continue  # a deployment's (#33): its page shows its replicas
             out.append(ws.summary())
             if latest_in_full:
                 out[-1]["latest"] = ws.latest.as_dict() if ws.latest else None
@@ -445,12 +449,8 @@ def number_of(text: str) -> int:
 
 def check_workspace_name(name: str) -> str:
     """A workspace's name, or the user's 400 saying what a name may be."""
-    if RUN_SERVER.match(name):
-        raise UserError(
-            400,
-            "“{name}” is the name the platform gives a run beside a workspace; choose another name.",
-            name=name,
-        )
+    if RESERVED_NAME.match(name):
+        raise UserError(400, "“{name}” is a name the platform gives its own servers; choose another name.", name=name)
     if not WORKSPACE_NAME.match(name):
         raise UserError(
             400,

@@ -132,6 +132,7 @@ def begin(
     queued: bool = False,
     server: str | None = None,
     checkpoint: str | None = None,
+    serve: bool = False,
 ) -> StartPlan:
     """Record a new execution and decide what it restores.
 
@@ -141,7 +142,8 @@ def begin(
     transaction (queue.entering).
 
     A run beside the workspace (#31) has its own JupyterHub `server`; from `now` it restores `checkpoint`,
-    the snapshot `checkpoint()` took of the open workspace's home.
+    the snapshot `checkpoint()` took of the open workspace's home. A deployment's replica (#33, `serve`)
+    runs `task` as a server that serves, with no maximum run time; its home is never saved (`end_replica`).
     """
     with db.session() as s, queue.entering(s, owner, name, resource_type, server):
         ws = get_or_create_workspace(s, owner, name)
@@ -151,7 +153,9 @@ def begin(
         _take_type(ex, resource_type)
         ex.cleanup = cleanup_slack is not None
         if task is not None:  # a task (workspace/tasks.py): its command instead of the server
-            ex.kind, ex.command = "task", task
+            ex.kind, ex.command = "serve" if serve else "task", task
+        if serve:
+            ex.max_runtime = None
         if not queued and (resource_type is None or not resource_type.limited):
             ex.to(s, "preparing")
         snap = s.scalar(select(Snapshot).where(Snapshot.key == checkpoint)) if checkpoint else None
@@ -350,6 +354,19 @@ def discard(
             return
         ex.stop_reason, ex.stop_detail, ex.error = stop_reason, message, error
         ex.to(s, state, message)
+    store.release(live_key)
+
+
+def end_replica(db: Database, store: HomeStore, execution_id: int, reason: str, detail: str | None) -> None:
+    """End a deployment's replica (#33): nothing of its home is saved (what it serves is mounted read-only,
+    what it wrote is scratch), so its live home is dropped and the execution is stopped."""
+    with db.session() as s:
+        ex = s.get(Execution, execution_id)
+        if ex.state in ("stopped", "failed"):
+            return
+        live_key = ex.live_key
+        ex.stop_reason, ex.stop_detail = reason, detail
+        ex.to(s, "stopped", detail)
     store.release(live_key)
 
 

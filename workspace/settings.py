@@ -23,6 +23,7 @@ are in workspace/config.py and docs/configuration.md.)
                               mounted there by `make up` when the data dir is not on btrfs)
 - `WORKSPACE_STORE_SIZE`      size of that sparse btrfs image (default 200G; takes only what is used)
 - `WORKSPACE_SERVICE_PORT`    port of the workspace service (REST API) on 127.0.0.1 (default 8082)
+- `WORKSPACE_ROUTER_PORT`     port of the deployments' router (`/serve/`, #33) on 127.0.0.1 (default 8083)
 - `WORKSPACE_DB_URL`          the workspace database (default SQLite `<data dir>/workspace.sqlite`)
 - `WORKSPACE_HUB_DB_URL`      JupyterHub's own database (default SQLite `<data dir>/jupyterhub.sqlite`);
                               production: PostgreSQL for both, e.g. `postgresql+psycopg://hub@db/jupyterhub`
@@ -90,6 +91,7 @@ class Settings:
     hub_port: int = 8081
     proxy_api_port: int = 8001
     service_port: int = 8082
+    router_port: int = 8083  # the deployments' router (workspace/router/)
     admin_user: str = "admin"
     image: str = "workspace-base:latest"
     deployment: str = "workspace"
@@ -119,6 +121,7 @@ class Settings:
             hub_port=int(environ.get("WORKSPACE_HUB_PORT", 8081)),
             proxy_api_port=int(environ.get("WORKSPACE_PROXY_API_PORT", 8001)),
             service_port=int(environ.get("WORKSPACE_SERVICE_PORT", 8082)),
+            router_port=int(environ.get("WORKSPACE_ROUTER_PORT", 8083)),
             admin_user=environ.get("WORKSPACE_ADMIN_USER", "admin"),
             image=environ.get("WORKSPACE_IMAGE", "workspace-base:latest"),
             deployment=environ.get("WORKSPACE_DEPLOYMENT", "workspace"),

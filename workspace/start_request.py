@@ -29,6 +29,7 @@ from sqlalchemy import func, select
 from workspace import courses, datasets, i18n, jobs, tasks
 from workspace.caller import Caller
 from workspace.db import Database
+from workspace.deployments import replica as deployment_replica
 from workspace.errors import UserError
 from workspace.executions import (
     RUN_SERVER,
@@ -62,6 +63,7 @@ class StartRequest:
     quota_room: int | None = None  # bytes left in the owner's storage quota (None: no limit): the home's bound
     options: Mapping = field(default_factory=dict)  # the options checked, with the course's defaults under them
     job: jobs.JobSpec | None = None  # a run over several nodes (#31; workspace/jobs.py); None: one container
+    serve: deployment_replica.ReplicaSpec | None = None  # a deployment's replica (#33): what it serves
 
     @property
     def queued(self) -> bool:
@@ -86,6 +88,7 @@ class StartState:
     checkpoint: str | None = None  # a run from `now`: its snapshot of the open home, until removed
     job: object = None  # a job's JobSpec (#31), its ranks' homes and containers: spawner/jobs.py's JobState
     root: bool = False  # its type gives root inside (a user-namespaced node; spawner/privileges.py)
+    serve: object = None  # a deployment's replica (#33): its ReplicaSpec
 
 
 def parse_cleanup(value) -> bool:
@@ -230,6 +233,8 @@ def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> St
     bad input, and nothing recorded. A course's workspace gets the course's resource type, image and
     datasets unless the start chose its own (`StartRequest.options`)."""
     refuse_start_by_link(who.method)
+    if who.server is not None and (options or {}).get("serve") is not None:
+        return check_replica(db, who, rules, options)
     # a course's workspace: the course's resource type, image and datasets unless this start chose
     defaults = courses.start_defaults(db, who.owner, who.name)
     if defaults:
@@ -259,10 +264,32 @@ def check(db: Database, who: Asker, rules: Rules, options: Mapping | None) -> St
     return request
 
 
+def check_replica(db: Database, who: Asker, rules: Rules, options: Mapping) -> StartRequest:
+    """A deployment's replica (#33): its version's command, image and output (read-only), the deployment's
+    resource type, an empty home that is never saved; admitted and queued as a run is (its owner's limits
+    make it wait, never refuse it). The user's 400/403/404/409."""
+    if set(options) - {"serve"}:
+        raise UserError(400, "A deployment's replica takes its settings from the deployment, not from its options.")
+    spec = deployment_replica.spec_of(db, who.owner, who.server, options)
+    rtype = chosen_resource_type(rules, False, spec.resource_type, who.groups)
+    if rtype is not None and rtype.root:
+        raise UserError(400, "A deployment runs as an ordinary user; choose a resource type without root.")
+    if rules.user_images:
+        check_user_image(db, who, spec.image)
+    limits = limits_of(rtype, rules.default_limits)
+    return StartRequest(
+        "fresh", rtype, False, (spec.mount,), limits, task=spec.command, options={"image": spec.image}, serve=spec
+    )
+
+
 def workspace_of(server: str, options: Mapping | None) -> tuple[str, str | None]:
     """(the workspace, the run's server or None) a JupyterHub server starts as: a run beside a workspace
-    (#31) is a server named `run-<12 hex>` whose options name the workspace (`beside`); any other server
+    (#31) is a server named `run-<12 hex>` whose options name the workspace (`beside`); a deployment's
+    replica (#33) a server named `serve-<12 hex>`, of its deployment's hidden workspace; any other server
     is its workspace. The user's 400 on a `beside` that names no workspace, or one given elsewhere."""
+    hidden = deployment_replica.workspace_of(server, options)
+    if hidden is not None:
+        return hidden, server
     beside = (options or {}).get("beside")
     if not RUN_SERVER.match(server or ""):
         if beside is not None:

@@ -43,6 +43,7 @@ class Hub:
             "WORKSPACE_PROXY_API_PORT": str(free_port("127.0.0.1")),
             "WORKSPACE_HUB_PORT": str(free_port(gateway)),
             "WORKSPACE_SERVICE_PORT": str(free_port("127.0.0.1")),
+            "WORKSPACE_ROUTER_PORT": str(free_port("127.0.0.1")),
             "WORKSPACE_SSH_PORT": str(free_port("127.0.0.1")),
             "WORKSPACE_DEPLOYMENT": self.deployment,
             "WORKSPACE_ADMIN_PASSWORD": ADMIN_PASSWORD,

@@ -32,7 +32,7 @@ def test_a_run_server_names_the_workspace_it_runs_beside():
         ("run-0123456789ab", {}, "needs “beside”"),
         ("run-0123456789ab", {"beside": 3}, "needs “beside”"),
         ("run-0123456789ab", {"beside": "../x"}, "cannot be a workspace name"),
-        ("run-0123456789ab", {"beside": "run-0123456789ac"}, "the platform gives a run"),
+        ("run-0123456789ab", {"beside": "run-0123456789ac"}, "the platform gives its own servers"),
         ("thesis", {"beside": "other"}, "is for a run beside"),
     ],
 )

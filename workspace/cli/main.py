@@ -34,6 +34,9 @@
     workspace image build NAME --from IMAGE [--apt FILE] [--pip FILE] [--script FILE] [--share VISIBILITY]
                                                    build your own image (prints its log as it is written)
     workspace image ls | log OWNER/NAME [-f] | share OWNER/NAME VISIBILITY | rm OWNER/NAME
+    workspace deploy NAME --from W[#N] --image I [--port 8080] [--replicas N] [--type T] [--access A] -- COMMAND
+                                                   serve a saved output at /serve/YOU/NAME/ (again: a new version)
+    workspace deployments ls | show | stop | start | rm | set | logs | key | revoke NAME ...
 
 Every listing takes --json; --user reads another user's (administrators, and
 instructors for their course's students). The hub is $WORKSPACE_URL (default
@@ -52,6 +55,7 @@ from workspace.cli import (
     accounting,
     courses,
     datasets,
+    deployments,
     images,
     outputs,
     resource_types,
@@ -66,7 +70,20 @@ from workspace.i18n import N_, translate
 
 # each command family: its COMMANDS, its add_parsers(cmds) and its run(args, client, out); in the order
 # `workspace -h` lists them
-FAMILIES = (workspaces, resource_types, storage, accounting, courses, datasets, ssh, outputs, tasks, sweeps, images)
+FAMILIES = (
+    workspaces,
+    resource_types,
+    storage,
+    accounting,
+    courses,
+    datasets,
+    ssh,
+    outputs,
+    tasks,
+    sweeps,
+    images,
+    deployments,
+)
 
 # the help's description and closing paragraph (the module's docstring says them too: `workspace -h` in
 # English is the docstring, as before); the synopsis between them is commands and options, shown as written

@@ -160,7 +160,8 @@ class Culler(HubApi, WorkspaceExtension, HomeWatch, config.HubService):
                     server.live_key, server.home_limit, server.node = ex.live_key, ex.home_limit, ex.node
                     server.home_files = ex.home_files
                     server.report_key = ex.report_key
-                    server.task = ex.kind == "task"
+                    server.task = ex.kind in ("task", "serve")  # a deployment's replica (#33) serves as a task runs
+                    server.serve = ex.kind == "serve"
                     server.locale = ex.locale if ex.locale in i18n.LOCALES else i18n.DEFAULT
 
     def _record(self, samples: list[UsageSample], culls: list[tuple[int, str, str]]) -> None:
@@ -234,6 +235,8 @@ class Culler(HubApi, WorkspaceExtension, HomeWatch, config.HubService):
             samples_by_server.append(sample)
             if sample is not None:
                 samples.append(sample)
+            if server.serve:  # a deployment's replica (#33): its usage is sampled; its deployment decides its life
+                continue
             if verdict.action == "cull":
                 culls.append((server.execution_id, verdict.reason, verdict.evidence))
             if verdict.action != "keep":

@@ -37,6 +37,7 @@ class Server:
     home_files: int | None = None  # files its home may hold
     report_key: str | None = None  # the execution's own secret for its extension
     task: bool = False  # a task (#17): never idle, no extension to ask; its maximum run time applies
+    serve: bool = False  # a deployment's replica (#33): never culled (scaled to zero by its deployment)
     locale: str = i18n.DEFAULT  # the language it was started in: its warnings and stop's evidence are said in it
 
     @property

@@ -327,13 +327,19 @@ def _held(rtype: ResourceType | None = None):
     return q.where(of_type(rtype)) if rtype is not None else q
 
 
+def _running():
+    """What counts against `OwnLimits.running` (what one person may run at once): not a deployment's
+    replicas (#33), whose number the deployments' own rules bound (their type's per-user limit still holds)."""
+    return _held().where(Execution.kind != "serve")
+
+
 def _owners_at_limit(rtype: ResourceType | None, own: OwnLimits | None):
     """The owners who hold as much as one person may (a query, for `not in`); None: no limit applies."""
     parts = []
     if own is not None and rtype is not None and rtype.per_user:
         parts.append(_held(rtype).group_by(Workspace.owner).having(func.count() >= rtype.per_user))
     if own is not None and own.running:
-        parts.append(_held().group_by(Workspace.owner).having(func.count() >= own.running))
+        parts.append(_running().group_by(Workspace.owner).having(func.count() >= own.running))
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else parts[0].union(parts[1])
@@ -344,8 +350,9 @@ def _own_limit(session, execution: Execution, rtype: ResourceType | None, own: O
     the owner's own waiting runs."""
     owner = execution.workspace.owner
     mine = _held().where(Workspace.owner == owner)
+    running = _running().where(Workspace.owner == owner)
     limit = None
-    if own.running and session.scalar(select(func.count()).select_from(mine.subquery())) >= own.running:
+    if own.running and session.scalar(select(func.count()).select_from(running.subquery())) >= own.running:
         limit = own.running
     elif rtype is not None and rtype.per_user:
         same_type = select(func.count()).select_from(mine.where(of_type(rtype)).subquery())

@@ -4,6 +4,7 @@ from alembic import context
 
 import workspace.courses  # noqa: F401  (the models register on Base.metadata)
 import workspace.datasets  # noqa: F401
+import workspace.deployments.records  # noqa: F401
 import workspace.executions  # noqa: F401
 import workspace.images.user  # noqa: F401
 import workspace.limits.quotas  # noqa: F401

@@ -36,6 +36,7 @@ from sqlalchemy import select
 
 from workspace import courses, i18n
 from workspace.db import Database, iso, utcnow
+from workspace.deployments import deployment
 from workspace.errors import UserError
 from workspace.executions import UNFINISHED, Execution, Snapshot, Workspace, execution_by_number, find_workspace
 from workspace.outputs import archives
@@ -54,7 +55,8 @@ def dependants(session, ex: Execution) -> list[Execution]:
 
 def _blocker(session, ex: Execution, locale: str = i18n.DEFAULT) -> tuple[str, str] | None:
     """Why the output of `ex` must stay, as (kind, what): ("saving", the executions that continue from it
-    and have not finished saving) or ("starter", the courses it is the starter of); None: it may go."""
+    and have not finished saving), ("starter", the courses it is the starter of) or ("served", the deployments
+    that serve it, #33); None: it may go."""
     users = dependants(session, ex)
     if users:
         return "saving", ", ".join(
@@ -68,6 +70,9 @@ def _blocker(session, ex: Execution, locale: str = i18n.DEFAULT) -> tuple[str, s
     taught = courses.starter_of_courses(session, ex)
     if taught:
         return "starter", ", ".join(taught)
+    served = deployment.serving_output(session, ex.id)
+    if served:
+        return "served", ", ".join(served)
     return None
 
 
@@ -83,6 +88,12 @@ def _why_not(session, ex: Execution, locale: str = i18n.DEFAULT) -> str | None:
             "execution {executions} continues from it and has not finished saving; stop it (and let its save "
             "finish) first",
             executions=what,
+        )
+    if kind == "served":
+        return i18n.translate(
+            locale,
+            "the deployment {deployments} serves it; give the deployment a new version or delete it first",
+            deployments=what,
         )
     return i18n.translate(
         locale,
@@ -110,6 +121,14 @@ def delete_output(db: Database, store, owner: str, name: str, number: int) -> di
                 "finished saving; stop it (and let its save finish) first.",
                 number=number,
                 executions=blocker[1],
+            )
+        if blocker is not None and blocker[0] == "served":
+            raise UserError(
+                409,
+                "The output of #{number} cannot be deleted: the deployment {deployments} serves it; give the "
+                "deployment a new version or delete it first.",
+                number=number,
+                deployments=blocker[1],
             )
         if blocker is not None:
             raise UserError(

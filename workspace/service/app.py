@@ -35,6 +35,8 @@ from traitlets.config import Application
 from workspace import config, lifecycle, replicas, webhooks
 from workspace.datasets import DatasetRules
 from workspace.db import database
+from workspace.deployments.controller import Controller, Hub
+from workspace.deployments.policy import DeploymentPolicy
 from workspace.images import user as user_images
 from workspace.images.builds import ImageBuilder
 from workspace.limits import queue
@@ -46,6 +48,7 @@ from workspace.service import (
     activity_api,
     courses_api,
     datasets_api,
+    deployments_api,
     images_api,
     images_page,
     language_page,
@@ -82,7 +85,7 @@ log = logging.getLogger("workspace.service")
 class WorkspaceService(Application):
     name = "workspace-service"
     description = "The workspace service: the REST API and the pages of workspaces, datasets, storage and courses."
-    classes = [StorageQuota, DatasetRules, UploadPolicy, ImageBuilder]
+    classes = [StorageQuota, DatasetRules, UploadPolicy, ImageBuilder, DeploymentPolicy]
     aliases = {"hub-config": "WorkspaceService.hub_config"}
 
     hub_config = Unicode(
@@ -130,6 +133,7 @@ class WorkspaceService(Application):
         self.storage_quota = StorageQuota(parent=self)
         self.dataset_rules = DatasetRules(parent=self)
         self.upload_policy = UploadPolicy(parent=self)
+        self.deployment_policy = DeploymentPolicy(parent=self)
         self.image_builder = ImageBuilder(
             parent=self,
             deployment=self.spawner.deployment,
@@ -168,6 +172,7 @@ class WorkspaceService(Application):
             **self.image_settings(),
             **self.course_settings(),
             followers=streams.Followers(self.max_followers_per_user),  # the logs followed now, per user
+            deployment_policy=self.deployment_policy,
             webhook_networks=webhooks.networks(self.spawner.webhook_networks),
             cookie_secret=os.urandom(32),
         )
@@ -198,6 +203,7 @@ class WorkspaceService(Application):
             *images_api.handlers(prefix),
             *images_page.handlers(prefix),
             *webhook_api.handlers(prefix),
+            *deployments_api.handlers(prefix),
             *metrics_handlers(prefix, self.authenticate_prometheus),
         ]
 
@@ -388,6 +394,12 @@ async def serve(service: WorkspaceService) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     retry = asyncio.ensure_future(retry_saves(service))
+    # the deployments' replicas (#33), started and stopped through the hub's API with the service's token
+    hub = Hub(
+        os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
+        os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+    )
+    controller = asyncio.ensure_future(Controller(app.settings["workspace_db"], service.deployment_policy, hub).run())
     builds = asyncio.ensure_future(
         build_images(app.settings["image_builder"], app.settings["workspace_db"], app.settings["image_build_wake"])
     )
@@ -395,6 +407,7 @@ async def serve(service: WorkspaceService) -> None:
     log.info("workspace service stopping")
     retry.cancel()
     builds.cancel()
+    controller.cancel()
     # a build under way is stopped (its thread would hold the process up to the end of the build); the next
     # start records it as interrupted
     await loop.run_in_executor(None, app.settings["image_builder"].abort)

@@ -17,6 +17,7 @@ from workspace.config import ENVIRONMENT, SPAWNER, HubService, variables_of
 def configurables() -> list[type]:
     """Every class whose options make up this deployment's configuration, in the reference's order."""
     from workspace.datasets import DatasetRules
+    from workspace.deployments.policy import DeploymentPolicy
     from workspace.egress import Egress
     from workspace.images.builds import ImageBuilder
     from workspace.limits.quotas import StorageQuota
@@ -34,6 +35,7 @@ def configurables() -> list[type]:
         DatasetRules,
         UploadPolicy,
         ImageBuilder,
+        DeploymentPolicy,
         Egress,
         WorkspaceService,
     ]

@@ -12,6 +12,8 @@ import workspace.spawner.privileges as privileges
 from workspace import i18n, ssh_identities
 from workspace.executions import get_or_create_workspace
 
+# what a replica of a deployment (#33) is not given: the server's hub token under its names
+HUB_CREDENTIALS = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTERHUB_CLIENT_ID")
 # where the images keep a labconfig per language (images/base/rootfs/etc/workspace/lang/<locale>/)
 LAB_LANGUAGES = "/etc/workspace/lang"
 
@@ -62,6 +64,8 @@ class EnvironmentMixin:
             env["WORKSPACE_TASK_COMMAND"] = self.current.task
             base = self.hub.base_url[: -len("hub/")] if self.hub and self.hub.base_url.endswith("hub/") else "/"
             env["WORKSPACE_TASK_PAGE"] = f"{base}services/workspace/workspaces/{self.workspace_name}"
+        if self.current.serve is not None:
+            self.serve_env(env, self.current.serve)
         if self.current.root:
             env[privileges.ROOT_ENV] = "1"
         gpus = self.current.gpu_ids
@@ -74,6 +78,17 @@ class EnvironmentMixin:
             # settings is kept in their home and wins
             env["JUPYTER_CONFIG_PATH"] = f"{LAB_LANGUAGES}/{self.locale}"
         return self.job_env(env)  # a job's rank: what it is told (spawner/jobs.py)
+
+    def serve_env(self, env: dict, spec) -> None:
+        """A deployment's replica (#33): the port its command listens on and the page its server's own
+        address sends to; no hub credential (the app answers anyone its deployment lets through)."""
+        for name in [n for n in env if n in HUB_CREDENTIALS or n.startswith("JUPYTERHUB_OAUTH")]:
+            del env[name]
+        env["PORT"] = str(spec.port)
+        env["WORKSPACE_DEPLOYMENT"] = spec.deployment
+        env["WORKSPACE_DEPLOYMENT_VERSION"] = str(spec.version)
+        base = self.hub.base_url[: -len("hub/")] if self.hub and self.hub.base_url.endswith("hub/") else "/"
+        env["WORKSPACE_TASK_PAGE"] = f"{base}services/workspace/deployments/{spec.deployment}"
 
     async def get_command(self):
         if self.current.task is not None:

@@ -74,7 +74,14 @@ class HomeStoresMixin:
     def dataset_mounts(self, mounts: list[dict]) -> list[tuple[str, str]]:
         """(source, mount point) of each dataset version a start mounts, in its node's store."""
         store = self.execution_store
-        return [(str(store.dataset_path(m["key"])), m["mount"]) for m in mounts]
+        # a deployment's replica (#33) mounts a saved output (a snapshot) where others mount a dataset version
+        return [
+            (
+                str(store.snapshot_path(m["key"]) if m.get("source") == "output" else store.dataset_path(m["key"])),
+                m["mount"],
+            )
+            for m in mounts
+        ]
 
     @property
     def record_store(self) -> HomeStore:
@@ -171,6 +178,10 @@ class HomeStoresMixin:
             return
         if reason == "completed":  # a task's command ended: say how, from its recorded exit code
             detail = await self.run_blocking(lifecycle.task_ending, db, execution_id)
+        if (await self.run_blocking(lifecycle.kind_of, db, execution_id))[0] == "serve":
+            # a deployment's replica (#33): nothing of its home is saved
+            await self.run_blocking(lifecycle.end_replica, db, store, execution_id, reason, detail)
+            return
         final = await self.run_blocking(lifecycle.save, db, store, execution_id, reason, detail)
         if final == "stopped":
             # the size of the snapshot is for the record; measure it off the stop path

@@ -21,6 +21,8 @@ from traitlets.config import LoggingConfigurable
 
 import workspace.spawner.form as spawnform
 from workspace import lifecycle, start_request
+from workspace.deployments import replica as deployment_replica
+from workspace.deployments.records import SERVE_SERVER
 from workspace.errors import UserError
 from workspace.limits import quotas, resource_types
 from workspace.spawner.environment import EnvironmentMixin
@@ -340,10 +342,11 @@ class WorkspaceMixin(
             groups={g.name for g in self.user.groups},
             admin=bool(self.user.admin),
             locale=self.locale,
+            # a deployment's replicas (#33) are bounded by the deployments' own rules, not as workspaces
             running=tuple(
                 f"{sp.run_beside} (run)" if getattr(sp, "run_beside", "") else name
                 for name, sp in self.user.spawners.items()
-                if sp is not self and sp.active
+                if sp is not self and sp.active and not SERVE_SERVER.match(name or "")
             ),
             method=method,
         )
@@ -430,7 +433,7 @@ class WorkspaceMixin(
         current = self.current
         self.execution_id, self.live_key, self.node = plan.execution_id, plan.live_key, ""
         current.number, current.report_key = plan.number, plan.report_key or ""
-        current.task = request.task
+        current.task, current.serve = request.task, request.serve
         current.gpu_ids = []
         current.root = request.resource_type is not None and request.resource_type.root
         await self._record_ranks(plan, request.job)  # a job over several nodes: admitted all at once
@@ -458,6 +461,7 @@ class WorkspaceMixin(
                 queued=True,  # every start waits for its node's start-up turn (placement.py)
                 server=self.run_server,
                 checkpoint=checkpoint,
+                serve=request.serve is not None,
             )
         )
 
@@ -486,7 +490,15 @@ class WorkspaceMixin(
                 ssh_address=ssh_address,
             )
         )
+        if current.serve is not None:  # a deployment's replica (#33): where the router reaches its app
+            address = await self.serve_address(result, current.serve.port)
+            await self.run_blocking(deployment_replica.running, db, self.name, address, self.node)
         return result
+
+    async def serve_address(self, ip_and_port, port: int) -> str:
+        """Where a replica's app answers (`host:port`), from the server's address (`start`'s result): the
+        container's own address on its owner's network (engine-specific: a swarm's nodes publish it)."""
+        return f"{ip_and_port[0]}:{port}"
 
     async def _fail_execution(self, plan, e: Exception) -> None:
         """A start that failed once its execution was recorded: the execution fails, its home dropped, with
@@ -526,7 +538,7 @@ class WorkspaceMixin(
         if execution_id is None:
             return False
         kind, _ = await self.run_blocking(lifecycle.kind_of, self.db, execution_id)
-        return kind == "task"
+        return kind in ("task", "serve")  # a replica's command ends as a task's does (#33)
 
     async def _ending(self, execution_id: int | None) -> tuple[str, str | None]:
         """Why the current execution ends, read before its container is stopped."""

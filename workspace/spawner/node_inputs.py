@@ -107,6 +107,9 @@ class NodeInputsMixin:
         """Bring the dataset versions the start mounts into `store` (the node's) from the central store."""
         for m in mounts:
             version = m["key"]
+            if m.get("source") == "output":  # a deployment's replica (#33) mounts a saved output
+                await self._receive_output(m, store, node, reporter)
+                continue
             if await self.run_blocking(store.has_dataset, version):
                 continue
 
@@ -117,6 +120,32 @@ class NodeInputsMixin:
                         replication.replicate_dataset(self.central_store, version, store, progress=reporter(13, say))
 
             await self.run_blocking(send)
+
+    async def _receive_output(self, mount: dict, store: HomeStore, node: str, reporter) -> None:
+        """Bring the saved output a replica mounts into `store` (the node's), as a start's home is brought."""
+        key = mount["key"]
+        sources = [self.record_store] + [self.store_of(n) for n in await self.run_blocking(self._holders, key)]
+
+        def sending(transfer: str) -> str:
+            return self.localized(
+                "Sending output {output} to {node}: {transfer}", output=mount["ref"], node=node, transfer=transfer
+            )
+
+        def receive():
+            with self._receive_lock(store, key):
+                if not store.has_snapshot(key):
+                    replicas.receive(self.db, key, store, sources, reporter(13, sending))
+
+        try:
+            await self.run_blocking(receive)
+        except HomeStoreError as e:
+            raise UserError(
+                503,
+                "The output {output} could not be brought to {node} ({error}); try again later.",
+                output=mount["ref"],
+                node=node,
+                error=str(e),
+            ) from e
 
     def _received(self, number: int | None, node: str, stats) -> str:
         """The progress event of a home received on `node`: from #`number` (None: the course's starter),

@@ -151,7 +151,9 @@ class PlacementMixin(LoggingConfigurable):
         deadline = time.monotonic() + self.queue_timeout
         depth = 2 * startup.total(inventories)  # how many of the first in line a nudge wakes
         # what one person may hold: a run (#31) waits for it; every start's place passes such waiting runs
-        own = queue.OwnLimits(self.max_running_per_user or None, exempt=bool(self.user.admin))
+        # (a deployment's replica, #33, is not one of the workspaces one person may run at once)
+        running = None if self.current.serve is not None else self.max_running_per_user or None
+        own = queue.OwnLimits(running, exempt=bool(self.user.admin))
         while True:
             admission = await self.run_blocking(
                 queue.admit_execution, self.db, plan.execution_id, rtype, inventories, prefer, startup, own

@@ -133,12 +133,15 @@ class ProgressMixin:
         if request.storage_warning:
             self.emit_progress(5, request.storage_warning)
         for m in request.mounts:
-            self.emit_progress(
-                5,
-                self.localized(
+            if m.get("source") == "output":  # a deployment's replica (#33) serves a saved output
+                text = self.localized(
+                    "Output {output} will be mounted read-only at {mount}", output=m["ref"], mount=m["mount"]
+                )
+            else:
+                text = self.localized(
                     "Dataset {dataset} will be mounted read-only at {mount}", dataset=m["ref"], mount=m["mount"]
-                ),
-            )
+                )
+            self.emit_progress(5, text)
         if rtype is not None:
             self.emit_progress(
                 5,
@@ -146,6 +149,8 @@ class ProgressMixin:
                     "Resource type “{name}”: {summary}", name=rtype.name, summary=rtype.summary(self.locale)
                 ),
             )
+        if request.serve is not None:  # a deployment's replica (#33) has no maximum run time
+            return
         groups, task = {g.name for g in self.user.groups}, request.task is not None
         args = (self.config, self.user.name, groups, rtype, task, self.locale)
         if runtime := await self.run_blocking(runtime_notice, *args):
@@ -153,7 +158,13 @@ class ProgressMixin:
 
     def _announce_container(self, request: StartRequest, seconds: float) -> None:
         """The container runs: how long it took; a server's start script's lines follow as progress."""
-        if request.task is not None:
+        if request.serve is not None:
+            text = self.localized(
+                "Container started {seconds:.1f} s after the request; the replica of {deployment} starts",
+                seconds=seconds,
+                deployment=request.serve.deployment,
+            )
+        elif request.task is not None:
             text = self.localized("Container started {seconds:.1f} s after the request; the task runs", seconds=seconds)
         else:
             text = self.localized(

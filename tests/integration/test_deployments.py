@@ -1,0 +1,346 @@
+"""Deployments (#33): a scikit-learn model pickled by a task (a real saved output) served by a small HTTP
+app behind /serve/OWNER/NAME/, through the hub's proxy and the router; its access (private, course,
+public, API keys) from the wrong user, without credentials and with a revoked key; a rolling update under
+a request loop; a killed replica restarted. A real hub, real containers, a btrfs store."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import requests
+
+from workspace.setup import engine
+
+from .hub import Hub
+
+IMAGE = "workspace-scientific:latest"
+
+# the app: answers /health, /predict?x=X with the model's y (and what reached it, for the attack tests),
+# /cookies (sets a cookie of its own and one of the hub's)
+SERVE = r"""
+import http.server, json, os, pickle, urllib.parse
+model = pickle.load(open("/openbayes/output/model.pkl", "rb"))
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def answer(self, code, body, *cookies):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for c in cookies:
+            self.send_header("Set-Cookie", c)
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        if url.path == "/health":
+            return self.answer(200, b"ok")
+        if url.path == "/predict":
+            x = float(urllib.parse.parse_qs(url.query)["x"][0])
+            seen = {"y": float(model.predict([[x]])[0]), "path": self.path, "headers": dict(self.headers)}
+            return self.answer(200, json.dumps(seen).encode())
+        if url.path == "/cookies":
+            return self.answer(200, b"{}", "app=1; Path=/", "jupyterhub-session-id=evil; Path=/hub/", "_xsrf=evil")
+        self.answer(404, b"{}")
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_forever()
+"""
+
+
+def train(slope: float) -> str:
+    """A task's command: a linear model y = slope * x + 1, pickled into the home with the app beside it."""
+    return (
+        "python - <<'PY'\n"
+        "import pickle, numpy as np\n"
+        "from sklearn.linear_model import LinearRegression\n"
+        f"X = np.arange(10).reshape(-1, 1); y = {slope} * X.ravel() + 1\n"
+        "pickle.dump(LinearRegression().fit(X, y), open('model.pkl', 'wb'))\n"
+        "PY\n"
+        f"cat > serve.py <<'PY'\n{SERVE}\nPY\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def deploy_hub(start_hub, docker_client) -> Hub:
+    try:
+        docker_client.images.get(IMAGE)
+    except Exception:
+        pytest.skip(f"{IMAGE} is not built: run `make images` (or `make test`, which builds it)")
+    return start_hub(WORKSPACE_CULL_INTERVAL="1")
+
+
+def task(hub: Hub, token: str, name: str, command: str) -> int:
+    r = hub.service_call("POST", f"/workspaces/{name}/tasks", token, json={"command": command, "image": IMAGE})
+    assert r.status_code == 202, r.text
+    number = r.json()["execution"]["number"]
+    deadline = time.monotonic() + 180
+    while True:
+        ex = next(e for e in hub.executions(hub_user(token, hub), name) if e["number"] == number)
+        if ex["state"] in ("stopped", "failed"):
+            assert ex["exit_code"] == 0, ex
+            return number
+        assert time.monotonic() < deadline, ex
+        time.sleep(0.5)
+
+
+def hub_user(token: str, hub: Hub) -> str:
+    return hub.api("GET", "/user", token=token).json()["name"]
+
+
+def deployment(hub: Hub, token: str, name: str) -> dict:
+    r = hub.service_call("GET", f"/deployments/{name}", token)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait_serving(hub: Hub, token: str, name: str, version: int, timeout: float = 240) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        d = deployment(hub, token, name)
+        if d["status"] == "serving" and d["serving"] == version and d["ready"] == d["replicas"]:
+            return d
+        assert time.monotonic() < deadline, (d, hub.log_tail(60), hub.container_logs())
+        time.sleep(0.5)
+
+
+def serve_url(hub: Hub, owner: str, name: str, path: str = "") -> str:
+    return f"{hub.url}/serve/{owner}/{name}/{path}"
+
+
+@pytest.fixture(scope="module")
+def served(deploy_hub: Hub):
+    """ada's model (slope 2) served as `digits`, private, two replicas."""
+    hub = deploy_hub
+    token = hub.user_token("ada")
+    number = task(hub, token, "model", train(2))
+    r = hub.service_call(
+        "POST",
+        "/deployments",
+        token,
+        json={
+            "name": "digits",
+            "from": f"model#{number}",
+            "image": IMAGE,
+            "command": "python /openbayes/output/serve.py",
+            "port": 8080,
+            "ready": "/health",
+            "replicas": 2,
+        },
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["address"] == "/serve/ada/digits/"
+    wait_serving(hub, token, "digits", 1)
+    return hub, token
+
+
+def predict(hub: Hub, x: float, **kwargs) -> requests.Response:
+    return requests.get(serve_url(hub, "ada", "digits", f"predict?x={x}"), timeout=30, **kwargs)
+
+
+def test_a_pickled_model_answers_predictions_through_the_proxy(served):
+    hub, token = served
+    r = predict(hub, 3, headers={"Authorization": f"token {token}"})
+    assert r.status_code == 200, r.text
+    seen = r.json()
+    assert seen["y"] == pytest.approx(7.0)  # 2 * 3 + 1
+    assert seen["path"] == "/predict?x=3.0" or seen["path"].startswith("/predict?x=3")
+    # nothing of the platform reaches the app: not the caller's hub token, not the hub's cookies
+    headers = {k.lower(): v for k, v in seen["headers"].items()}
+    assert "authorization" not in headers
+    assert token not in json.dumps(seen)
+    assert headers["x-forwarded-prefix"] == "/serve/ada/digits"
+    # the replicas are the owner's servers, and their own /user/ address answers nobody but a redirect
+    d = deployment(hub, token, "digits")
+    assert len(d["replica_list"]) == 2 and all(r["state"] == "ready" for r in d["replica_list"])
+    for replica in d["replica_list"]:
+        r = requests.get(f"{hub.url}/user/ada/{replica['server']}/predict?x=1", timeout=30, allow_redirects=False)
+        assert r.status_code != 200 or '"y"' not in r.text
+
+
+def test_private_access_is_the_owners_only(served):
+    hub, token = served
+    assert predict(hub, 1).status_code == 401  # no credentials
+    bob = hub.user_token("bob")
+    r = predict(hub, 1, headers={"Authorization": f"token {bob}"})
+    assert r.status_code == 404, r.text  # the same as a deployment that does not exist
+    unknown = requests.get(serve_url(hub, "ada", "nothing", "x"), headers={"Authorization": f"token {bob}"})
+    assert unknown.status_code == 404 and unknown.text == r.text.replace("digits", "nothing")
+    # a browser without a login is sent to log in
+    r = requests.get(serve_url(hub, "ada", "digits"), headers={"Accept": "text/html"}, allow_redirects=False)
+    assert r.status_code == 302 and "/hub/api/oauth2/authorize" in r.headers["Location"]
+    # a forged key is refused too
+    r = predict(hub, 1, headers={"Authorization": "Bearer wsk_" + "a" * 43})
+    assert r.status_code == 404
+
+
+def test_the_app_cannot_set_the_platforms_cookies(served):
+    hub, token = served
+    r = requests.get(serve_url(hub, "ada", "digits", "cookies"), headers={"Authorization": f"token {token}"})
+    assert r.status_code == 200
+    cookies = r.raw.headers.getlist("Set-Cookie") if hasattr(r.raw.headers, "getlist") else [r.headers["Set-Cookie"]]
+    assert cookies == ["app=1; Path=/serve/ada/digits/"], cookies
+
+
+def test_keys_course_and_public_access(served):
+    hub, token = served
+    made = hub.service_call("POST", "/deployments/digits/keys", token, json={"label": "grader"})
+    assert made.status_code == 201, made.text
+    key = made.json()["key"]
+    time.sleep(1)  # the router reads the keys twice a second
+    assert key.startswith("wsk_") and "key" not in deployment(hub, token, "digits")["keys"][0]
+    r = predict(hub, 1, headers={"Authorization": f"Bearer {key}"})
+    assert r.status_code == 200 and r.json()["y"] == pytest.approx(3.0)
+    assert "authorization" not in {k.lower() for k in r.json()["headers"]}  # the key stays with the router
+    assert predict(hub, 1, headers={"X-API-Key": key}).status_code == 200
+    # revoked: refused within a second
+    assert hub.service_call("DELETE", f"/deployments/digits/keys/{made.json()['id']}", token).status_code == 204
+    time.sleep(1.5)
+    assert predict(hub, 1, headers={"Authorization": f"Bearer {key}"}).status_code == 404
+    # another user's key: refused, and another's deployment cannot be given keys
+    bob = hub.user_token("bob")
+    assert hub.service_call("POST", "/deployments/digits/keys", bob, json={}).status_code == 404
+
+    # course: its members, not others
+    cleo, dan = hub.user_token("cleo"), hub.user_token("dan")
+    assert hub.api("POST", "/groups/cs101", json={"users": ["ada", "cleo"]}).status_code == 201
+    r = hub.service_call("POST", "/deployments/digits/settings", token, json={"access": "course", "course": "cs101"})
+    assert r.status_code == 200, r.text
+    time.sleep(1.5)
+    assert predict(hub, 1, headers={"Authorization": f"token {cleo}"}).status_code == 200
+    assert predict(hub, 1, headers={"Authorization": f"token {dan}"}).status_code == 404
+    assert predict(hub, 1).status_code == 401
+    # a course the owner is not in is refused, and changes nothing
+    r = hub.service_call("POST", "/deployments/digits/settings", token, json={"access": "course", "course": "cs999"})
+    assert r.status_code == 403 and "cs999" in r.json()["message"]
+
+    # public: anyone, no login
+    r = hub.service_call("POST", "/deployments/digits/settings", token, json={"access": "public"})
+    assert r.status_code == 200
+    time.sleep(1.5)
+    assert predict(hub, 1).status_code == 200
+    hub.service_call("POST", "/deployments/digits/settings", token, json={"access": "private"})
+    time.sleep(1.5)
+    assert predict(hub, 1).status_code == 401
+
+
+def test_a_rolling_update_under_requests_fails_none(served):
+    hub, token = served
+    number = task(hub, token, "model", train(5))
+    results: list[tuple[int, float | None]] = []
+    stop = threading.Event()
+
+    def loop():
+        with requests.Session() as s:
+            s.headers["Authorization"] = f"token {token}"
+            while not stop.is_set():
+                try:
+                    r = s.get(serve_url(hub, "ada", "digits", "predict?x=1"), timeout=30)
+                    results.append((r.status_code, r.json()["y"] if r.status_code == 200 else None))
+                except requests.RequestException:
+                    results.append((0, None))
+
+    worker = threading.Thread(target=loop)
+    worker.start()
+    try:
+        time.sleep(1)
+        r = hub.service_call("POST", "/deployments/digits/versions", token, json={"from": f"model#{number}"})
+        assert r.status_code == 202, r.text
+        assert r.json()["version"] == 2
+        wait_serving(hub, token, "digits", 2)
+        deadline = time.monotonic() + 60  # the old replicas drain, then stop
+        while len(deployment(hub, token, "digits")["replica_list"]) > 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        time.sleep(2)
+    finally:
+        stop.set()
+        worker.join()
+    failed = [code for code, _ in results if code != 200]
+    answers = [y for _, y in results]
+    assert not failed, f"{len(failed)} of {len(results)} requests failed: {sorted(set(failed))}"
+    assert answers[0] == pytest.approx(3.0) and answers[-1] == pytest.approx(6.0)  # 2x+1, then 5x+1
+    d = deployment(hub, token, "digits")
+    assert [v["state"] for v in d["versions"]] == ["retired", "serving"]
+    # the served output cannot be deleted; the retired one's can
+    r = hub.service_call("DELETE", f"/workspaces/model/executions/{number}/output", token)
+    assert r.status_code == 409 and "digits" in r.json()["message"], r.text
+
+
+def test_a_killed_replica_is_restarted(served):
+    hub, token = served
+    d = deployment(hub, token, "digits")
+    victim = d["replica_list"][0]["server"]
+    (container,) = hub.containers(user="ada", server=victim)
+    container.kill()
+    killed = time.monotonic()
+    # the other replica answers at once; a new one replaces the dead one
+    deadline = killed + 120
+    while True:
+        d = deployment(hub, token, "digits")
+        servers = {r["server"] for r in d["replica_list"]}
+        if victim not in servers and d["ready"] == 2:
+            break
+        assert time.monotonic() < deadline, (d, hub.log_tail(40))
+        r = predict(hub, 1, headers={"Authorization": f"token {token}"})
+        assert r.status_code == 200, r.text
+        time.sleep(0.5)
+    assert d["restarts"] >= 1
+    assert max(r["restarts"] for r in d["replica_list"]) >= 1
+    print(f"replaced in {time.monotonic() - killed:.1f} s")
+
+
+def test_bad_requests_get_a_sentence_and_change_nothing(served):
+    hub, token = served
+    bad = [
+        ({"name": "Bad Name", "from": "model", "image": IMAGE, "command": "x"}, 400, "name"),
+        ({"name": "x1", "image": IMAGE, "command": "x"}, 400, "from"),
+        ({"name": "x1", "from": "model", "image": IMAGE, "command": "x", "port": 8888}, 400, "port"),
+        ({"name": "x1", "from": "model", "image": IMAGE, "command": "x", "replicas": 99}, 400, "replicas"),
+        ({"name": "x1", "from": "model", "image": IMAGE, "command": "x", "ready": "no-slash"}, 400, "ready"),
+        ({"name": "x1", "from": "model", "image": IMAGE, "command": "x", "access": "world"}, 400, "access"),
+        ({"name": "x1", "from": "nowhere#1", "image": IMAGE, "command": "x"}, 404, "nowhere"),
+        ({"name": "x1", "from": "model#99", "image": IMAGE, "command": "x"}, 400, "model#99"),
+        ({"name": "x1", "from": "model", "image": "evil:latest", "command": "x"}, 400, "image"),
+        ({"name": "x1", "from": "model", "image": IMAGE}, 400, "command"),
+        ({"name": "digits", "from": "model", "image": IMAGE, "command": "x"}, 409, "digits"),
+        ({"name": "x1", "from": "model", "image": IMAGE, "command": "x", "evil": 1}, 400, "evil"),
+    ]
+    for body, code, word in bad:
+        r = hub.service_call("POST", "/deployments", token, json=body)
+        assert r.status_code == code, (body, r.text)
+        assert word in r.json()["message"], (body, r.json())
+    names = [d["name"] for d in hub.service_call("GET", "/deployments", token).json()]
+    assert names == ["digits"]
+    # the platform's own names are not workspaces a user may make
+    r = hub.service_call("POST", "/workspaces/deploy-0123456789ab/tasks", token, json={"command": "true"})
+    assert r.status_code == 400
+    # a replica cannot be started by hand with options of one's own
+    r = hub.spawn("ada", "serve-0123456789ab", token, {"serve": {"deployment": "0123456789ab"}})
+    assert r.status_code == 404, r.text
+    r = hub.spawn("ada", "mine", token, {"serve": {"deployment": "0123456789ab"}})
+    assert r.status_code == 400, r.text
+
+
+def test_stop_start_and_delete(served):
+    hub, token = served
+    r = hub.service_call("POST", "/deployments/digits/stop", token)
+    assert r.status_code == 200 and r.json()["status"] == "stopped"
+    deadline = time.monotonic() + 60
+    while deployment(hub, token, "digits")["replica_list"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    r = predict(hub, 1, headers={"Authorization": f"token {token}"})
+    assert r.status_code == 503 and "stopped" in r.text
+    assert hub.service_call("POST", "/deployments/digits/start", token).status_code == 200
+    wait_serving(hub, token, "digits", 2)
+    assert predict(hub, 1, headers={"Authorization": f"token {token}"}).json()["y"] == pytest.approx(6.0)
+    assert hub.service_call("DELETE", "/deployments/digits", token).status_code == 204
+    assert hub.service_call("GET", "/deployments/digits", token).status_code == 404
+    deadline = time.monotonic() + 60
+    while [c for c in hub.containers(user="ada") if c.status == "running"]:
+        assert time.monotonic() < deadline, hub.containers(user="ada")
+        time.sleep(0.5)
+    assert engine.client() is not None

@@ -1,0 +1,3 @@
+from workspace.router.app import main
+
+main()

@@ -1,0 +1,325 @@
+"""A request to `/serve/OWNER/NAME/PATH`: who may make it, and its forwarding to a ready replica.
+
+Access, decided before any byte reaches the deployment:
+
+- public: anyone;
+- an API key of the deployment (`Authorization: Bearer wsk_…` or `X-API-Key`), for any access;
+- private: its owner, by their JupyterHub token or their login (the router's OAuth cookie);
+- course: the members of its course (a JupyterHub group) and its owner.
+
+A browser without a login is sent to the hub's login; anything else gets 401. A known user who may not
+use it, and a deployment that does not exist, get the same 404, so that names do not leak.
+
+The deployment is the owner's code, so what reaches it carries nothing of the platform's: the
+Authorization header when it was a platform credential (a hub token or a key), the router's and the
+hub's cookies, and `X-API-Key`. What comes back may not set the platform's cookies, nor any cookie
+outside the deployment's own path. Cookie-authenticated requests that change state must come from the
+deployment's own pages (Fetch metadata: `Sec-Fetch-Site: same-origin`), so another site cannot make a
+signed-in visitor's browser call a private deployment.
+
+The request goes to the next ready replica in turn; a replica that refuses the connection (it has just
+died) is skipped for the next one, so a replica's death costs no request. The app sees its own path
+(`/PATH`), with `X-Forwarded-Prefix: /serve/OWNER/NAME` for links it makes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import time
+from urllib.parse import quote
+
+from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
+from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httputil import HTTPHeaders
+from tornado.iostream import StreamClosedError
+
+from workspace import i18n
+from workspace.db import utcnow
+from workspace.i18n import N_
+
+log = logging.getLogger("workspace.router")
+
+# hop-by-hop headers (RFC 9110 7.6.1) and what the router sets itself
+HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "host"}
+HOP |= {"content-length", "x-api-key"}
+COOKIE_PAIR = re.compile(r"\s*([^=;\s]+)=([^;]*)")
+KEY_HEADER = re.compile(r"^\s*bearer\s+(wsk_[A-Za-z0-9_-]{43})\s*$", re.I)
+HUB_TOKEN = re.compile(r"^\s*(token|bearer)\s+\S+\s*$", re.I)
+READ_ONLY = {"GET", "HEAD", "OPTIONS"}
+IDEMPOTENT = READ_ONLY | {"PUT", "DELETE"}
+
+
+class Unreachable(Exception):
+    """A replica that gave no answer to a request that may go to another."""
+
+
+def platform_cookie(name: str, own: str) -> bool:
+    """Whether a cookie is the platform's (the hub's, the router's own, the XSRF token): never the app's."""
+    return name == own or name == "_xsrf" or name.startswith("jupyterhub-") or name.startswith("__Host-jupyterhub")
+
+
+class ServeHandler(HubOAuthenticated, web.RequestHandler):
+    SUPPORTED_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
+
+    def initialize(self, table, counts, policy, wake):
+        self.table, self.counts, self.policy, self.wake = table, counts, policy, wake
+        self.sent_headers = False
+
+    # -- who asks -------------------------------------------------------------------------
+
+    def check_xsrf_cookie(self):
+        """A cookie-authenticated request that changes state comes from a page of the same origin (Fetch
+        metadata, set by the browser), else its cookie does not count."""
+        if self.request.method in READ_ONLY:
+            return
+        if self.request.headers.get("Sec-Fetch-Site", "") != "same-origin":
+            raise web.HTTPError(403, "cross-site request with the login cookie")
+
+    def api_key(self) -> str | None:
+        header = self.request.headers.get("X-API-Key")
+        if header is not None:
+            return header.strip()
+        match = KEY_HEADER.match(self.request.headers.get("Authorization", ""))
+        return match.group(1) if match else None
+
+    async def allowed(self, route) -> bool | None:
+        """True: this request may use `route`; False: it may not (a known user, or a wrong key); None: it
+        names nobody (log in)."""
+        key = self.api_key()
+        if key is not None:
+            used = hashlib.sha256(key.encode()).hexdigest()
+            if route is not None and used in route.keys:
+                self.counts.key_used(used)
+                return True
+            return False
+        user = await self.user()
+        if route is not None and route.access == "public":
+            return True
+        if user is None:
+            return None
+        if route is None:
+            return False
+        if user["name"] == route.owner:
+            return True
+        return route.access == "course" and route.course in (user.get("groups") or [])
+
+    async def user(self) -> dict | None:
+        """The hub's user model of the caller (their token, or the router's login cookie), or None; asked
+        of the hub without blocking the loop (the hub's answer is cached a few minutes)."""
+        if not hasattr(self, "_hub_auth_user_cache"):
+            model = await self.hub_auth.get_user(self, sync=False)
+            try:
+                self._hub_auth_user_cache = self.check_hub_user(model) if model else None
+            except UserNotAllowed:
+                self._hub_auth_user_cache = None
+        return self._hub_auth_user_cache
+
+    # -- the request ----------------------------------------------------------------------
+
+    async def serve(self, owner: str, name: str, path: str):
+        started = time.monotonic()
+        route = self.table.get(owner, name)
+        verdict = await self.allowed(route)
+        if verdict is None:
+            return self.log_in()
+        if not verdict:
+            return self.refuse(
+                404, N_("There is no deployment {owner}/{name} that you may use."), owner=owner, name=name
+            )
+        if route.status in ("stopped", "failed", "deleting"):
+            return self.refuse(503, N_("The deployment {name} is stopped; its owner can start it again."), name=name)
+        if route.asleep or not route.replicas:
+            route = await self.until_ready(route)
+            if route is None:
+                return
+        if self.counts.in_flight[route.id] >= self.policy.max_concurrent_requests:
+            self.set_header("Retry-After", "1")
+            return self.refuse(503, N_("The deployment {name} is busy; try again in a moment."), name=name)
+        failed = True
+        self.counts.in_flight[route.id] += 1
+        try:
+            failed = await self.forward(route, path)
+        finally:
+            self.counts.in_flight[route.id] -= 1
+            self.counts.add(route.id, time.monotonic() - started, failed, utcnow())
+
+    get = post = put = delete = patch = options = head = serve
+
+    async def until_ready(self, route):
+        """A deployment without a ready replica (asleep, or starting): woken, and the request waits for a
+        replica (a browser gets a page that reloads itself instead)."""
+        if route.asleep:
+            await asyncio.get_running_loop().run_in_executor(None, self.wake, route.id)
+        if "text/html" in self.request.headers.get("Accept", ""):
+            self.set_header("Refresh", "5")
+            self.refuse(
+                503,
+                N_("The deployment {name} is starting; this page reloads itself when it is ready."),
+                name=route.name,
+            )
+            return None
+        deadline = time.monotonic() + self.policy.wake_timeout
+        while time.monotonic() < deadline:
+            try:
+                await asyncio.wait_for(self.table.changed.wait(), timeout=1.0)
+            except asyncio.TimeoutError:
+                pass
+            fresh = self.table.get(route.owner, route.name)
+            if fresh is None:
+                break
+            if fresh.replicas:
+                return fresh
+        self.set_header("Retry-After", "10")
+        self.refuse(503, N_("The deployment {name} has no replica ready yet; try again in a moment."), name=route.name)
+        return None
+
+    async def forward(self, route, path: str) -> bool:
+        """Send the request to the route's ready replicas in turn until one answers; whether it failed. A
+        replica that could not be reached is passed over by the next requests for a few seconds (until the
+        controller's checks take it out of the table)."""
+        for address in self.table.usable(route.order()):
+            try:
+                return await self.send(route, address, path)
+            except Unreachable:
+                self.table.suspect(address)
+                if self.sent_headers:
+                    return True
+                continue  # it died or stops: the next one
+        if not self.sent_headers:
+            self.refuse(502, N_("The deployment {name} did not answer; try again in a moment."), name=route.name)
+        return True
+
+    async def send(self, route, address: str, path: str) -> bool:
+        prefix = f"/serve/{quote(route.owner, safe='')}/{quote(route.name, safe='')}"
+        url = f"http://{address}/{path}" + (f"?{self.request.query}" if self.request.query else "")
+        request = HTTPRequest(
+            url,
+            method=self.request.method,
+            headers=self.outgoing_headers(prefix),
+            body=self.request.body if self.request.method not in ("GET", "HEAD") or self.request.body else None,
+            allow_nonstandard_methods=True,
+            follow_redirects=False,
+            decompress_response=False,
+            connect_timeout=2,
+            request_timeout=self.policy.request_timeout,
+            header_callback=self.on_header(prefix),
+            streaming_callback=self.on_chunk,
+        )
+        error = None
+        try:  # a refused connection or a timeout is raised, whatever raise_error says
+            response = await AsyncHTTPClient().fetch(request, raise_error=False)
+            error = response.error if response.code == 599 else None
+        except Exception as e:
+            response, error = None, e
+        if error is not None and not self.sent_headers and self.retriable(error):
+            raise Unreachable(address) from error
+        if not self.sent_headers:
+            log.warning("%s/%s: %s gave no answer: %r", route.owner, route.name, address, error)
+            self.refuse(502, N_("The deployment {name} did not answer; try again in a moment."), name=route.name)
+            return True
+        return response is None or response.code >= 500
+
+    def retriable(self, error) -> bool:
+        """Whether a request that got no answer may go to another replica: it never reached this one (the
+        connection was refused or not made), or it asks for nothing to change."""
+        if isinstance(error, (ConnectionRefusedError, ConnectionResetError)):
+            return True
+        if isinstance(error, HTTPClientError) and "connecting" in str(error):
+            return True
+        return self.request.method in IDEMPOTENT and isinstance(error, (StreamClosedError, OSError, HTTPClientError))
+
+    def outgoing_headers(self, prefix: str) -> HTTPHeaders:
+        out = HTTPHeaders()
+        own = self.hub_auth.cookie_name
+        for name, value in self.request.headers.get_all():
+            lower = name.lower()
+            if lower in HOP:
+                continue
+            if lower == "authorization" and self.platform_credential(value):
+                continue
+            if lower == "cookie":
+                value = "; ".join(f"{k}={v}" for k, v in COOKIE_PAIR.findall(value) if not platform_cookie(k, own))
+                if not value:
+                    continue
+            out.add(name, value)
+        out["X-Forwarded-For"] = self.request.remote_ip or ""
+        out["X-Forwarded-Proto"] = self.request.protocol
+        out["X-Forwarded-Host"] = self.request.host
+        out["X-Forwarded-Prefix"] = prefix
+        return out
+
+    def platform_credential(self, value: str) -> bool:
+        """Whether an Authorization header was the platform's: a key, or the token the caller was known by."""
+        if KEY_HEADER.match(value):
+            return True
+        return bool(HUB_TOKEN.match(value)) and getattr(self, "_token_authenticated", False)
+
+    def on_header(self, prefix: str):
+        status: list = []
+
+        def header(line: str) -> None:
+            if line.startswith("HTTP/"):
+                status[:] = [line]
+                self._app_headers = HTTPHeaders()
+                return
+            if line.strip():
+                self._app_headers.parse_line(line)
+                return
+            parts = status[0].split(" ", 2) if status else ["", "502", "Bad Gateway"]
+            code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502
+            if code == 100:
+                return
+            self.start_response(code, parts[2].strip() if len(parts) > 2 else "", self._app_headers, prefix)
+
+        return header
+
+    def start_response(self, code: int, reason: str, headers: HTTPHeaders, prefix: str) -> None:
+        self.set_status(code, reason=reason or None)
+        self.clear_header("Content-Type")
+        self.clear_header("Server")
+        for name, value in headers.get_all():
+            lower = name.lower()
+            if lower in HOP:
+                continue
+            if lower == "set-cookie":
+                value = self.contained_cookie(value, prefix)
+                if value is None:
+                    continue
+            self.add_header(name, value)
+        self.sent_headers = True
+
+    def contained_cookie(self, value: str, prefix: str) -> str | None:
+        """A cookie the app sets, kept to its own path (never the platform's cookies, nor another path or
+        domain); None: dropped."""
+        name = value.split("=", 1)[0].strip()
+        if not name or platform_cookie(name, self.hub_auth.cookie_name):
+            return None
+        kept = [p for p in value.split(";") if p.strip().split("=", 1)[0].strip().lower() not in ("path", "domain")]
+        return "; ".join(p.strip() for p in kept) + f"; Path={prefix}/"
+
+    def on_chunk(self, chunk: bytes) -> None:
+        if self.request.method == "HEAD":
+            return
+        self.write(chunk)
+        self.flush()
+
+    # -- answers of the router's own -------------------------------------------------------
+
+    def log_in(self):
+        if self.request.method in READ_ONLY and "text/html" in self.request.headers.get("Accept", ""):
+            return self.redirect(self.get_login_url())
+        self.set_header("WWW-Authenticate", 'Bearer realm="workspace"')
+        return self.refuse(
+            401, N_("Log in, or send a token or an API key of this deployment in the Authorization header.")
+        )
+
+    def refuse(self, code: int, message: str, **params) -> None:
+        locale = i18n.of_request(self.request)
+        self.set_status(code)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(i18n.translate(locale, message, **params) + "\n")

@@ -451,7 +451,7 @@ def check_workspace_name(name: str) -> str:
     """A workspace's name, or the user's 400 saying what a name may be."""
     if RESERVED_NAME.match(name):
         raise UserError(400, "“{name}” is a name the platform gives its own servers; choose another name.", name=name)
-    if not WORKSPACE_NAME.match(name):
+    if not WORKSPACE_NAME.fullmatch(name):
         raise UserError(
             400,
             "“{name}” cannot be a workspace name: use 1–63 lower-case letters, digits, “-”, “_” "

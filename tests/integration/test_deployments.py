@@ -6,6 +6,7 @@ a request loop; a killed replica restarted. A real hub, real containers, a btrfs
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -14,7 +15,7 @@ import requests
 
 from workspace.setup import engine
 
-from .hub import Hub
+from .hub import ADMIN_PASSWORD, Hub
 
 IMAGE = "workspace-scientific:latest"
 
@@ -322,6 +323,67 @@ def test_bad_requests_get_a_sentence_and_change_nothing(served):
     assert r.status_code == 404, r.text
     r = hub.spawn("ada", "mine", token, {"serve": {"deployment": "0123456789ab"}})
     assert r.status_code == 400, r.text
+
+
+def test_the_pages_show_it_and_change_it_only_by_a_post_with_the_xsrf_token(served):
+    hub, token = served
+    page = f"{hub.url}/services/workspace/deployments"
+    browser = hub.browser_login("ada")
+    r = browser.get(page)
+    assert r.status_code == 200 and "/serve/ada/digits/" in r.text
+    r = browser.get(f"{page}/digits")
+    assert r.status_code == 200 and 'id="replicas"' in r.text and "serve-" in r.text
+    xsrf = browser.cookies.get("_xsrf", path="/services/workspace/")
+    # a key made on the page is shown once, then only its first characters
+    r = browser.post(f"{page}/digits", data={"_xsrf": xsrf, "action": "key", "label": "page"})
+    assert r.status_code == 200 and 'id="new-key"' in r.text
+    key = re.search(r"wsk_[A-Za-z0-9_-]{43}", r.text).group(0)
+    assert key not in browser.get(f"{page}/digits").text
+    # attack: the same POST without the XSRF token (another site's form) changes nothing
+    before = deployment(hub, token, "digits")
+    r = browser.post(f"{page}/digits", data={"action": "stop"})
+    assert r.status_code == 403, r.status_code
+    assert deployment(hub, token, "digits")["running"] is before["running"] is True
+    # attack: another user's deployment is not theirs to stop
+    bob = hub.browser_login("bob")
+    r = bob.post(f"{page}/digits", data={"_xsrf": bob.cookies.get("_xsrf", path="/services/workspace/"), "action": "stop"})
+    assert r.status_code == 404
+    assert deployment(hub, token, "digits")["running"] is True
+    # a bad form is said on the page and makes nothing
+    r = browser.post(page, data={"_xsrf": xsrf, "name": "Bad", "from": "model", "command": "x"})
+    assert r.status_code == 400 and 'id="deploy-error"' in r.text
+    traffic = hub.service_call("GET", "/deployments/digits/traffic", token).json()
+    assert traffic["requests"] > 0 and traffic["points"] and traffic["points"][-1]["p99"] is not None
+    admin = hub.user_token(hub.settings.admin_user, ADMIN_PASSWORD)
+    metrics = requests.get(f"{hub.url}/services/workspace/metrics", headers={"Authorization": f"token {admin}"})
+    assert metrics.status_code == 200, metrics.text
+    lines = [line for line in metrics.text.splitlines() if line.startswith("workspace_deployment_requests_total")]
+    assert lines and float(lines[0].split()[-1]) > 0 and "ada" not in "".join(lines)
+
+
+def test_idle_scaled_to_zero_and_woken_by_a_request(served):
+    hub, token = served
+    from workspace.db import Database
+    from workspace.deployments.records import Deployment
+
+    r = hub.service_call("POST", "/deployments/digits/settings", token, json={"idle_seconds": 60})
+    assert r.status_code == 200, r.text
+    time.sleep(6)  # the router's last counts are written
+    with Database(hub.settings.db_url, migrate=False, key_file=hub.settings.secret_key_file).session() as s:
+        dep = s.query(Deployment).filter_by(owner="ada", name="digits").one()
+        dep.last_request = dep.last_request.replace(year=2000)  # idle for long
+    deadline = time.monotonic() + 60
+    while (d := deployment(hub, token, "digits"))["status"] != "asleep" or d["replica_list"]:
+        assert time.monotonic() < deadline, d
+        time.sleep(0.5)
+    # a browser is told it starts; a program's request waits and is answered
+    r = predict(hub, 1, headers={"Authorization": f"token {token}", "Accept": "text/html"})
+    assert r.status_code == 503 and r.headers.get("Refresh") and "starting" in r.text
+    woken = time.monotonic()
+    r = predict(hub, 1, headers={"Authorization": f"token {token}"})
+    assert r.status_code == 200, r.text
+    print(f"woken in {time.monotonic() - woken:.1f} s")
+    hub.service_call("POST", "/deployments/digits/settings", token, json={"idle_seconds": 0})
 
 
 def test_stop_start_and_delete(served):

@@ -33,7 +33,7 @@ def make(db: Database, owner: str, name: str, label, policy: DeploymentPolicy) -
     """A new key of the deployment: its record, and the key itself (the only time it is shown)."""
     if label is None:
         label = "key"
-    if not isinstance(label, str) or not LABEL.match(label):
+    if not isinstance(label, str) or not LABEL.fullmatch(label):
         raise UserError(400, "A key's “label” is 1–64 letters, digits, spaces and simple punctuation.")
     key = PREFIX + secrets.token_urlsafe(32)
     with db.session() as s:

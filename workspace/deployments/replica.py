@@ -44,7 +44,7 @@ def workspace_of(server: str, options) -> str | None:
     """The hidden workspace of a replica's server (None: not a replica's server); the user's 400 for a
     replica's server without its option, or the option on another server."""
     serve = (options or {}).get("serve")
-    if not SERVE_SERVER.match(server or ""):
+    if not SERVE_SERVER.fullmatch(server or ""):
         if serve is not None:
             raise UserError(400, "“serve” is the platform's own option for a deployment's replica; do not set it.")
         return None

@@ -59,7 +59,7 @@ def check_fields(body: dict, allowed: set[str]) -> None:
 
 
 def parse_name(value) -> str:
-    if not isinstance(value, str) or not WORKSPACE_NAME.match(value) or DEPLOY_WORKSPACE.match(value):
+    if not isinstance(value, str) or not WORKSPACE_NAME.fullmatch(value) or DEPLOY_WORKSPACE.match(value):
         raise UserError(
             400,
             "A deployment's name is 1–63 lower-case letters, digits, “-”, “_” or “.”, starting with a letter "
@@ -91,7 +91,7 @@ def parse_replicas(value, most: int) -> int:
 def parse_ready(value) -> str:
     if value is None:
         return "/"
-    if not isinstance(value, str) or not READY_PATH.match(value):
+    if not isinstance(value, str) or not READY_PATH.fullmatch(value):
         raise UserError(
             400,
             "“ready” is the path your app answers once it is ready, starting with “/” (like “/health”), "
@@ -164,7 +164,7 @@ def resolve_source(session: Session, owner: str, caller: Caller, output, dataset
             raise UserError(400, "“dataset” names one dataset version, like “alice/digits:2”.")
         plan = datasets.resolve(session, refs, caller)[0]
         return Source(plan["ref"], "dataset", plan["key"], dataset_version_id=plan["version_id"])
-    match = SOURCE.match(output) if isinstance(output, str) else None
+    match = SOURCE.fullmatch(output) if isinstance(output, str) else None
     if match is None:
         raise UserError(400, "“from” names a workspace's saved output, like “mnist#3” (or “mnist” for its latest).")
     name, number = match["workspace"], match["number"]

@@ -52,12 +52,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 from sqlalchemy import bindparam, case, func, or_, select
 
 from workspace.db import Database, utcnow
+from workspace.deployments import traffic
+from workspace.deployments.records import BUCKETS
 from workspace.executions import FINAL, STATES, Execution, Snapshot
 from workspace.limits.fit import executions_per_node, used_gpus
 from workspace.store.homes import filesystem
@@ -208,6 +210,7 @@ class WorkspaceCollector(Collector):
             nodes = self._nodes()
             placed = executions_per_node(s)
             used = used_gpus(s) if nodes else {}
+        deployments = traffic.totals(self.db)
         states = tally.states
 
         executions = GaugeMetricFamily(
@@ -249,6 +252,7 @@ class WorkspaceCollector(Collector):
                 "Age of the oldest saved output not yet in the store of record (0: none waits).",
                 value=(utcnow() - oldest).total_seconds() if oldest else 0,
             )
+        yield from deployment_families(deployments)
 
     def _replication(self, s) -> tuple[int, dt.datetime | None]:
         """(how many, the oldest's time) of the outputs waiting for the store of record (an index on it)."""
@@ -370,3 +374,36 @@ def registry(collector: WorkspaceCollector) -> CollectorRegistry:
     reg = CollectorRegistry(auto_describe=False)
     reg.register(collector)
     return reg
+
+
+def deployment_families(totals: list[dict]):
+    """Each deployment's traffic through the router (#33), labelled by its key (no user's name): requests,
+    failures (5xx or no answer), the latency histogram and its ready replicas."""
+    requests = CounterMetricFamily(
+        "workspace_deployment_requests", "Requests to a deployment through the router.", labels=["deployment"]
+    )
+    failures = CounterMetricFamily(
+        "workspace_deployment_failures",
+        "Requests to a deployment answered 5xx or not at all.",
+        labels=["deployment"],
+    )
+    latency = HistogramMetricFamily(
+        "workspace_deployment_request_seconds",
+        "Seconds from a request's arrival at the router to its answer's last byte.",
+        labels=["deployment"],
+    )
+    ready = GaugeMetricFamily(
+        "workspace_deployment_ready_replicas",
+        "Ready replicas of a deployment's serving version.",
+        labels=["deployment"],
+    )
+    for t in totals:
+        requests.add_metric([t["key"]], t["requests"])
+        failures.add_metric([t["key"]], t["failures"])
+        cumulative, running = [], 0
+        for bound, count in zip([*map(floatToGoString, BUCKETS), "+Inf"], t["buckets"]):
+            running += count
+            cumulative.append((bound, running))
+        latency.add_metric([t["key"]], cumulative, t["seconds"])
+        ready.add_metric([t["key"]], t["ready"])
+    yield from (requests, failures, latency, ready)

@@ -62,6 +62,21 @@ def platform_cookie(name: str, own: str) -> bool:
     return name == own or name == "_xsrf" or name.startswith("jupyterhub-") or name.startswith("__Host-jupyterhub")
 
 
+def contained_cookie(value: str, prefix: str, own: str) -> str | None:
+    """A cookie the app sets (a Set-Cookie value), kept to its own path: never one of the platform's
+    cookies, never another path or a domain; None: dropped."""
+    name = value.split("=", 1)[0].strip()
+    if not name or platform_cookie(name, own):
+        return None
+    kept = [p for p in value.split(";") if p.strip().split("=", 1)[0].strip().lower() not in ("path", "domain")]
+    return "; ".join(p.strip() for p in kept) + f"; Path={prefix}/"
+
+
+def without_platform_cookies(header: str, own: str) -> str:
+    """A Cookie header with the platform's cookies taken out (what the app may see)."""
+    return "; ".join(f"{k}={v}" for k, v in COOKIE_PAIR.findall(header) if not platform_cookie(k, own))
+
+
 class ServeHandler(HubOAuthenticated, web.RequestHandler):
     SUPPORTED_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 
@@ -286,20 +301,11 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
             if lower in HOP:
                 continue
             if lower == "set-cookie":
-                value = self.contained_cookie(value, prefix)
+                value = contained_cookie(value, prefix, self.hub_auth.cookie_name)
                 if value is None:
                     continue
             self.add_header(name, value)
         self.sent_headers = True
-
-    def contained_cookie(self, value: str, prefix: str) -> str | None:
-        """A cookie the app sets, kept to its own path (never the platform's cookies, nor another path or
-        domain); None: dropped."""
-        name = value.split("=", 1)[0].strip()
-        if not name or platform_cookie(name, self.hub_auth.cookie_name):
-            return None
-        kept = [p for p in value.split(";") if p.strip().split("=", 1)[0].strip().lower() not in ("path", "domain")]
-        return "; ".join(p.strip() for p in kept) + f"; Path={prefix}/"
 
     def on_chunk(self, chunk: bytes) -> None:
         if self.request.method == "HEAD":

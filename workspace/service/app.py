@@ -49,6 +49,7 @@ from workspace.service import (
     courses_api,
     datasets_api,
     deployments_api,
+    deployments_page,
     images_api,
     images_page,
     language_page,
@@ -204,6 +205,7 @@ class WorkspaceService(Application):
             *images_page.handlers(prefix),
             *webhook_api.handlers(prefix),
             *deployments_api.handlers(prefix),
+            *deployments_page.handlers(prefix),
             *metrics_handlers(prefix, self.authenticate_prometheus),
         ]
 

@@ -13,6 +13,7 @@
     DELETE /api/deployments/{name}                   204
     POST   /api/deployments/{name}/keys              {"label"}: a new API key, shown once  201
     DELETE /api/deployments/{name}/keys/{id}         revoked at once  204
+    GET    /api/deployments/{name}/traffic           its last hour, a point a minute: requests, failures, p50, p99
 
 A replica's log is its execution's: `/api/workspaces/{workspace}/executions/{n}/logs?follow=1`, with the
 workspace and number the deployment's page lists. The rules are workspace/deployments/'s; the handlers
@@ -24,7 +25,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from workspace.caller import Caller
-from workspace.deployments import deployment, keys
+from workspace.deployments import deployment, keys, traffic
 from workspace.executions import number_of
 from workspace.service.api import APIHandler
 
@@ -109,6 +110,12 @@ class KeyHandler(DeploymentHandler):
         self.finish()
 
 
+class TrafficHandler(DeploymentHandler):
+    async def get(self, name: str):
+        owner = await self.owner()
+        self.write_json(await self.blocking(traffic.series, self.db, owner, name))
+
+
 def handlers(prefix: str) -> list:
     one = rf"{prefix}api/deployments/([^/]+)"
     return [
@@ -119,4 +126,5 @@ def handlers(prefix: str) -> list:
         (rf"{one}/(stop|start)/?", RunningHandler),
         (rf"{one}/keys/?", KeysHandler),
         (rf"{one}/keys/(\d+)/?", KeyHandler),
+        (rf"{one}/traffic/?", TrafficHandler),
     ]

@@ -113,7 +113,7 @@ env.filters.update(timeline=_timeline, size=quotas.gb, mb=mb, seconds=_seconds, 
 
 
 # the navigation item a page belongs to (the others are named after their template)
-CURRENT = {"workspace.html": "workspaces", "output.html": "workspaces"}
+CURRENT = {"workspace.html": "workspaces", "output.html": "workspaces", "deployment.html": "deployments"}
 
 
 class PageHandler(APIHandler):

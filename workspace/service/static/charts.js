@@ -108,6 +108,42 @@
     });
   }
 
+  // <figure class="traffic-chart" data-api="…/api/deployments/NAME/traffic">: a deployment's requests a
+  // minute and their p50 and p99 latency over the last hour (the router's counts, #33)
+  function traffic(figure) {
+    return load(figure.dataset.api).then(function (t) {
+      const points = t.points || [];
+      const caption = figure.querySelector("figcaption");
+      if (!points.length) {
+        caption.textContent = _("No request in the last hour.");
+        figure.dataset.points = "0";
+        return t;
+      }
+      const x = points.map((p) => seconds(p.minute));
+      const ms = (v) => (v == null || !isFinite(v) ? null : Math.round(v * 1000));
+      plot(
+        figure,
+        {
+          scales: { x: { time: true }, n: { range: (u, lo, hi) => [0, Math.max(1, hi)] }, ms: { range: (u, lo, hi) => [0, Math.max(1, hi)] } },
+          axes: [{}, { scale: "n" }, { scale: "ms", side: 1, grid: { show: false }, values: (u, v) => v.map((n) => n + " ms") }],
+          series: [
+            {},
+            { label: _("Requests a minute"), scale: "n", stroke: "#0d6efd", width: 2 },
+            { label: _("Failed"), scale: "n", stroke: "#dc3545", width: 2 },
+            { label: _("p50 latency (ms)"), scale: "ms", stroke: "#198754", width: 1 },
+            { label: _("p99 latency (ms)"), scale: "ms", stroke: "#fd7e14", width: 1 },
+          ],
+        },
+        [x, points.map((p) => p.requests), points.map((p) => p.failures), points.map((p) => ms(p.p50)), points.map((p) => ms(p.p99))],
+      );
+      const last = points[points.length - 1];
+      caption.textContent = _("{requests} requests in all, {failures} failed; in the last minute with traffic: {n} requests, p99 under {p99} ms.", {
+        requests: t.requests, failures: t.failures, n: last.requests, p99: ms(last.p99),
+      });
+      return t;
+    });
+  }
+
   function failed(figure, e) {
     figure.querySelector("figcaption").textContent = _("The chart could not be loaded: {error}", { error: e.message });
   }
@@ -117,6 +153,10 @@
     draw().then(function () {
       if (figure.dataset.live === "true") setInterval(draw, 15000);
     });
+  });
+  document.querySelectorAll("figure.traffic-chart").forEach(function (figure) {
+    const draw = () => traffic(figure).catch((e) => failed(figure, e));
+    draw().then(() => setInterval(draw, 15000));
   });
   const act = document.getElementById("activity-chart");
   if (act) activity(act).catch((e) => failed(act, e));

@@ -346,7 +346,8 @@ def test_the_pages_show_it_and_change_it_only_by_a_post_with_the_xsrf_token(serv
     assert deployment(hub, token, "digits")["running"] is before["running"] is True
     # attack: another user's deployment is not theirs to stop
     bob = hub.browser_login("bob")
-    r = bob.post(f"{page}/digits", data={"_xsrf": bob.cookies.get("_xsrf", path="/services/workspace/"), "action": "stop"})
+    bob_xsrf = bob.cookies.get("_xsrf", path="/services/workspace/")
+    r = bob.post(f"{page}/digits", data={"_xsrf": bob_xsrf, "action": "stop"})
     assert r.status_code == 404
     assert deployment(hub, token, "digits")["running"] is True
     # a bad form is said on the page and makes nothing

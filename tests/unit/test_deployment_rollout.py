@@ -4,6 +4,7 @@ checked here on made-up views; the real controller, hub and replicas are tests/i
 from __future__ import annotations
 
 import datetime as dt
+
 from workspace import i18n
 from workspace.deployments.rollout import DeploymentView, ReplicaView, Rules, plan
 

@@ -98,3 +98,16 @@ def test_latency_quantiles_from_the_buckets():
     assert traffic.quantile(counts.buckets, 0.99) == 0.25
     assert traffic.quantile(counts.buckets, 1.0) == float("inf")
     assert traffic.quantile([0] * len(counts.buckets), 0.5) is None
+
+
+def test_only_a_request_that_never_reached_a_replica_or_changes_nothing_goes_to_the_next():
+    import aiohttp
+
+    from workspace.router.upstream import unreached
+
+    refused = aiohttp.ClientConnectorError(None, OSError(111, "refused"))
+    dropped = aiohttp.ServerDisconnectedError()
+    assert unreached(refused, "POST") and unreached(aiohttp.ConnectionTimeoutError(), "POST")
+    assert unreached(dropped, "GET") and unreached(dropped, "PUT")
+    assert not unreached(dropped, "POST")  # it may have been done: never twice
+    assert not unreached(aiohttp.SocketTimeoutError(), "POST")

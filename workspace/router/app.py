@@ -22,7 +22,6 @@ from urllib.parse import urlparse
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
 from sqlalchemy import update
 from tornado import web
-from tornado.httpclient import AsyncHTTPClient
 from tornado.httpserver import HTTPServer
 
 from workspace import config
@@ -33,6 +32,7 @@ from workspace.deployments.records import DeploymentKey
 from workspace.process import die_with_the_hub
 from workspace.router.forward import ServeHandler
 from workspace.router.table import Table
+from workspace.router.upstream import Upstream
 from workspace.spawner.options import SpawnerOptions
 
 log = logging.getLogger("workspace.router")
@@ -98,7 +98,7 @@ class Router(config.HubService):
         spawner = SpawnerOptions(self.config)
         self.db = database(spawner.db_url, spawner.secret_key_file)
 
-    def make_app(self, table: Table, counts: Traffic) -> web.Application:
+    def make_app(self, table: Table, counts: Traffic, upstream: Upstream) -> web.Application:
         hub_auth = HubOAuth(
             api_token=self.api_token,
             api_url=self.hub_api_url,
@@ -106,7 +106,7 @@ class Router(config.HubService):
             oauth_redirect_uri=os.environ.get("JUPYTERHUB_OAUTH_CALLBACK_URL", PREFIX + "oauth_callback"),
             cache_max_age=60,
         )
-        route = dict(table=table, counts=counts, policy=self.policy, wake=table.wake)
+        route = dict(table=table, counts=counts, policy=self.policy, wake=table.wake, upstream=upstream)
         return web.Application(
             [
                 (PREFIX + "oauth_callback", HubOAuthCallbackHandler),
@@ -118,11 +118,10 @@ class Router(config.HubService):
 
 
 async def serve(router: Router) -> None:
-    # many requests at once to many replicas: the client's default of 10 would queue them
-    AsyncHTTPClient.configure(None, max_clients=4 * router.policy.max_concurrent_requests)
     table, counts = Table(router.db), Traffic()
+    upstream = Upstream(limit=4 * router.policy.max_concurrent_requests)
     await table.refresh()
-    app = router.make_app(table, counts)
+    app = router.make_app(table, counts, upstream)
     url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:8083"))
     server = HTTPServer(app, xheaders=True, max_body_size=router.policy.max_request_body)
     server.listen(url.port, url.hostname)
@@ -136,6 +135,7 @@ async def serve(router: Router) -> None:
     server.stop()
     for t in tasks:
         t.cancel()
+    await upstream.close()
     await loop.run_in_executor(None, partial(write, router.db, *counts.take()))
 
 

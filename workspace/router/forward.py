@@ -31,15 +31,17 @@ import re
 import time
 from urllib.parse import quote
 
+import aiohttp
+import yarl
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
+from multidict import CIMultiDict
 from tornado import web
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from tornado.httputil import HTTPHeaders
 from tornado.iostream import StreamClosedError
 
 from workspace import i18n
 from workspace.db import utcnow
 from workspace.i18n import N_
+from workspace.router.upstream import unreached
 
 log = logging.getLogger("workspace.router")
 
@@ -50,7 +52,8 @@ COOKIE_PAIR = re.compile(r"\s*([^=;\s]+)=([^;]*)")
 KEY_HEADER = re.compile(r"^\s*bearer\s+(wsk_[A-Za-z0-9_-]{43})\s*$", re.I)
 HUB_TOKEN = re.compile(r"^\s*(token|bearer)\s+\S+\s*$", re.I)
 READ_ONLY = {"GET", "HEAD", "OPTIONS"}
-IDEMPOTENT = READ_ONLY | {"PUT", "DELETE"}
+CONNECT_TIMEOUT = 2.0  # s: a replica that does not take the connection by then is passed over
+FLUSH_BYTES = 64 * 1024  # a large answer goes out in parts this big; a small one whole, with its length
 
 
 class Unreachable(Exception):
@@ -80,8 +83,8 @@ def without_platform_cookies(header: str, own: str) -> str:
 class ServeHandler(HubOAuthenticated, web.RequestHandler):
     SUPPORTED_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 
-    def initialize(self, table, counts, policy, wake):
-        self.table, self.counts, self.policy, self.wake = table, counts, policy, wake
+    def initialize(self, table, counts, policy, wake, upstream):
+        self.table, self.counts, self.policy, self.wake, self.upstream = table, counts, policy, wake, upstream
         self.sent_headers = False
 
     # -- who asks -------------------------------------------------------------------------
@@ -111,9 +114,11 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
                 self.counts.key_used(used)
                 return True
             return False
-        user = await self.user()
         if route is not None and route.access == "public":
+            if HUB_TOKEN.match(self.request.headers.get("Authorization", "")):
+                await self.user()  # only to know whether it is a hub token, which the app must not see
             return True
+        user = await self.user()
         if user is None:
             return None
         if route is None:
@@ -209,46 +214,46 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
         return True
 
     async def send(self, route, address: str, path: str) -> bool:
+        """One try at one replica, the answer streamed back as it comes; whether it failed (5xx or cut)."""
         prefix = f"/serve/{quote(route.owner, safe='')}/{quote(route.name, safe='')}"
         url = f"http://{address}/{path}" + (f"?{self.request.query}" if self.request.query else "")
-        request = HTTPRequest(
-            url,
-            method=self.request.method,
-            headers=self.outgoing_headers(prefix),
-            body=self.request.body if self.request.method not in ("GET", "HEAD") or self.request.body else None,
-            allow_nonstandard_methods=True,
-            follow_redirects=False,
-            decompress_response=False,
-            connect_timeout=2,
-            request_timeout=self.policy.request_timeout,
-            header_callback=self.on_header(prefix),
-            streaming_callback=self.on_chunk,
-        )
-        error = None
-        try:  # a refused connection or a timeout is raised, whatever raise_error says
-            response = await AsyncHTTPClient().fetch(request, raise_error=False)
-            error = response.error if response.code == 599 else None
-        except Exception as e:
-            response, error = None, e
-        if error is not None and not self.sent_headers and self.retriable(error):
-            raise Unreachable(address) from error
-        if not self.sent_headers:
+        method = self.request.method
+        timeout = aiohttp.ClientTimeout(total=self.policy.request_timeout, sock_connect=CONNECT_TIMEOUT)
+        try:
+            async with self.upstream.session(method).request(
+                method,
+                yarl.URL(url, encoded=True),
+                headers=self.outgoing_headers(prefix),
+                data=self.request.body or None,
+                allow_redirects=False,
+                timeout=timeout,
+            ) as response:
+                self.start_response(response.status, response.reason or "", response.headers, prefix)
+                streaming = "content-length" not in response.headers
+                pending = 0
+                async for chunk in response.content.iter_any():
+                    if method == "HEAD":
+                        continue
+                    self.write(chunk)
+                    pending += len(chunk)
+                    if streaming or pending >= FLUSH_BYTES:  # an event stream's lines go at once
+                        pending = 0
+                        await self.flush()
+                return response.status >= 500
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, StreamClosedError) as error:
+            if not self.sent_headers and unreached(error, method):
+                raise Unreachable(address) from error
+            if self.sent_headers:  # cut off in the middle: the client sees the end of a broken answer
+                return True
             log.warning("%s/%s: %s gave no answer: %r", route.owner, route.name, address, error)
-            self.refuse(502, N_("The deployment {name} did not answer; try again in a moment."), name=route.name)
+            if isinstance(error, asyncio.TimeoutError):
+                self.refuse(504, N_("The deployment {name} took too long to answer."), name=route.name)
+            else:
+                self.refuse(502, N_("The deployment {name} did not answer; try again in a moment."), name=route.name)
             return True
-        return response is None or response.code >= 500
 
-    def retriable(self, error) -> bool:
-        """Whether a request that got no answer may go to another replica: it never reached this one (the
-        connection was refused or not made), or it asks for nothing to change."""
-        if isinstance(error, (ConnectionRefusedError, ConnectionResetError)):
-            return True
-        if isinstance(error, HTTPClientError) and "connecting" in str(error):
-            return True
-        return self.request.method in IDEMPOTENT and isinstance(error, (StreamClosedError, OSError, HTTPClientError))
-
-    def outgoing_headers(self, prefix: str) -> HTTPHeaders:
-        out = HTTPHeaders()
+    def outgoing_headers(self, prefix: str) -> CIMultiDict:
+        out = CIMultiDict()
         own = self.hub_auth.cookie_name
         for name, value in self.request.headers.get_all():
             lower = name.lower()
@@ -257,7 +262,7 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
             if lower == "authorization" and self.platform_credential(value):
                 continue
             if lower == "cookie":
-                value = "; ".join(f"{k}={v}" for k, v in COOKIE_PAIR.findall(value) if not platform_cookie(k, own))
+                value = without_platform_cookies(value, own)
                 if not value:
                     continue
             out.add(name, value)
@@ -273,30 +278,11 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
             return True
         return bool(HUB_TOKEN.match(value)) and getattr(self, "_token_authenticated", False)
 
-    def on_header(self, prefix: str):
-        status: list = []
-
-        def header(line: str) -> None:
-            if line.startswith("HTTP/"):
-                status[:] = [line]
-                self._app_headers = HTTPHeaders()
-                return
-            if line.strip():
-                self._app_headers.parse_line(line)
-                return
-            parts = status[0].split(" ", 2) if status else ["", "502", "Bad Gateway"]
-            code = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502
-            if code == 100:
-                return
-            self.start_response(code, parts[2].strip() if len(parts) > 2 else "", self._app_headers, prefix)
-
-        return header
-
-    def start_response(self, code: int, reason: str, headers: HTTPHeaders, prefix: str) -> None:
+    def start_response(self, code: int, reason: str, headers, prefix: str) -> None:
         self.set_status(code, reason=reason or None)
         self.clear_header("Content-Type")
         self.clear_header("Server")
-        for name, value in headers.get_all():
+        for name, value in headers.items():
             lower = name.lower()
             if lower in HOP:
                 continue
@@ -306,12 +292,6 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
                     continue
             self.add_header(name, value)
         self.sent_headers = True
-
-    def on_chunk(self, chunk: bytes) -> None:
-        if self.request.method == "HEAD":
-            return
-        self.write(chunk)
-        self.flush()
 
     # -- answers of the router's own -------------------------------------------------------
 

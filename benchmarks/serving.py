@@ -10,7 +10,8 @@ Debian when missing), each for --seconds with --connections keep-alive connectio
 
 - direct: the replica's app at its own address (the baseline);
 - public: http://127.0.0.1:PORT/serve/OWNER/NAME/ with access public (proxy, router, app);
-- key: the same with an API key in the Authorization header (the key checked on every request).
+- router: the router's own port, without the proxy (where the time goes);
+- key: the same as public with an API key in the Authorization header (the key checked on every request).
 
 The last line reads
 
@@ -77,7 +78,8 @@ def deploy(hub: Hub, token: str) -> tuple[str, str]:
     r = hub.service_call("POST", "/workspaces/app/tasks", token, json={"command": f"cat > app.py <<'PY'\n{APP}\nPY"})
     assert r.status_code == 202, r.text
     number = r.json()["execution"]["number"]
-    while next(e for e in hub.executions("bench", "app") if e["number"] == number)["state"] not in ("stopped", "failed"):
+    ended = ("stopped", "failed")
+    while next(e for e in hub.executions("bench", "app") if e["number"] == number)["state"] not in ended:
         time.sleep(0.5)
     body = {"name": "bench", "from": f"app#{number}", "image": hub.settings.image, "access": "public"}
     body.update(command="python3 /openbayes/output/app.py", port=8080)
@@ -113,7 +115,8 @@ def main() -> None:
         wrk(url, 2, args.connections)  # warm up every path once
         direct = wrk(f"http://{address}/predict", args.seconds, args.connections)
         public = wrk(url, args.seconds, args.connections)
-        router = wrk(f"http://127.0.0.1:{hub.settings.router_port}/serve/bench/bench/predict", args.seconds, args.connections)
+        alone = f"http://127.0.0.1:{hub.settings.router_port}/serve/bench/bench/predict"
+        router = wrk(alone, args.seconds, args.connections)
         keyed = wrk(url, args.seconds, args.connections, f"Authorization: Bearer {key}")
         print(f"direct: {direct[0]:,.0f} rps, p99 {direct[1]:.1f} ms", flush=True)
         print(f"public through the proxy and router: {public[0]:,.0f} rps, p99 {public[1]:.1f} ms", flush=True)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy import select
+
 from workspace.db import Database
 from workspace.errors import UserError
+from workspace.executions import ACTIVE, Execution, find_workspace
 
 from .records import SERVE_SERVER, by_key, replica_by_server, workspace_name
 
@@ -87,3 +90,24 @@ def running(db: Database, server: str, address: str, node: str | None) -> None:
         replica = replica_by_server(s, server)
         if replica is not None:
             replica.address, replica.node = address, node or None
+
+
+def spread_over(db: Database, owner: str, workspace: str, server: str, nodes: list[str]) -> list[str]:
+    """Of `nodes`, those where no other replica of the same deployment runs or starts, for a replica's
+    placement to prefer: a deployment's replicas on as many nodes as it has, so that a lost node leaves the
+    others serving (blocking)."""
+    with db.session() as s:
+        ws = find_workspace(s, owner, workspace)
+        if ws is None:
+            return list(nodes)
+        taken = set(
+            s.scalars(
+                select(Execution.node).where(
+                    Execution.workspace_id == ws.id,
+                    Execution.server != server,
+                    Execution.state.in_(ACTIVE),
+                    Execution.node.is_not(None),
+                )
+            )
+        )
+    return [n for n in nodes if n not in taken]

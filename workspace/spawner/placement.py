@@ -23,6 +23,7 @@ from traitlets import Dict, Float, List, Unicode
 from traitlets.config import LoggingConfigurable
 
 from workspace import lifecycle
+from workspace.deployments import replica as deployment_replica
 from workspace.errors import UserError
 from workspace.images import cuda
 from workspace.limits import queue, resource_types
@@ -112,6 +113,11 @@ class PlacementMixin(LoggingConfigurable):
             await self._leave_queue(plan, "failed", self.localized("no node takes work"), "error")
             raise UserError(503, "No node of this server can run a workspace now; please try again in a minute.")
         prefer = await self.run_blocking(self.nodes_holding, plan.restore_snapshot, list(inventories))
+        if self.current.serve is not None:  # a deployment's replica (#33): on a node none of its others is on
+            spread = deployment_replica.spread_over
+            prefer = await self.run_blocking(
+                spread, self.db, self.user.name, self.workspace_name, self.name, list(inventories)
+            )
         return await self._wait_in_queue(plan, rtype, inventories, prefer, self.startup_limit(cluster))
 
     def nodes_holding(self, snapshot: str | None, names: list[str]) -> list[str]:

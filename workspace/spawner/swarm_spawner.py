@@ -292,6 +292,8 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
         ports = [{"Protocol": "tcp", "TargetPort": self.port, "PublishMode": "host"}]
         if self.current.ssh_env:
             ports.append({"Protocol": "tcp", "TargetPort": ssh_identities.WORKSPACE_PORT, "PublishMode": "host"})
+        if self.current.serve is not None:  # a deployment's replica (#33): its app, for the router
+            ports.append({"Protocol": "tcp", "TargetPort": self.current.serve.port, "PublishMode": "host"})
         return ports
 
     @property
@@ -415,6 +417,13 @@ class SwarmWorkspaceSpawner(NodeInputsMixin, DockerWorkspaceSpawner, SwarmSpawne
                 return node.address, port
             await asyncio.sleep(0.1)
         raise RuntimeError(f"The task of {self.service_name} publishes no port for {self.port}.")
+
+    async def serve_address(self, ip_and_port, port: int) -> str:
+        """The node's address and the port the task publishes the replica's app on (#33)."""
+        published = published_port(await self.get_task() or {}, port)
+        if not published:
+            raise RuntimeError(f"The task of {self.service_name} publishes no port for {port}.")
+        return f"{ip_and_port[0]}:{published}"
 
     async def ssh_address(self, ip_and_port) -> str | None:
         """The node's address and the port the task publishes sshd's on."""

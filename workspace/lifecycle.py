@@ -151,11 +151,7 @@ def begin(
         ex = new_execution(s, ws, parent, source, image=image)
         ex.server, ex.datasets, ex.home_files, ex.locale = server, mounts or [], home_files, locale
         _take_type(ex, resource_type)
-        ex.cleanup = cleanup_slack is not None
-        if task is not None:  # a task (workspace/tasks.py): its command instead of the server
-            ex.kind, ex.command = "serve" if serve else "task", task
-        if serve:
-            ex.max_runtime = None
+        _take_kind(ex, task, serve, cleanup_slack is not None)
         if not queued and (resource_type is None or not resource_type.limited):
             ex.to(s, "preparing")
         snap = s.scalar(select(Snapshot).where(Snapshot.key == checkpoint)) if checkpoint else None
@@ -190,6 +186,16 @@ def _what_to_restore(session, ws, choice, checkpoint: str | None) -> tuple:
         source = None
     starter = courses.starter_for(session, ws) if source is None and choice not in ("fresh", "now") else None
     return parent, starter or source, starter
+
+
+def _take_kind(ex: Execution, task: str | None, serve: bool, cleanup: bool) -> None:
+    """A task's command (workspace/tasks.py) instead of the server; a deployment's replica (#33) serves with
+    it, with no maximum run time; cleanup mode."""
+    ex.cleanup = cleanup
+    if task is not None:
+        ex.kind, ex.command = "serve" if serve else "task", task
+    if serve:
+        ex.max_runtime = None
 
 
 def _take_type(ex: Execution, resource_type) -> None:

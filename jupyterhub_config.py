@@ -195,8 +195,14 @@ c.JupyterHub.services = [
         "environment": service_env,
     },
 ]
-# /serve/ goes to the router (#33): a route without the hub's mark, which the hub's route check keeps
-c.Proxy.extra_routes = {"/serve/": f"http://127.0.0.1:{settings.router_port}"}
+# /serve/ goes to the router (#33): a route without the hub's mark, which the hub's route check keeps;
+# with per-user origins, on the hub's own host (the router sandboxes what it serves there: router/app.py)
+serve_route = "/serve/"
+if settings.subdomain_host:
+    from urllib.parse import urlparse  # noqa: E402
+
+    serve_route = f"{urlparse(settings.subdomain_host).hostname}/serve/"
+c.Proxy.extra_routes = {serve_route: f"http://127.0.0.1:{settings.router_port}"}
 # Reading other users' workspaces (never changing them): the service checks this scope.
 c.JupyterHub.custom_scopes = {
     "custom:workspaces:read": {

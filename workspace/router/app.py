@@ -106,7 +106,10 @@ class Router(config.HubService):
             oauth_redirect_uri=os.environ.get("JUPYTERHUB_OAUTH_CALLBACK_URL", PREFIX + "oauth_callback"),
             cache_max_age=60,
         )
+        # with per-user origins, /serve/ is on the hub's origin, which a deployment's pages must not share
+        sandbox = bool(self.config.JupyterHub.get("subdomain_host"))
         route = dict(table=table, counts=counts, policy=self.policy, wake=table.wake, upstream=upstream)
+        route["sandbox"] = sandbox
         return web.Application(
             [
                 (PREFIX + "oauth_callback", HubOAuthCallbackHandler),

@@ -15,7 +15,8 @@ Authorization header when it was a platform credential (a hub token or a key), t
 hub's cookies, and `X-API-Key`. What comes back may not set the platform's cookies, nor any cookie
 outside the deployment's own path. Cookie-authenticated requests that change state must come from the
 deployment's own pages (Fetch metadata: `Sec-Fetch-Site: same-origin`), so another site cannot make a
-signed-in visitor's browser call a private deployment.
+signed-in visitor's browser call a private deployment. With per-user origins on, `/serve/` is on the hub's
+own host, so every answer carries a CSP sandbox: the app's pages run with an opaque origin, never the hub's.
 
 The request goes to the next ready replica in turn; a replica that refuses the connection (it has just
 died) is skipped for the next one, so a replica's death costs no request. The app sees its own path
@@ -52,6 +53,7 @@ COOKIE_PAIR = re.compile(r"\s*([^=;\s]+)=([^;]*)")
 KEY_HEADER = re.compile(r"^\s*bearer\s+(wsk_[A-Za-z0-9_-]{43})\s*$", re.I)
 HUB_TOKEN = re.compile(r"^\s*(token|bearer)\s+\S+\s*$", re.I)
 READ_ONLY = {"GET", "HEAD", "OPTIONS"}
+SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-downloads allow-modals"
 CONNECT_TIMEOUT = 2.0  # s: a replica that does not take the connection by then is passed over
 FLUSH_BYTES = 64 * 1024  # a large answer goes out in parts this big; a small one whole, with its length
 
@@ -83,8 +85,9 @@ def without_platform_cookies(header: str, own: str) -> str:
 class ServeHandler(HubOAuthenticated, web.RequestHandler):
     SUPPORTED_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 
-    def initialize(self, table, counts, policy, wake, upstream):
+    def initialize(self, table, counts, policy, wake, upstream, sandbox=False):
         self.table, self.counts, self.policy, self.wake, self.upstream = table, counts, policy, wake, upstream
+        self.sandbox = sandbox
         self.sent_headers = False
 
     # -- who asks -------------------------------------------------------------------------
@@ -291,6 +294,10 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
                 if value is None:
                     continue
             self.add_header(name, value)
+        if self.sandbox:
+            # an opaque origin for whatever the app's pages run: not the hub's, whose pages and cookies
+            # per-user origins keep from users' code (SECURITY.md, "Known gaps")
+            self.add_header("Content-Security-Policy", SANDBOX)
         self.sent_headers = True
 
     # -- answers of the router's own -------------------------------------------------------

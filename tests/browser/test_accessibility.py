@@ -24,6 +24,8 @@ STUDENT_PAGES = [
     "/services/workspace/workspaces/lab/sweeps/1",
     "/services/workspace/datasets",
     "/services/workspace/images",
+    "/services/workspace/deployments",
+    "/services/workspace/deployments/demo",
     "/services/workspace/storage",
     "/services/workspace/ssh",
     "/hub/token",
@@ -61,6 +63,10 @@ def a11y_hub(start_hub):
     while not hub.service_call("GET", "/workspaces/lab/sweeps/1", token).json()["done"]:
         assert time.monotonic() < deadline
         time.sleep(1)
+    # a deployment of its output (#33), for the deployments' pages
+    body = {"name": "demo", "from": "lab#1", "image": hub.settings.image, "port": 8080}
+    r = hub.service_call("POST", "/deployments", token, json={**body, "command": "python3 -m http.server 8080"})
+    assert r.status_code == 201, r.text
     return hub
 
 

@@ -325,6 +325,20 @@ def test_bad_requests_get_a_sentence_and_change_nothing(served):
     assert r.status_code == 400, r.text
 
 
+def test_the_cli_lists_shows_follows_and_makes_keys(served):
+    hub, token = served
+    from .test_cli import cli
+
+    assert "/serve/ada/digits/" in cli(hub, token, "deployments", "ls")
+    shown = cli(hub, token, "deployments", "show", "digits")
+    assert "serve-" in shown and "model#" in shown
+    key = cli(hub, token, "deployments", "key", "digits", "--label", "cli").strip()
+    assert re.fullmatch(r"wsk_[A-Za-z0-9_-]{43}", key)
+    assert "[workspace] $ python /openbayes/output/serve.py" in cli(hub, token, "deployments", "logs", "digits")
+    error = cli(hub, token, "deployments", "show", "nothing", ok=False)
+    assert "You have no deployment “nothing”." in error
+
+
 def test_the_pages_show_it_and_change_it_only_by_a_post_with_the_xsrf_token(served):
     hub, token = served
     page = f"{hub.url}/services/workspace/deployments"

@@ -159,7 +159,7 @@ def test_bad_runs_are_refused_with_a_sentence_and_change_nothing(runs_hub: Hub):
     assert hub.executions(user, "mine") == before
     # a run's name is the platform's: no workspace may take it
     r = hub.service_call("POST", "/workspaces/run-0123456789ab/tasks", token, json={"command": "true"})
-    assert r.status_code == 400 and "run beside" in r.json()["message"], r.text
+    assert r.status_code == 400 and "the platform gives its own servers" in r.json()["message"], r.text
     # nor "now" for the workspace's own start (only a run has an open home beside it)
     r = hub.service_call("POST", "/workspaces/mine/tasks", token, json={"command": "true", "continue_from": "now"})
     assert r.status_code == 400 and "runs beside" in r.json()["message"], r.text

@@ -24,6 +24,7 @@ from tests.integration.hub import ADMIN_PASSWORD, Hub
 from tests.security import routes
 
 OWNER, STOPPED, RUNNING, NEVER, COURSE = "gina", "thesis", "live", "never", "cs101"
+DEPLOYMENT = "demo"  # serving STOPPED's output (#33): a GET of its stop, start or key routes must not act
 OTHER_IMAGE = "workspace-scientific:latest"
 START_OPTIONS = {"opt-image": OTHER_IMAGE, "opt-continue_from": "fresh", "opt-cleanup": "on"}
 
@@ -32,11 +33,14 @@ SKIPPED = {
     "/hub/logout": "ends the session of whoever GETs it (JupyterHub's; nothing of a workspace changes)",
 }
 # tables written in the background (the culler's samples, measurements of storage), whatever the requests
-BACKGROUND_TABLES = {"usage_samples", "storage_usage"}
+BACKGROUND_TABLES = {"usage_samples", "storage_usage", "deployment_replicas", "deployment_traffic"}
 # the record columns the hub and the culler update in the background (leases, sizes, usage)
 RECORD_COLUMNS = {
     "executions": ("id", "workspace_id", "number", "state", "image", "resource_type", "cleanup", "restored_from_id"),
     "snapshots": ("id", "key", "deleted"),
+    # a deployment's controller holds a lease in its record, the router counts its requests there (#33)
+    "deployments": ("id", "name", "running", "access", "course", "replicas", "serving", "rolling", "deleted"),
+    "deployment_keys": ("id", "revoked"),
 }
 
 
@@ -70,6 +74,9 @@ def arguments(ws: str) -> list[tuple[str, str]]:
         (r"/uploads/$", "0123abcd"),
         (r"/courses/$", COURSE),
         (r"/ssh-keys/$", "1"),
+        (r"/deployments/$", DEPLOYMENT),
+        (r"/deployments/[^/]+/$", "stop"),  # stop|start: a POST only
+        (r"/keys/$", "1"),
         (r"/language/$", "zh_CN"),
         (r"/static/$", "nothing.css"),
     ]
@@ -158,6 +165,14 @@ def hub(start_hub) -> Hub:
     hub.sh(OWNER, STOPPED, "echo notes > ~/notes.txt")
     hub.stop_workspace(OWNER, STOPPED, token)
     hub.start_workspace(OWNER, RUNNING, token)
+    body = {"name": DEPLOYMENT, "from": f"{STOPPED}#1", "image": hub.settings.image, "port": 8080}
+    r = hub.service_call("POST", "/deployments", token, json={**body, "command": "python3 -m http.server 8080"})
+    assert r.status_code == 201, r.text
+    assert hub.service_call("POST", f"/deployments/{DEPLOYMENT}/keys", token, json={}).status_code == 201
+    deadline = time.monotonic() + 120
+    while hub.service_call("GET", f"/deployments/{DEPLOYMENT}", token).json()["status"] != "serving":
+        assert time.monotonic() < deadline, hub.log_tail(40)
+        time.sleep(0.5)
     return hub
 
 

@@ -270,6 +270,25 @@ def test_a_rolling_update_under_requests_fails_none(served):
     assert r.status_code == 409 and "digits" in r.json()["message"], r.text
 
 
+def test_a_version_that_never_gets_ready_leaves_the_old_one_serving(served):
+    hub, token = served
+    r = hub.service_call("POST", "/deployments/digits/versions", token, json={"command": "echo broken; exit 3"})
+    assert r.status_code == 202, r.text
+    deadline = time.monotonic() + 120
+    while (d := deployment(hub, token, "digits"))["rolling"] is not None:
+        assert time.monotonic() < deadline, d
+        r = predict(hub, 1, headers={"Authorization": f"token {token}"})
+        assert r.status_code == 200 and r.json()["y"] == pytest.approx(6.0)  # the serving version answers
+        time.sleep(0.5)
+    assert d["serving"] == 2 and d["status"] == "serving", d
+    assert "Version 3 was not rolled out" in d["message"] and "Version 2 goes on serving" in d["message"], d
+    assert d["versions"][-1]["state"] == "failed"
+    deadline = time.monotonic() + 60  # the broken version's replicas stop
+    while any(r["version"] != 2 for r in deployment(hub, token, "digits")["replica_list"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+
+
 def test_a_killed_replica_is_restarted(served):
     hub, token = served
     d = deployment(hub, token, "digits")

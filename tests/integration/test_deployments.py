@@ -164,6 +164,9 @@ def test_a_pickled_model_answers_predictions_through_the_proxy(served):
 def test_private_access_is_the_owners_only(served):
     hub, token = served
     assert predict(hub, 1).status_code == 401  # no credentials
+    # a hub token in the URL is no login here (it would be the app's query)
+    r = requests.get(serve_url(hub, "ada", "digits", f"predict?x=1&token={token}"), timeout=30)
+    assert r.status_code == 401
     bob = hub.user_token("bob")
     r = predict(hub, 1, headers={"Authorization": f"token {bob}"})
     assert r.status_code == 404, r.text  # the same as a deployment that does not exist

@@ -105,6 +105,8 @@ class Router(config.HubService):
             base_url=PREFIX,  # its cookie and its OAuth state: under /serve/ only
             oauth_redirect_uri=os.environ.get("JUPYTERHUB_OAUTH_CALLBACK_URL", PREFIX + "oauth_callback"),
             cache_max_age=60,
+            # a ?token= is the app's query, never a login: a hub token put there would reach the app
+            allow_token_in_url=False,
         )
         # with per-user origins, /serve/ is on the hub's origin, which a deployment's pages must not share
         sandbox = bool(self.config.JupyterHub.get("subdomain_host"))

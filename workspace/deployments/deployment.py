@@ -219,19 +219,18 @@ def _execution_numbers(session, owner: str, dep: Deployment) -> dict[str, int]:
 def serving_output(session, execution_id: int) -> list[str]:
     """The names of the deployments whose versions in use (serving, or being rolled out) mount the output of
     execution `execution_id`: it cannot be deleted while they do."""
-    rows = session.execute(
-        select(Deployment.name, Deployment.serving, Deployment.rolling, DeploymentVersion.number)
-        .join(DeploymentVersion, DeploymentVersion.deployment_id == Deployment.id)
-        .where(DeploymentVersion.execution_id == execution_id, Deployment.deleted.is_(None))
-    )
-    return sorted({name for name, serving, rolling, number in rows if number in (serving, rolling)})
+    return _serving(session, DeploymentVersion.execution_id == execution_id)
 
 
 def serving_dataset_version(session, version_id: int) -> list[str]:
     """As `serving_output`, for a dataset version."""
+    return _serving(session, DeploymentVersion.dataset_version_id == version_id)
+
+
+def _serving(session, source) -> list[str]:
     rows = session.execute(
         select(Deployment.name, Deployment.serving, Deployment.rolling, DeploymentVersion.number)
         .join(DeploymentVersion, DeploymentVersion.deployment_id == Deployment.id)
-        .where(DeploymentVersion.dataset_version_id == version_id, Deployment.deleted.is_(None))
+        .where(source, Deployment.deleted.is_(None))
     )
     return sorted({name for name, serving, rolling, number in rows if number in (serving, rolling)})

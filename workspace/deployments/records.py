@@ -110,10 +110,14 @@ class Deployment(Base):
         return [r for r in self.replica_records if r.version == number]
 
     @property
+    def ready_replicas(self) -> list[Replica]:
+        """The serving version's replicas that answer: those the router sends requests to."""
+        return [r for r in self.replicas_of(self.serving) if r.state == "ready" and r.address is not None]
+
+    @property
     def status(self) -> str:
         """One word for its state: serving, updating, starting, unavailable (serves, but no replica is
         ready), asleep, stopped, failed (nothing serves: its versions failed), deleting."""
-        ready = sum(1 for r in self.replicas_of(self.serving) if r.state == "ready")
         if self.deleted is not None:
             return "deleting"
         if not self.running:
@@ -124,7 +128,7 @@ class Deployment(Base):
             return "updating" if self.serving is not None else "starting"
         if self.serving is None:
             return "failed"
-        return "serving" if ready else "unavailable"
+        return "serving" if self.ready_replicas else "unavailable"
 
     def as_dict(self, locale: str = i18n.DEFAULT) -> dict:
         serving = self.version(self.serving)
@@ -144,7 +148,7 @@ class Deployment(Base):
             "message": i18n.said(locale, self.message),
             "address": f"/serve/{self.owner}/{self.name}/",
             "restarts": self.restarts,
-            "ready": sum(1 for r in self.replicas_of(self.serving) if r.state == "ready"),
+            "ready": len(self.ready_replicas),
             "source": serving.source if serving else None,
             "requests": self.requests,
             "failures": self.failures,

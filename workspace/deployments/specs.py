@@ -30,10 +30,9 @@ RESERVED_PORTS = (8888, 2222)  # the server's own port (its runner answers there
 READY_PATH = re.compile(r"^/[\x21-\x7e]{0,511}$")  # printable ASCII, no spaces
 SOURCE = re.compile(r"^(?P<workspace>[a-z0-9][a-z0-9._-]{0,62})(?:#(?P<number>\d{1,9}))?$")
 MIN_IDLE = 60  # s: scaling to zero sooner would stop replicas between two clicks
-FIELDS_NEW = {"name", "from", "dataset", "image", "command", "port", "replicas", "resource_type", "ready", "access"}
-FIELDS_NEW |= {"course", "idle_seconds"}
 FIELDS_VERSION = {"from", "dataset", "image", "command", "port", "ready"}
 FIELDS_SETTINGS = {"replicas", "access", "course", "idle_seconds"}
+FIELDS_NEW = FIELDS_SETTINGS | {"name", "from", "dataset", "image", "command", "port", "resource_type", "ready"}
 
 
 @dataclass(frozen=True)

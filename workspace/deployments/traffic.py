@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from sqlalchemy import delete, select
+from sqlalchemy.orm import selectinload
 
 from workspace.db import Database, iso, utcnow
 
@@ -36,6 +37,14 @@ class Counts:
         self.buckets[bisect.bisect_left(BUCKETS, seconds)] += 1
         self.seconds += seconds
         self.last = at
+
+    def merge(self, other: Counts) -> None:
+        """Add `other`'s counts (a write that failed: they go with the next one)."""
+        self.requests += other.requests
+        self.failures += other.failures
+        self.buckets = _added(self.buckets, other.buckets)
+        self.seconds += other.seconds
+        self.last = max(filter(None, (self.last, other.last)), default=None)
 
 
 def record(db: Database, counts: dict[int, Counts]) -> None:
@@ -119,7 +128,9 @@ def totals(db: Database) -> list[dict]:
                 "failures": d.failures or 0,
                 "buckets": _added(d.latency_buckets, [0] * (len(BUCKETS) + 1)),
                 "seconds": d.latency_sum or 0.0,
-                "ready": sum(1 for r in d.replicas_of(d.serving) if r.state == "ready"),
+                "ready": len(d.ready_replicas),
             }
-            for d in s.scalars(select(Deployment).where(Deployment.deleted.is_(None)))
+            for d in s.scalars(
+                select(Deployment).where(Deployment.deleted.is_(None)).options(selectinload(Deployment.replica_records))
+            )
         ]

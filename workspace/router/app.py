@@ -78,12 +78,7 @@ async def flush_forever(db, counts: Traffic) -> None:
         except Exception:
             log.exception("writing the traffic counts failed; they are added to the next write")
             for dep_id, c in taken[0].items():
-                mine = counts.counts.setdefault(dep_id, traffic.Counts())
-                mine.requests += c.requests
-                mine.failures += c.failures
-                mine.buckets = [a + b for a, b in zip(mine.buckets, c.buckets)]
-                mine.seconds += c.seconds
-                mine.last = mine.last or c.last
+                counts.counts.setdefault(dep_id, traffic.Counts()).merge(c)
 
 
 class Router(config.HubService):

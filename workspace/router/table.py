@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import selectinload
 
 from workspace.db import Database, utcnow
 from workspace.deployments.records import Deployment, DeploymentKey
@@ -76,10 +77,10 @@ class Table:
                 select(DeploymentKey.deployment_id, DeploymentKey.digest).where(DeploymentKey.revoked.is_(None))
             ):
                 keys.setdefault(dep_id, set()).add(digest)
-            for dep in s.scalars(select(Deployment).where(Deployment.deleted.is_(None))):
-                ready = tuple(
-                    r.address for r in dep.replicas_of(dep.serving) if r.state == "ready" and r.address is not None
-                )
+            live = (
+                select(Deployment).where(Deployment.deleted.is_(None)).options(selectinload(Deployment.replica_records))
+            )
+            for dep in s.scalars(live):
                 out[(dep.owner, dep.name)] = Route(
                     id=dep.id,
                     key=dep.key,
@@ -88,7 +89,7 @@ class Table:
                     access=dep.access,
                     course=dep.course,
                     status=dep.status,
-                    replicas=ready,
+                    replicas=tuple(r.address for r in dep.ready_replicas),
                     keys=frozenset(keys.get(dep.id, ())),
                 )
         return out

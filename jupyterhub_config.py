@@ -9,6 +9,7 @@
 # The reference of every option: docs/configuration.md (`python -m workspace.setup.reference`).
 import faulthandler
 import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -55,6 +56,10 @@ c.ConfigurableHTTPProxy.pid_file = str(data / "run" / "proxy.pid")
 if os.environ.get("WORKSPACE_PROXY") == "external" and settings.secrets["WORKSPACE_PROXY_AUTH_TOKEN"]:
     c.ConfigurableHTTPProxy.should_start = False
     c.ConfigurableHTTPProxy.auth_token = settings.secrets["WORKSPACE_PROXY_AUTH_TOKEN"]
+elif settings.subdomain_host:
+    # the proxy the hub starts gets a token the router knows too: with per-user origins the router keeps a
+    # route on each deployment's owner's host (workspace/router/proxy_routes.py; the services get it below)
+    c.ConfigurableHTTPProxy.auth_token = os.environ.get("CONFIGPROXY_AUTH_TOKEN") or secrets.token_hex(32)
 
 c.JupyterHub.db_url = settings.hub_db_url  # WORKSPACE_HUB_DB_URL; SQLite in the data dir by default
 c.JupyterHub.cookie_secret_file = str(data / "jupyterhub_cookie_secret")
@@ -184,7 +189,9 @@ c.JupyterHub.services = [
         "cwd": str(HERE),
         "environment": service_env,
         "oauth_no_confirm": True,
-        "oauth_redirect_uri": "/serve/oauth_callback",
+        # on the hub's host (absolute with per-user origins: a user's host is no login's); the router
+        # sends this one, not JupyterHub's JUPYTERHUB_OAUTH_CALLBACK_URL (/services/workspace-router/...)
+        "oauth_redirect_uri": settings.subdomain_host.rstrip("/") + "/serve/oauth_callback",
         # who the caller is (their name and groups: a course's deployment), nothing more
         "oauth_client_allowed_scopes": ["read:users:groups!user"],
     },
@@ -203,6 +210,10 @@ if settings.subdomain_host:
 
     serve_route = f"{urlparse(settings.subdomain_host).hostname}/serve/"
 c.Proxy.extra_routes = {serve_route: f"http://127.0.0.1:{settings.router_port}"}
+if settings.subdomain_host:
+    # ... and the router's own route on each owner's host: the proxy's token, to the router alone
+    router = next(s for s in c.JupyterHub.services if s["name"] == "workspace-router")
+    router["environment"] = service_env | {"CONFIGPROXY_AUTH_TOKEN": c.ConfigurableHTTPProxy.auth_token}
 # Reading other users' workspaces (never changing them): the service checks this scope.
 c.JupyterHub.custom_scopes = {
     "custom:workspaces:read": {
@@ -238,6 +249,13 @@ c.JupyterHub.load_roles = [
             "delete:servers",
         ],
         "services": ["workspace"],
+    },
+    {
+        "name": "workspace-router",
+        "description": "The deployments' router: who a visitor it knows by its own login on an owner's host "
+        "is now (their name and groups, for a course's deployment).",
+        "scopes": ["read:users:name", "read:users:groups"],
+        "services": ["workspace-router"],
     },
     {
         "name": "workspace-culler",

@@ -18,7 +18,7 @@ A campus uses a wildcard DNS name and certificate: `*.jupyter.uni.example.edu`
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 from jupyterhub.utils import subdomain_hook_idna
 
@@ -34,12 +34,28 @@ def subdomain_hook(name: str, domain: str, kind: str) -> str:
 def server_url(subdomain_host: str | None, user: str, server: str = "") -> str:
     """The public URL of a user's (named) server: on their subdomain, or a path on the hub's origin."""
     path = f"/user/{quote(user, safe='')}/" + (f"{quote(server, safe='')}/" if server else "")
-    if not subdomain_host:
-        return path
+    return user_origin(subdomain_host, user) + path if subdomain_host else path
+
+
+def user_origin(subdomain_host: str, user: str) -> str:
+    """A user's own origin (`http://ada.localhost:8000`): their servers', and their deployments' (#33)."""
     parsed = urlparse(subdomain_host)
-    host = subdomain_hook(user, parsed.hostname, "user")
     port = f":{parsed.port}" if parsed.port else ""
-    return f"{parsed.scheme}://{host}{port}{path}"
+    return f"{parsed.scheme}://{user_host(subdomain_host, user)}{port}"
+
+
+def user_host(subdomain_host: str, user: str) -> str:
+    """The host name of a user's own origin (`ada.localhost`), without a port."""
+    return subdomain_hook(user, urlparse(subdomain_host).hostname, "user")
+
+
+def serve_url(subdomain_host: str | None, path: str) -> str:
+    """A deployment's address (`/serve/ada/digits/`): on its owner's origin with per-user origins, where
+    its pages cannot act with the hub's (the router redirects browsers there from the hub's host)."""
+    if not subdomain_host or not path.startswith("/serve/"):
+        return path
+    owner = unquote(path.split("/")[2])
+    return user_origin(subdomain_host, owner) + path
 
 
 def routespec(url: str) -> str:

@@ -175,6 +175,11 @@ def test_private_access_is_the_owners_only(served):
     # a browser without a login is sent to log in
     r = requests.get(serve_url(hub, "ada", "digits"), headers={"Accept": "text/html"}, allow_redirects=False)
     assert r.status_code == 302 and "/hub/api/oauth2/authorize" in r.headers["Location"]
+    # and logged in on the hub's page, its login there is the router's too (the hub's OAuth, to its end)
+    for user, code in (("ada", 200), ("bob", 404)):
+        browser = hub.browser_login(user)
+        r = browser.get(serve_url(hub, "ada", "digits", "predict?x=1"), headers={"Accept": "text/html"}, timeout=30)
+        assert r.status_code == code and r.url == serve_url(hub, "ada", "digits", "predict?x=1"), (r.url, r.text)
     # a forged key is refused too
     r = predict(hub, 1, headers={"Authorization": "Bearer wsk_" + "a" * 43})
     assert r.status_code == 404
@@ -443,24 +448,3 @@ def test_stop_start_and_delete(served):
         assert time.monotonic() < deadline, hub.containers(user="ada")
         time.sleep(0.5)
     assert engine.client() is not None
-
-
-def test_with_per_user_origins_its_pages_get_an_origin_of_their_own(start_hub, docker_client):
-    """/serve/ is on the hub's host then: every answer is sandboxed (an opaque origin), so a deployment's
-    page opened by an administrator cannot read the hub's pages with their session."""
-    hub = start_hub(WORKSPACE_SUBDOMAIN_HOST="localhost")
-    token = hub.user_token("ada")
-    app = "import http.server as h; h.ThreadingHTTPServer(('', 8080), h.SimpleHTTPRequestHandler).serve_forever()"
-    number = task(hub, token, "site", f"echo '<script>parent.document</script>' > index.html; echo \"{app}\" > app.py")
-    body = {"name": "site", "from": f"site#{number}", "image": IMAGE, "access": "public", "port": 8080}
-    r = hub.service_call(
-        "POST", "/deployments", token, json={**body, "command": "cd /openbayes/output && python app.py"}
-    )
-    assert r.status_code == 201, r.text
-    wait_serving(hub, token, "site", 1)
-    r = requests.get(f"{hub.url}/serve/ada/site/index.html", timeout=30)  # the hub's host: localhost
-    assert r.status_code == 200 and "<script>" in r.text
-    assert (
-        "sandbox" in r.headers["Content-Security-Policy"]
-        and "allow-same-origin" not in r.headers["Content-Security-Policy"]
-    )

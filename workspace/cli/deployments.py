@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+from urllib.parse import urljoin
 
 from workspace.cli.base import CLIError, print_listing, print_stream, user_locale
 from workspace.i18n import translate
@@ -134,12 +135,8 @@ def deploy(client, args, out) -> None:
         if args.resource_type:
             body["resource_type"] = args.resource_type
         made = client.call("POST", "/deployments", json={"name": args.name, **body})
-        print(
-            translate(
-                user_locale(), "{name}: made; it is served at {url}", name=args.name, url=client.url + made["address"]
-            ),
-            file=out,
-        )
+        url = urljoin(client.url, made["address"])  # on the owner's own origin with per-user origins
+        print(translate(user_locale(), "{name}: made; it is served at {url}", name=args.name, url=url), file=out)
     if args.wait:
         wait(client, args.name, out)
 

@@ -4,8 +4,10 @@
 
 It listens where the proxy's `/serve/` route sends (JUPYTERHUB_SERVICE_URL), finishes its own OAuth login
 at `/serve/oauth_callback` (its cookie is scoped to `/serve/`), reads the routing table twice a second
-and writes the traffic it counted every `FLUSH` seconds. It holds no state of its own: a restarted router
-serves at once from the records.
+and writes the traffic it counted every `FLUSH` seconds. With per-user origins it also keeps the proxy's
+route to it on each owner's host (router/proxy_routes.py) and hands its login over to those hosts
+(router/handoff.py). It holds no state of its own but logins being handed over: a restarted router serves
+at once from the records (a browser's session on an owner's host is handed over again by itself).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 from functools import partial
 from urllib.parse import urlparse
 
-from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
+from jupyterhub.services.auth import HubOAuth
 from sqlalchemy import update
 from tornado import web
 from tornado.httpserver import HTTPServer
@@ -30,7 +32,11 @@ from workspace.deployments import traffic
 from workspace.deployments.policy import DeploymentPolicy
 from workspace.deployments.records import DeploymentKey
 from workspace.process import die_with_the_hub
+from workspace.router import handoff
 from workspace.router.forward import ServeHandler
+from workspace.router.hosts import Hosts
+from workspace.router.identities import Identities
+from workspace.router.proxy_routes import ProxyRoutes
 from workspace.router.table import Table
 from workspace.router.upstream import Upstream
 from workspace.spawner.options import SpawnerOptions
@@ -93,35 +99,53 @@ class Router(config.HubService):
         spawner = SpawnerOptions(self.config)
         self.db = database(spawner.db_url, spawner.secret_key_file)
 
-    def make_app(self, table: Table, counts: Traffic, upstream: Upstream) -> web.Application:
+    @property
+    def hosts(self) -> Hosts:
+        return Hosts(self.config.JupyterHub.get("subdomain_host") or None)
+
+    def make_app(self, table: Table, counts: Traffic, upstream: Upstream, identities: Identities) -> web.Application:
         hub_auth = HubOAuth(
             api_token=self.api_token,
             api_url=self.hub_api_url,
             base_url=PREFIX,  # its cookie and its OAuth state: under /serve/ only
-            oauth_redirect_uri=os.environ.get("JUPYTERHUB_OAUTH_CALLBACK_URL", PREFIX + "oauth_callback"),
+            # the hub's registered one (jupyterhub_config.py): JupyterHub's environment names another
+            oauth_redirect_uri=self.hosts.hub_origin + PREFIX + "oauth_callback",
             cache_max_age=60,
             # a ?token= is the app's query, never a login: a hub token put there would reach the app
             allow_token_in_url=False,
         )
-        # with per-user origins, /serve/ is on the hub's origin, which a deployment's pages must not share
-        sandbox = bool(self.config.JupyterHub.get("subdomain_host"))
+        hosts, tickets = self.hosts, handoff.Tickets()
         route = dict(table=table, counts=counts, policy=self.policy, wake=table.wake, upstream=upstream)
-        route["sandbox"] = sandbox
+        route.update(hosts=hosts, identities=identities)
         return web.Application(
             [
-                (PREFIX + "oauth_callback", HubOAuthCallbackHandler),
+                (PREFIX + "oauth_callback", handoff.CallbackHandler),
+                (PREFIX + "_handoff", handoff.HandoffHandler, dict(hosts=hosts, tickets=tickets)),
+                (PREFIX + "_login", handoff.LoginHandler, dict(hosts=hosts, tickets=tickets)),
                 (PREFIX + r"([^/]+)/([^/]+)/?(.*)", ServeHandler, route),
             ],
             hub_auth=hub_auth,
             cookie_secret=os.urandom(32),
         )
 
+    def proxy_routes(self, url: str) -> ProxyRoutes | None:
+        """The keeper of the proxy's routes on the owners' hosts, with per-user origins on."""
+        token = os.environ.get("CONFIGPROXY_AUTH_TOKEN")
+        if not self.hosts.per_user:
+            return None
+        if not token:
+            log.error("per-user origins are on but the router has no proxy token: deployments only on the hub's host")
+            return None
+        api = self.config.ConfigurableHTTPProxy.get("api_url") or "http://127.0.0.1:8001"
+        return ProxyRoutes(api, token, url, self.hosts)
+
 
 async def serve(router: Router) -> None:
     table, counts = Table(router.db), Traffic()
     upstream = Upstream(limit=4 * router.policy.max_concurrent_requests)
+    identities = Identities(router.hub_api_url, router.api_token)
     await table.refresh()
-    app = router.make_app(table, counts, upstream)
+    app = router.make_app(table, counts, upstream, identities)
     url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:8083"))
     server = HTTPServer(app, xheaders=True, max_body_size=router.policy.max_request_body)
     server.listen(url.port, url.hostname)
@@ -131,11 +155,16 @@ async def serve(router: Router) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     tasks = [asyncio.ensure_future(table.keep_fresh()), asyncio.ensure_future(flush_forever(router.db, counts))]
+    routes = router.proxy_routes(f"{url.scheme}://{url.netloc}")
+    if routes is not None:
+        tasks.append(asyncio.ensure_future(routes.keep(table.owners)))
     await stop.wait()
     server.stop()
     for t in tasks:
         t.cancel()
-    await upstream.close()
+    for client in (upstream, identities, routes):
+        if client is not None:
+            await client.close()
     await loop.run_in_executor(None, partial(write, router.db, *counts.take()))
 
 

@@ -15,8 +15,9 @@ Authorization header when it was a platform credential (a hub token or a key), t
 hub's cookies, and `X-API-Key`. What comes back may not set the platform's cookies, nor any cookie
 outside the deployment's own path. Cookie-authenticated requests that change state must come from the
 deployment's own pages (Fetch metadata: `Sec-Fetch-Site: same-origin`), so another site cannot make a
-signed-in visitor's browser call a private deployment. With per-user origins on, `/serve/` is on the hub's
-own host, so every answer carries a CSP sandbox: the app's pages run with an opaque origin, never the hub's.
+signed-in visitor's browser call a private deployment. With per-user origins on, a deployment is served on
+its owner's host (router/hosts.py) and nowhere else but the hub's host, where a browser is sent on to the
+owner's and a program's answers carry a CSP sandbox (an opaque origin, never the hub's).
 
 The request goes to the next ready replica in turn; a replica that refuses the connection (it has just
 died) is skipped for the next one, so a replica's death costs no request. The app sees its own path
@@ -42,6 +43,8 @@ from tornado.iostream import StreamClosedError
 from workspace import i18n
 from workspace.db import utcnow
 from workspace.i18n import N_
+from workspace.router import handoff
+from workspace.router.hosts import ELSEWHERE, HUB, ONE, OWNER
 from workspace.router.upstream import unreached
 
 log = logging.getLogger("workspace.router")
@@ -63,8 +66,9 @@ class Unreachable(Exception):
 
 
 def platform_cookie(name: str, own: str) -> bool:
-    """Whether a cookie is the platform's (the hub's, the router's own, the XSRF token): never the app's."""
-    return name == own or name == "_xsrf" or name.startswith("jupyterhub-") or name.startswith("__Host-jupyterhub")
+    """Whether a cookie is the platform's (the hub's, the router's own and its login's, the XSRF token):
+    never the app's."""
+    return name.startswith((own, "jupyterhub-", "__Host-jupyterhub")) or name == "_xsrf"
 
 
 def contained_cookie(value: str, prefix: str, own: str) -> str | None:
@@ -82,12 +86,13 @@ def without_platform_cookies(header: str, own: str) -> str:
     return "; ".join(f"{k}={v}" for k, v in COOKIE_PAIR.findall(header) if not platform_cookie(k, own))
 
 
-class ServeHandler(HubOAuthenticated, web.RequestHandler):
+class ServeHandler(handoff.RouterAuth, HubOAuthenticated, web.RequestHandler):
     SUPPORTED_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 
-    def initialize(self, table, counts, policy, wake, upstream, sandbox=False):
+    def initialize(self, table, counts, policy, wake, upstream, hosts, identities):
         self.table, self.counts, self.policy, self.wake, self.upstream = table, counts, policy, wake, upstream
-        self.sandbox = sandbox
+        self.hosts, self.identities = hosts, identities
+        self.place = ONE
         self.sent_headers = False
 
     # -- who asks -------------------------------------------------------------------------
@@ -99,6 +104,9 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
             return
         if self.request.headers.get("Sec-Fetch-Site", "") != "same-origin":
             raise web.HTTPError(403, "cross-site request with the login cookie")
+
+    def carries_credential(self) -> bool:
+        return "Authorization" in self.request.headers or "X-API-Key" in self.request.headers
 
     def api_key(self) -> str | None:
         header = self.request.headers.get("X-API-Key")
@@ -139,12 +147,22 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
                 self._hub_auth_user_cache = self.check_hub_user(model) if model else None
             except UserNotAllowed:
                 self._hub_auth_user_cache = None
+            if self._hub_auth_user_cache is None and self.place == OWNER:
+                name = handoff.session_user(self)  # the router's own login on this owner's host
+                self._hub_auth_user_cache = await self.identities.get(name) if name else None
         return self._hub_auth_user_cache
 
     # -- the request ----------------------------------------------------------------------
 
     async def serve(self, owner: str, name: str, path: str):
         started = time.monotonic()
+        self.place = self.hosts.place(self.request.host_name, owner)
+        if self.place == ELSEWHERE:  # another user's origin: only their own deployments are there
+            return self.refuse(
+                404, N_("There is no deployment {owner}/{name} that you may use."), owner=owner, name=name
+            )
+        if self.place == HUB and self.request.method in READ_ONLY and not self.carries_credential():
+            return self.redirect(self.hosts.owner_origin(owner) + self.request.uri)  # a browser: to its origin
         route = self.table.get(owner, name)
         verdict = await self.allowed(route)
         if verdict is None:
@@ -294,7 +312,7 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
                 if value is None:
                     continue
             self.add_header(name, value)
-        if self.sandbox:
+        if self.place == HUB:
             # an opaque origin for whatever the app's pages run: not the hub's, whose pages and cookies
             # per-user origins keep from users' code (SECURITY.md, "Known gaps")
             self.add_header("Content-Security-Policy", SANDBOX)
@@ -304,6 +322,8 @@ class ServeHandler(HubOAuthenticated, web.RequestHandler):
 
     def log_in(self):
         if self.request.method in READ_ONLY and "text/html" in self.request.headers.get("Accept", ""):
+            if self.place == OWNER:
+                return handoff.begin(self, self.hosts)  # the login is the hub's host's: handed over
             return self.redirect(self.get_login_url())
         self.set_header("WWW-Authenticate", 'Bearer realm="workspace"')
         return self.refuse(

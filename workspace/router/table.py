@@ -68,6 +68,10 @@ class Table:
     def get(self, owner: str, name: str) -> Route | None:
         return self.routes.get((owner, name))
 
+    def owners(self) -> set[str]:
+        """Everyone with a deployment (each has the proxy's route on their own host)."""
+        return {owner for owner, _ in self.routes}
+
     def load(self) -> dict[tuple[str, str], Route]:
         """Every deployment's route (blocking)."""
         out = {}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from workspace import origins
 from workspace.caller import Caller
 from workspace.deployments import deployment, keys, traffic
 from workspace.executions import number_of
@@ -34,6 +35,17 @@ class DeploymentHandler(APIHandler):
     @property
     def policy(self):
         return self.settings["deployment_policy"]
+
+    def located(self, data):
+        """`data` with each deployment's address on its owner's origin when users have their own."""
+        if isinstance(data, list):
+            return [self.located(d) for d in data]
+        if isinstance(data, dict) and isinstance(data.get("address"), str):
+            return {**data, "address": origins.serve_url(self.settings.get("subdomain_host"), data["address"])}
+        return data
+
+    def write_json(self, data, status: int = 200) -> None:
+        super().write_json(self.located(data), status)
 
     async def asker(self, body: dict) -> Caller:
         """Who asks; for a course's access with their groups as the hub has them now (the login's are those

@@ -38,7 +38,7 @@ class DeploymentsPage(DeploymentHandler, PageHandler):
         me = self.who().name
         self.render_page(
             "deployments.html",
-            deployments=await self.blocking(deployment.list_of, self.db, me, self.lang),
+            deployments=self.located(await self.blocking(deployment.list_of, self.db, me, self.lang)),
             images=list(self.settings["image_refs"]),
             types=[t.name for t in self.settings["resource_types"]],
             groups=sorted(self.who().groups),
@@ -64,7 +64,7 @@ class DeploymentPage(DeploymentHandler, PageHandler):
     @web.authenticated
     async def get(self, name: str, message: str | None = None, error: str | None = None, key: dict | None = None):
         me = self.who().name
-        d = await self.blocking(deployment.describe, self.db, me, name, self.lang)
+        d = self.located(await self.blocking(deployment.describe, self.db, me, name, self.lang))
         api = f"{self.prefix}api/deployments/{quote(name, safe='')}"
         self.render_page(
             "deployment.html",

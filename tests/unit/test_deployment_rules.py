@@ -9,7 +9,7 @@ from workspace.caller import Caller
 from workspace.deployments import specs, traffic
 from workspace.deployments.records import BUCKETS
 from workspace.errors import UserError
-from workspace.router.forward import KEY_HEADER, contained_cookie, platform_cookie, without_platform_cookies
+from workspace.router.access import KEY_HEADER, contained_cookie, platform_cookie, without_platform_cookies
 
 OWN = "service-workspace-router"
 
@@ -111,3 +111,11 @@ def test_only_a_request_that_never_reached_a_replica_or_changes_nothing_goes_to_
     assert unreached(dropped, "GET") and unreached(dropped, "PUT")
     assert not unreached(dropped, "POST")  # it may have been done: never twice
     assert not unreached(aiohttp.SocketTimeoutError(), "POST")
+
+
+def test_a_websocket_closed_by_the_replica_closes_the_visitors_with_a_code_that_may_be_sent():
+    from workspace.router.sockets import close_code
+
+    assert close_code(1000) == 1000 and close_code(4001) == 4001
+    # none, or one that only reports (abnormal closure, no status): "internal error" instead
+    assert close_code(None) == close_code(1006) == close_code(1005) == close_code(70000) == 1011

@@ -25,6 +25,7 @@ from jupyterhub.services.auth import HubOAuth
 from sqlalchemy import update
 from tornado import web
 from tornado.httpserver import HTTPServer
+from tornado.routing import Rule
 
 from workspace import config
 from workspace.db import database, utcnow
@@ -37,6 +38,7 @@ from workspace.router.forward import ServeHandler
 from workspace.router.hosts import Hosts
 from workspace.router.identities import Identities
 from workspace.router.proxy_routes import ProxyRoutes
+from workspace.router.sockets import SocketHandler, UpgradeMatches
 from workspace.router.table import Table
 from workspace.router.upstream import Upstream
 from workspace.spawner.options import SpawnerOptions
@@ -122,6 +124,7 @@ class Router(config.HubService):
                 (PREFIX + "oauth_callback", handoff.CallbackHandler),
                 (PREFIX + "_handoff", handoff.HandoffHandler, dict(hosts=hosts, tickets=tickets)),
                 (PREFIX + "_login", handoff.LoginHandler, dict(hosts=hosts, tickets=tickets)),
+                Rule(UpgradeMatches(PREFIX + r"([^/]+)/([^/]+)/?(.*)"), SocketHandler, route),  # a WebSocket
                 (PREFIX + r"([^/]+)/([^/]+)/?(.*)", ServeHandler, route),
             ],
             hub_auth=hub_auth,

@@ -31,6 +31,10 @@ class Upstream:
             self._single = self._make(aiohttp.TCPConnector(limit=self.limit, force_close=True))
         return self._single
 
+    def sockets(self) -> aiohttp.ClientSession:
+        """The session WebSockets to the replicas are opened with (each on a connection of its own)."""
+        return self.session("POST")
+
     @staticmethod
     def _make(connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
         # the body passes as the app sent it (not decompressed); no cookie jar: nothing is kept between requests

@@ -136,6 +136,9 @@ def validate_all(m: km.ExecutionManifests, s: km.ClusterSettings) -> None:
     validate(m.pod(s, "workspace-base:latest", {"HOME": "/openbayes/home"}), "V1Pod")
     validate(m.network_policy, "V1NetworkPolicy")
     assert check_schema(m.home_snapshot, VOLUME_SNAPSHOT) == []
+    if m.output_claim is not None:
+        validate(m.output_claim, "V1PersistentVolumeClaim")
+        validate(m.serve_network_policy, "V1NetworkPolicy")
 
 
 SCENARIOS = {
@@ -150,6 +153,11 @@ SCENARIOS = {
         inputs(rtype=CPU, mounts=MOUNTS),
     ),
     "root inside its own user namespace": (settings(), inputs(rtype=ROOTED)),
+    "a deployment's replica, of a saved output": (settings(), inputs(rtype=CPU, serve=km.Serving(8080, "s" + HEX))),
+    "a replica of a dataset version on a GPU": (
+        settings(),
+        inputs(rtype=A100, serve=km.Serving(9000, "d" + HEX, 3 << 30)),
+    ),
     "mapped GPU products": (
         settings(gpu_products={"A100": ("NVIDIA-A100-SXM4-80GB", "NVIDIA-A100-PCIE-40GB")}),
         inputs(rtype=A100),
@@ -523,6 +531,38 @@ def test_the_kubespawner_traits_make_the_same_pod():
     assert t["node_affinity_required"] == km.node_selector_terms(s, inputs(rtype=A100))
     assert t["storage_pvc_ensure"] is False and t["automount_service_account_token"] is False
     assert t["extra_labels"] == pod["metadata"]["labels"] and t["pod_name"] == pod["metadata"]["name"]
+
+
+def test_a_replica_serves_its_output_read_only_on_its_port_to_the_hub_alone():
+    """A deployment's replica (#33): what it serves cloned read-only at /openbayes/output, its app's port on
+    the pod (and in KubeSpawner's container), reached from the hub's pod (the router) on that port only,
+    and its home never saved."""
+    s = settings()
+    m = km.execution_manifests(s, inputs(rtype=CPU, serve=km.Serving(8080, "s" + HEX, 2 << 30)))
+    pod = m.pod(s, "img")
+    assert {"name": "app", "containerPort": 8080} in container(pod)["ports"]
+    assert m.kubespawner_traits()["extra_container_config"]["ports"] == container(pod)["ports"]
+    output = next(v for v in container(pod)["volumeMounts"] if v["mountPath"] == "/openbayes/output")
+    assert output["readOnly"] is True
+    claim = next(v for v in pod["spec"]["volumes"] if v["name"] == output["name"])["persistentVolumeClaim"]
+    assert claim == {"claimName": m.output_claim["metadata"]["name"], "readOnly": True}
+    assert m.output_claim["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert m.output_claim["spec"]["dataSource"]["name"] == km.home_snapshot_name(s.deployment, "s" + HEX)
+    assert m.output_claim["spec"]["resources"]["requests"]["storage"] == "2Gi"
+    assert not m.saves_home
+    policy = m.serve_network_policy["spec"]
+    assert policy["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": dict(s.hub_selector)}}], "ports": [{"protocol": "TCP", "port": 8080}]}
+    ]
+    # this pod alone: its execution's labels, which no other pod has
+    selected = policy["podSelector"]["matchLabels"]
+    assert selected.items() <= pod["metadata"]["labels"].items() and selected["workspace.execution"] == "101"
+    # a workspace has none of it
+    plain = km.execution_manifests(s, inputs(rtype=CPU))
+    assert plain.output_claim is None and plain.serve_network_policy is None and plain.saves_home
+    assert [p["name"] for p in container(plain.pod(s, "img"))["ports"]] == ["notebook-port"]
+    with pytest.raises(ValueError, match="store key"):
+        km.execution_manifests(s, inputs(serve=km.Serving(8080, "../s1")))
 
 
 def test_what_cannot_be_named_is_refused():

@@ -13,7 +13,10 @@ dataset mount plan), `execution_manifests()` returns:
 - the pod: resources (cpu, memory, `nvidia.com/gpu` through the NVIDIA device
   plugin), node affinity for a GPU model (and the node the queue admitted it
   on), labels, security settings; and the same as KubeSpawner traits;
-- the owner's NetworkPolicy: a user's workspaces reach each other and the hub.
+- the owner's NetworkPolicy: a user's workspaces reach each other and the hub;
+- for a deployment's replica (#33): what it serves as a read-only clone at /openbayes/output, its app's
+  port on the pod and a NetworkPolicy that lets the hub's pod (the router) reach that port; its home is
+  never saved.
 
 Names are DNS-1123 labels (RFC 1035 too: they start with a letter, so they
 serve for Services as well; made in kubernetes_names.py). Store keys are safe already and used as they
@@ -51,7 +54,9 @@ from workspace.spawner.kubernetes_names import (  # noqa: F401 (all of them are 
     key_name,
     label_value,
     network_policy_name,
+    output_claim_name,
     pod_name,
+    serve_policy_name,
     slug,
 )
 
@@ -73,6 +78,9 @@ HOME_VOLUME = "home"
 HOME_SNAPSHOT = "home-snapshot"
 DATASET_VOLUME = "dataset"
 OWNER_NETWORK = "owner-network"
+OUTPUT_VOLUME = "output"
+SERVE_NETWORK = "serve-network"
+OUTPUT_MOUNT = "/openbayes/output"
 
 
 # -- inputs -----------------------------------------------------------------------------
@@ -124,6 +132,15 @@ class ClusterSettings:
 
 
 @dataclass(frozen=True)
+class Serving:
+    """A deployment's replica (#33): its app's port and what it serves."""
+
+    port: int
+    source: str  # the saved output's snapshot key (s…) or the dataset version's key (d…)
+    size: int | None = None  # bytes of that snapshot (a clone is at least that)
+
+
+@dataclass(frozen=True)
 class ExecutionInputs:
     """What the mixin has at start, after `lifecycle.begin()` and admission."""
 
@@ -141,6 +158,7 @@ class ExecutionInputs:
     mounts: tuple[dict, ...] = ()  # datasets.resolve(): slot, mount, ref, key (+ size: the clone's bytes)
     home_limit: int | None = None  # lifecycle's home limit (None: the type's home_size, else the default)
     node: str | None = None  # the node the queue admitted it on (None: the scheduler chooses)
+    serve: Serving | None = None  # a deployment's replica (None: a workspace, a task, a run)
 
 
 # -- the pieces -------------------------------------------------------------------------
@@ -239,6 +257,34 @@ def dataset_claims(s: ClusterSettings, x: ExecutionInputs) -> list[dict]:
     return claims
 
 
+def output_claim(s: ClusterSettings, x: ExecutionInputs) -> dict | None:
+    """A replica's output: a ReadOnlyMany clone of the saved home's (or dataset version's) snapshot."""
+    if x.serve is None:
+        return None
+    named = home_snapshot_name if x.serve.source.startswith("s") else dataset_snapshot_name
+    source = {"apiGroup": SNAPSHOT_GROUP, "kind": "VolumeSnapshot", "name": named(s.deployment, x.serve.source)}
+    size = {"storage": bytes_quantity(x.serve.size or s.dataset_volume_size)}
+    spec = {"accessModes": ["ReadOnlyMany"], "resources": {"requests": size}, "volumeMode": "Filesystem"}
+    spec["dataSource"] = source
+    if s.dataset_storage_class or s.storage_class:
+        spec["storageClassName"] = s.dataset_storage_class or s.storage_class
+    meta = _metadata(s, x, output_claim_name(s.deployment, x.live_key), OUTPUT_VOLUME)
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+
+
+def serve_network_policy(s: ClusterSettings, x: ExecutionInputs) -> dict | None:
+    """The router (in the hub's pod) reaches a replica's app on its port; the owner's policy allows only the
+    server's port from the hub. Policies add up, so this one opens that port alone, for this pod alone."""
+    if x.serve is None:
+        return None
+    pod = {k: v for k, v in labels(s, x, WORKSPACE_POD).items() if k != "app.kubernetes.io/managed-by"}
+    hub = {"from": [{"podSelector": {"matchLabels": dict(s.hub_selector)}}]}
+    spec = {"podSelector": {"matchLabels": pod}, "policyTypes": ["Ingress"]}
+    spec["ingress"] = [{**hub, "ports": [{"protocol": "TCP", "port": int(x.serve.port)}]}]
+    meta = _metadata(s, x, serve_policy_name(s.deployment, x.live_key), SERVE_NETWORK)
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": meta, "spec": spec}
+
+
 def volumes(s: ClusterSettings, x: ExecutionInputs) -> tuple[list[dict], list[dict]]:
     """(volumes, the container's volume mounts): the home read-write, every dataset read-only."""
     vols = [{"name": "home", "persistentVolumeClaim": {"claimName": home_claim_name(s.deployment, x.live_key)}}]
@@ -255,6 +301,10 @@ def volumes(s: ClusterSettings, x: ExecutionInputs) -> tuple[list[dict], list[di
         claim = dataset_claim_name(s.deployment, x.live_key, slot)
         vols.append({"name": f"input{slot}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
         mounts.append({"name": f"input{slot}", "mountPath": m["mount"], "readOnly": True})
+    if x.serve is not None:
+        claim = output_claim_name(s.deployment, x.live_key)
+        vols.append({"name": "output", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mounts.append({"name": "output", "mountPath": OUTPUT_MOUNT, "readOnly": True})
     if s.read_only_root:
         # an emptyDir is world-writable (0777): a private one's owner is the pod's runAsUser alone there
         for i, place in enumerate(scratch.plan(s.scratch_space, cpu_and_memory(x)[1], s.scratch_memory_fraction)):
@@ -424,7 +474,11 @@ class ExecutionManifests:
     cpu: float | None  # cores (the mixin's apply_limits: KubeSpawner's cpu_limit and cpu_guarantee)
     memory: int | None  # bytes (mem_limit and mem_guarantee)
     home_claim: dict  # created by the restore (before the pod)
-    home_snapshot: dict  # created by the save (after the pod is gone)
+    home_snapshot: dict  # created by the save (after the pod is gone), unless `saves_home` is False
+    saves_home: bool  # False for a deployment's replica: its home is scratch
+    output_claim: dict | None  # a replica's: created with the home; deleted with the pod
+    serve_network_policy: dict | None  # a replica's: created before the pod, deleted with it
+    ports: list[dict]  # the container's: the server's, and a replica's app
     dataset_claims: list[dict]  # created with the home; deleted with the pod
     network_policy: dict  # the owner's, ensured before the pod
     volumes: list[dict]
@@ -444,7 +498,7 @@ class ExecutionManifests:
         container = {
             "name": CONTAINER,
             "image": image,
-            "ports": [{"name": "notebook-port", "containerPort": s.port}],
+            "ports": self.ports,
             "env": [{"name": k, "value": v} for k, v in sorted(gpu_env(env or {}, gpus).items())],
             "volumeMounts": self.volume_mounts,
             "securityContext": self.container_security_context,
@@ -496,6 +550,7 @@ class ExecutionManifests:
             .get("requiredDuringSchedulingIgnoredDuringExecution", {})
             .get("nodeSelectorTerms", []),
             "tolerations": self.tolerations,
+            "extra_container_config": {"ports": self.ports},  # KubeSpawner's has the server's port only
             "extra_labels": self.labels,
             "extra_annotations": self.annotations,
             "storage_pvc_ensure": False,  # the home claim is the home store's, not KubeSpawner's
@@ -517,6 +572,11 @@ def execution_manifests(s: ClusterSettings, x: ExecutionInputs) -> ExecutionMani
         memory=memory,
         home_claim=home_claim(s, x),
         home_snapshot=home_snapshot(s, x),
+        saves_home=x.serve is None,
+        output_claim=output_claim(s, x),
+        serve_network_policy=serve_network_policy(s, x),
+        ports=[{"name": "notebook-port", "containerPort": s.port}]
+        + ([{"name": "app", "containerPort": int(x.serve.port)}] if x.serve else []),
         dataset_claims=dataset_claims(s, x),
         network_policy=owner_network_policy(s, x.owner),
         volumes=vols,

@@ -86,6 +86,16 @@ def dataset_claim_name(deployment: str, live_key: str, slot: int) -> str:
     return key_name(deployment, f"input{int(slot)}", live_key)
 
 
+def output_claim_name(deployment: str, live_key: str) -> str:
+    """The read-only clone of what a deployment's replica serves (#33), for that execution."""
+    return key_name(deployment, "output", live_key)
+
+
+def serve_policy_name(deployment: str, live_key: str) -> str:
+    """The NetworkPolicy that lets the router reach a replica's app (#33)."""
+    return key_name(deployment, "serve", live_key)
+
+
 def pod_name(deployment: str, owner: str, server: str, number: int) -> str:
     return escaped_name(deployment, [owner, server], [owner, server], suffix=str(int(number)))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import io
+import json
 import os
 import re
 import subprocess
@@ -261,6 +262,59 @@ def test_resumable_upload_with_checksum(hub: Hub):
 
     # a damaged upload is refused and discarded
     r = upload(hub, token, "uma/weights", "other.bin", b"abc", sha256="0" * 64)
+    assert r.status_code == 400 and "arrived damaged" in r.json()["message"], r.text
+
+
+def test_an_upload_in_chunks_is_checked_by_the_hash_kept_and_takes_one_chunk_at_a_time(hub: Hub):
+    """#34: the SHA-256 is kept while the chunks arrive (no second read of the file); a second chunk of the
+    same upload while one is being received is refused (409), as two writers would mix their bytes."""
+    token = hub.user_token("una")
+    assert api(hub, "POST", "/datasets", token, json={"name": "parts"}).status_code == 201
+    payload = os.urandom(9_000_000)
+    body = {"filename": "parts.bin", "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
+    r = api(hub, "POST", "/datasets/una/parts/uploads", token, json=body)
+    assert r.status_code == 201, r.text
+    upload_id = r.json()["id"]
+    path = f"/services/workspace/api/datasets/una/parts/uploads/{upload_id}"
+    # a first chunk held open half-sent ...
+    held = http.client.HTTPConnection("127.0.0.1", hub.settings.port, timeout=30)
+    held.putrequest("PUT", f"{path}?offset=0")
+    held.putheader("Authorization", f"token {token}")
+    held.putheader("Content-Length", "3000000")
+    held.endheaders()
+    held.send(payload[:1_000_000])
+    time.sleep(1)
+    # ... and a second chunk of the same upload meanwhile: refused, nothing written by it
+    r = api(hub, "PUT", f"/datasets/una/parts/uploads/{upload_id}?offset=0", token, data=b"x" * 3_000_000)
+    assert r.status_code == 409 and "Another chunk" in r.json()["message"], r.text
+    held.send(payload[1_000_000:3_000_000])
+    answer = held.getresponse()
+    assert answer.status == 200 and json.loads(answer.read())["offset"] == 3_000_000
+    held.close()
+    for start in (3_000_000, 6_000_000):
+        r = api(
+            hub,
+            "PUT",
+            f"/datasets/una/parts/uploads/{upload_id}?offset={start}",
+            token,
+            data=payload[start : start + 3_000_000],
+        )
+        assert r.status_code == 200, r.text
+    r = api(hub, "POST", f"/datasets/una/parts/uploads/{upload_id}/complete", token, json={})
+    assert r.status_code == 201 and r.json()["bytes"] == len(payload), r.text
+    # the same in chunks, declared with another checksum: refused as damaged
+    r = api(hub, "POST", "/datasets/una/parts/uploads", token, json={**body, "sha256": "0" * 64})
+    upload_id = r.json()["id"]
+    for start in (0, 4_500_000):
+        r = api(
+            hub,
+            "PUT",
+            f"/datasets/una/parts/uploads/{upload_id}?offset={start}",
+            token,
+            data=payload[start : start + 4_500_000],
+        )
+        assert r.status_code == 200, r.text
+    r = api(hub, "POST", f"/datasets/una/parts/uploads/{upload_id}/complete", token, json={})
     assert r.status_code == 400 and "arrived damaged" in r.json()["message"], r.text
 
 

@@ -24,9 +24,14 @@ from workspace.uploads import staging as uploads
 from workspace.uploads.staging import Upload
 
 MAX_CHUNK = 64 << 30  # one PUT may carry the whole file
+BLOCK = 4 << 20  # bytes written and hashed at once (a 2 GB upload: 512 thread hand-offs, not 32,768)
 
 
 class UploadBase(DatasetHandler):
+    @property
+    def receiving(self):
+        return self.settings["receiving"]
+
     def upload(self, owner: str, name: str, upload_id: str) -> Upload:
         # looked up before the caller is: a missing upload is a 404 to anyone
         up = Upload(self.store.uploads_dir, upload_id)
@@ -55,11 +60,12 @@ class UploadsHandler(UploadBase):
 
 @web.stream_request_body
 class UploadHandler(UploadBase):
-    """PUT streams a chunk to disk as it arrives."""
+    """PUT streams a chunk to disk as it arrives: written (and hashed, uploads/receiving.py) in blocks of
+    `BLOCK` bytes off the event loop, one thread hand-off per block rather than per network read."""
 
     _file = None
-
     _refusal = None
+    _receiving = None  # the upload id while this PUT holds it (one PUT at a time per upload)
 
     async def prepare(self):
         # A request refused here is answered only after its body is read (and
@@ -81,10 +87,13 @@ class UploadHandler(UploadBase):
                 raise UserError(400, "“offset” must be a byte position.")
             up = await self.blocking(self.upload, owner, name, upload_id)
             self._meta = up.meta()
-            self._upload = up
+            self._hash = self.receiving.begin(upload_id, start)
+            self._receiving = upload_id
+            self._written = self._stored = start
+            self._pending, self._pending_bytes = [], 0
             self._file = await self.blocking(up.open_at, start)
-            self._written = start
         except web.HTTPError as e:
+            self._close()
             self._refusal = e
 
     async def post(self, *args):
@@ -100,25 +109,48 @@ class UploadHandler(UploadBase):
                 400, "The upload is longer than the {size:,} bytes announced.", size=self._meta["size"]
             )
             return
-        await asyncio.get_running_loop().run_in_executor(None, self._file.write, chunk)
+        self._pending.append(chunk)
+        self._pending_bytes += len(chunk)
+        if self._pending_bytes >= BLOCK:
+            await self._write_pending()
+
+    async def _write_pending(self):
+        block = b"".join(self._pending)
+        self._pending, self._pending_bytes = [], 0
+        await asyncio.get_running_loop().run_in_executor(None, self._store, block)
+
+    def _store(self, block: bytes) -> None:
+        """In a worker thread: the block written, then added to the running hash (hashlib lets go of the
+        GIL while it hashes, so the loop goes on receiving)."""
+        self._file.write(block)
+        if self._hash is not None:
+            self._hash.update(block)
+        self._stored += len(block)
 
     def on_finish(self):
         self._close()
 
     def on_connection_close(self):
-        # a dropped connection keeps what arrived; the client resumes from GET's offset
+        # a dropped connection keeps what was written; the client resumes from GET's offset
         self._close()
 
-    def _close(self):
+    def _close(self, complete: bool = False):
+        """The file closed and the upload let go; its running hash kept only after a chunk that ended
+        normally, every byte of it written (`complete`)."""
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self._receiving is not None:
+            self.receiving.end(self._receiving, self._stored, self._hash if complete else None)
+            self._receiving = None
 
     async def put(self, owner, name, upload_id):
         if self._refusal is not None:
             raise self._refusal
+        if self._pending:
+            await self._write_pending()
         await self.blocking(self._file.flush)
-        self._close()
+        self._close(complete=True)
         self.write_json({"id": upload_id, "offset": self._written, "size": self._meta["size"]})
 
     async def get(self, owner, name, upload_id):
@@ -131,6 +163,7 @@ class UploadHandler(UploadBase):
 
     async def delete(self, owner, name, upload_id):
         await self.blocking(lambda: self.upload(owner, name, upload_id).discard())
+        self.receiving.forget(upload_id)
         self.set_status(204)
         self.finish()
 
@@ -150,7 +183,9 @@ class CompleteHandler(UploadBase):
             rules=self.rules,
             sandbox=self.settings["sandbox"],
             quota=self.settings["storage_quota"],
+            received=self.receiving.sha256,  # the hash kept while the bytes came, if it covers them all
         )
+        self.receiving.forget(upload_id)
         self.write_json(version, status=201)
 
 

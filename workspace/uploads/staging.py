@@ -276,6 +276,7 @@ def complete(
     rules: DatasetRules,
     sandbox,
     quota: quotas.StorageQuota,
+    received=None,
 ) -> dict:
     """Make a finished upload the next version of owner/name (its size and checksum checked, an archive
     unpacked in `sandbox`, within what the quota leaves); the version (blocking). The upload is gone
@@ -284,7 +285,7 @@ def complete(
         dataset_id = writable(s, owner, name, caller).id
     up = find(store.uploads_dir, owner, name, upload_id, caller)
     meta = up.meta()
-    _check_arrived(up, meta, sha256)
+    _check_arrived(up, meta, sha256, received(upload_id, meta["size"]) if received else None)
     label = meta["filename"]
     room = _room(db, store, quota, up, meta, caller.groups, label)
 
@@ -302,9 +303,10 @@ def complete(
     return version
 
 
-def _check_arrived(up, meta: dict, sha256: str | None) -> None:
+def _check_arrived(up, meta: dict, sha256: str | None, received: str | None = None) -> None:
     """That the upload has all its bytes (a 409) and, where a checksum is given, the right ones (a 400:
-    the upload is discarded)."""
+    the upload is discarded). `received`: their SHA-256 kept while they were written (uploads/receiving.py),
+    else the file is read again."""
     if up.offset != meta["size"]:
         raise UserError(
             409,
@@ -314,7 +316,7 @@ def _check_arrived(up, meta: dict, sha256: str | None) -> None:
         )
     expected = sha256 or meta.get("sha256")
     if expected:
-        actual = up.sha256()
+        actual = received or up.sha256()
         if actual != expected.lower():
             up.discard()
             raise UserError(

@@ -205,6 +205,16 @@ def upload(hub: Hub, token: str, ref: str, filename: str, data: bytes, **extra) 
     return api(hub, "POST", f"/datasets/{ref}/uploads/{upload_id}/complete", token, json={})
 
 
+def begun_put(hub: Hub, path: str, token: str, length: int) -> http.client.HTTPConnection:
+    """A PUT of `length` bytes to `path` (under the proxy's root) whose body the caller sends, or not."""
+    conn = http.client.HTTPConnection("127.0.0.1", hub.settings.port, timeout=30)
+    conn.putrequest("PUT", path)
+    conn.putheader("Authorization", f"token {token}")
+    conn.putheader("Content-Length", str(length))
+    conn.endheaders()
+    return conn
+
+
 def test_resumable_upload_with_checksum(hub: Hub):
     user = "uma"
     token = hub.user_token(user)
@@ -223,11 +233,7 @@ def test_resumable_upload_with_checksum(hub: Hub):
     path = f"/services/workspace/api/datasets/uma/weights/uploads/{upload_id}"
 
     # the connection drops after 10 MB of a 40 MB chunk
-    conn = http.client.HTTPConnection("127.0.0.1", hub.settings.port, timeout=30)
-    conn.putrequest("PUT", f"{path}?offset=0")
-    conn.putheader("Authorization", f"token {token}")
-    conn.putheader("Content-Length", str(len(payload)))
-    conn.endheaders()
+    conn = begun_put(hub, f"{path}?offset=0", token, len(payload))
     conn.send(payload[:10_000_000])
     conn.close()
     offset = -1
@@ -265,6 +271,15 @@ def test_resumable_upload_with_checksum(hub: Hub):
     assert r.status_code == 400 and "arrived damaged" in r.json()["message"], r.text
 
 
+def chunks(hub: Hub, token: str, upload_id: str, payload: bytes, size: int, start: int = 0):
+    """una/parts's upload `upload_id`: `payload` from `start` on in chunks of `size`, then completed."""
+    for at in range(start, len(payload), size):
+        path = f"/datasets/una/parts/uploads/{upload_id}"
+        r = api(hub, "PUT", f"{path}?offset={at}", token, data=payload[at : at + size])
+        assert r.status_code == 200, r.text
+    return api(hub, "POST", f"/datasets/una/parts/uploads/{upload_id}/complete", token, json={})
+
+
 def test_an_upload_in_chunks_is_checked_by_the_hash_kept_and_takes_one_chunk_at_a_time(hub: Hub):
     """#34: the SHA-256 is kept while the chunks arrive (no second read of the file); a second chunk of the
     same upload while one is being received is refused (409), as two writers would mix their bytes."""
@@ -277,11 +292,7 @@ def test_an_upload_in_chunks_is_checked_by_the_hash_kept_and_takes_one_chunk_at_
     upload_id = r.json()["id"]
     path = f"/services/workspace/api/datasets/una/parts/uploads/{upload_id}"
     # a first chunk held open half-sent ...
-    held = http.client.HTTPConnection("127.0.0.1", hub.settings.port, timeout=30)
-    held.putrequest("PUT", f"{path}?offset=0")
-    held.putheader("Authorization", f"token {token}")
-    held.putheader("Content-Length", "3000000")
-    held.endheaders()
+    held = begun_put(hub, f"{path}?offset=0", token, 3_000_000)
     held.send(payload[:1_000_000])
     time.sleep(1)
     # ... and a second chunk of the same upload meanwhile: refused, nothing written by it
@@ -291,30 +302,11 @@ def test_an_upload_in_chunks_is_checked_by_the_hash_kept_and_takes_one_chunk_at_
     answer = held.getresponse()
     assert answer.status == 200 and json.loads(answer.read())["offset"] == 3_000_000
     held.close()
-    for start in (3_000_000, 6_000_000):
-        r = api(
-            hub,
-            "PUT",
-            f"/datasets/una/parts/uploads/{upload_id}?offset={start}",
-            token,
-            data=payload[start : start + 3_000_000],
-        )
-        assert r.status_code == 200, r.text
-    r = api(hub, "POST", f"/datasets/una/parts/uploads/{upload_id}/complete", token, json={})
+    r = chunks(hub, token, upload_id, payload, 3_000_000, start=3_000_000)
     assert r.status_code == 201 and r.json()["bytes"] == len(payload), r.text
     # the same in chunks, declared with another checksum: refused as damaged
     r = api(hub, "POST", "/datasets/una/parts/uploads", token, json={**body, "sha256": "0" * 64})
-    upload_id = r.json()["id"]
-    for start in (0, 4_500_000):
-        r = api(
-            hub,
-            "PUT",
-            f"/datasets/una/parts/uploads/{upload_id}?offset={start}",
-            token,
-            data=payload[start : start + 4_500_000],
-        )
-        assert r.status_code == 200, r.text
-    r = api(hub, "POST", f"/datasets/una/parts/uploads/{upload_id}/complete", token, json={})
+    r = chunks(hub, token, r.json()["id"], payload, 4_500_000)
     assert r.status_code == 400 and "arrived damaged" in r.json()["message"], r.text
 
 

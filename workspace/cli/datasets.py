@@ -136,23 +136,32 @@ def new_upload(client: Client, ref: str, path: str, size: int, sha256: str, unpa
     return upload_id
 
 
+class Part:
+    """`length` bytes of an open file from `offset` on, read as they are sent. requests sends a body with a
+    length with its Content-Length; a generator would go chunked, which the proxy cuts into 64 KiB pieces,
+    each a round of Python in the service (#34: 260 against 500 MB/s). A read gives up to READ_BLOCK
+    whatever is asked, so the sending loop goes round once per block, not per 16 KiB."""
+
+    def __init__(self, f, offset: int, length: int):
+        self.f, self.left = f, length
+        f.seek(offset)
+
+    def __len__(self) -> int:
+        return self.left
+
+    def read(self, n: int = -1) -> bytes:
+        block = self.f.read(min(max(n, READ_BLOCK), self.left)) if self.left > 0 else b""
+        self.left -= len(block)
+        return block
+
+
 def send_file(client: Client, ref: str, upload_id: str, path: str, offset: int, size: int, out) -> None:
     """Send the file from `offset` on, a chunk a request, printing the progress and the rate after each."""
     started, sent_at_start = time.monotonic(), offset
     with open(path, "rb") as f:
         while offset < size:
-            f.seek(offset)
-            length = min(UPLOAD_CHUNK, size - offset)
-
-            def body(left=length):
-                while left:
-                    block = f.read(min(READ_BLOCK, left))
-                    if not block:
-                        return
-                    left -= len(block)
-                    yield block
-
-            offset = client.call("PUT", f"/datasets/{ref}/uploads/{upload_id}", params={"offset": offset}, data=body())[
+            body = Part(f, offset, min(UPLOAD_CHUNK, size - offset))
+            offset = client.call("PUT", f"/datasets/{ref}/uploads/{upload_id}", params={"offset": offset}, data=body)[
                 "offset"
             ]
             rate = (offset - sent_at_start) / 1e6 / max(time.monotonic() - started, 1e-6)

@@ -61,7 +61,8 @@ class UploadsHandler(UploadBase):
 @web.stream_request_body
 class UploadHandler(UploadBase):
     """PUT streams a chunk to disk as it arrives: written (and hashed, uploads/receiving.py) in blocks of
-    `BLOCK` bytes off the event loop, one thread hand-off per block rather than per network read."""
+    `BLOCK` bytes off the event loop, one thread hand-off per block rather than per network read, while
+    the next block arrives (reading, writing and hashing one after the other cost 200 MB/s here)."""
 
     _file = None
     _refusal = None
@@ -90,7 +91,7 @@ class UploadHandler(UploadBase):
             self._hash = self.receiving.begin(upload_id, start)
             self._receiving = upload_id
             self._written = self._stored = start
-            self._pending, self._pending_bytes = [], 0
+            self._pending, self._pending_bytes, self._storing = [], 0, None
             self._file = await self.blocking(up.open_at, start)
         except web.HTTPError as e:
             self._close()
@@ -115,17 +116,26 @@ class UploadHandler(UploadBase):
             await self._write_pending()
 
     async def _write_pending(self):
-        block = b"".join(self._pending)
+        """The next block on its way while the network goes on: written by one worker thread and hashed by
+        another at the same time (hashlib lets go of the GIL), after the previous block's writing and
+        hashing, so each stays in order; at most one block is stored while the next one arrives."""
+        pieces, size = self._pending, self._pending_bytes  # as they came: never joined (a copy of each)
         self._pending, self._pending_bytes = [], 0
-        await asyncio.get_running_loop().run_in_executor(None, self._store, block)
-
-    def _store(self, block: bytes) -> None:
-        """In a worker thread: the block written, then added to the running hash (hashlib lets go of the
-        GIL while it hashes, so the loop goes on receiving)."""
-        self._file.write(block)
+        if self._storing is not None:
+            await self._storing
+        loop = asyncio.get_running_loop()
+        steps = [loop.run_in_executor(None, self._write, pieces, size)]
         if self._hash is not None:
-            self._hash.update(block)
-        self._stored += len(block)
+            steps.append(loop.run_in_executor(None, self._digest, pieces))
+        self._storing = asyncio.gather(*steps)
+
+    def _write(self, pieces: list[bytes], size: int) -> None:
+        self._file.writelines(pieces)
+        self._stored += size
+
+    def _digest(self, pieces: list[bytes]) -> None:
+        for piece in pieces:
+            self._hash.update(piece)
 
     def on_finish(self):
         self._close()
@@ -149,6 +159,8 @@ class UploadHandler(UploadBase):
             raise self._refusal
         if self._pending:
             await self._write_pending()
+        if self._storing is not None:
+            await self._storing
         await self.blocking(self._file.flush)
         self._close(complete=True)
         self.write_json({"id": upload_id, "offset": self._written, "size": self._meta["size"]})

@@ -11,7 +11,8 @@ client. One workspace runs; a file of `--mb` MiB of random bytes is copied into 
 - through the gateway: `scp -P PORT user+workspace@127.0.0.1:`, the user's key.
 
 Each copy is checked by its hash inside. Then `--sessions` sessions are opened through the gateway at once
-(each running `sleep`), and the gateway process's resident memory is read before and with them.
+(each running `sleep`; half of them each by two users, as one user may hold 32 channels), and the gateway
+process's resident memory is read before and with them.
 
 The last line reads `ratio=<gateway MB/s / direct MB/s> gateway_mb_s=... direct_mb_s=... rss_idle_mb=...
 rss_sessions_mb=...`.
@@ -86,19 +87,27 @@ def run(base: Path, mb: int, sessions: int) -> None:
         print(f"direct:  {mb} MiB in {direct:.1f} s, {direct_mb_s:.0f} MiB/s")
         print(f"gateway: {mb} MiB in {through:.1f} s, {gateway_mb_s:.0f} MiB/s")
 
+        # the sessions: half of them each for two users, under the gateway's bound on one user's channels
+        # (`max_channels_per_user`, 32); counted in each workspace (no session of their own)
+        bob = Client(hub, base / "bob", "bench2")
+        bob.register()
+        hub.start_workspace("bench2", "data", bob.token)
         idle = gateway_rss_mb(hub)
         procs = [
             subprocess.Popen(
-                ["ssh", *ada.options(), "-p", ada.port, ada.login("data"), "sleep 120"],
+                ["ssh", *who.options(), "-p", who.port, who.login("data"), "sleep 120"],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            for _ in range(sessions)
+            for i in range(sessions)
+            for who in [(ada, bob)[i % 2]]
         ]
+        count = ["python", "-c", "from workspace.singleuser.activity import ssh_connections as c; print(c())"]
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            count = "python -c 'from workspace.singleuser.activity import ssh_connections as c; print(c())'"
-            open_now = int(ada.ssh("data", count).stdout) - 1  # less this one
+            open_now = sum(
+                int(c.exec_run(count, user="1000").output) for u in ("bench", "bench2") for c in hub.containers(user=u)
+            )
             if open_now >= sessions:
                 break
             time.sleep(1)

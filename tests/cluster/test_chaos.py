@@ -261,18 +261,25 @@ def quiet_and_agreeing(run: Run, faults: list[chaos.Fault]) -> None:
         wait_for(f"the hub restarting its {kind}", lambda k=kind: not chaos.service_pids(hub, k), 90)
     proxy = int((hub.data_dir / "run" / "proxy.pid").read_text())
     assert proxy not in [f.killed for f in faults] and os.path.exists(f"/proc/{proxy}")
+
+    def disagreements() -> dict:
+        """What the records and the engines disagree on now: containers without a running execution, and
+        running executions without their container on their node."""
+        recs = {r["id"]: r for r in chaos.records(hub)}
+        running = {i: r for i, r in recs.items() if r["state"] == "running"}
+        containers = {}
+        for node in run.cluster.nodes:
+            for c in node.client().containers.list(filters={"label": f"workspace.deployment={hub.deployment}"}):
+                containers[int(c.labels["workspace.execution"])] = node.name
+        orphans = {i: (n, recs.get(i)) for i, n in containers.items() if i not in running}
+        missing = {i: r for i, r in running.items() if containers.get(i) != r["node"]}
+        return {k: v for k, v in (("orphan containers", orphans), ("missing containers", missing)) if v}
+
+    # a container a fault ended is noticed by the hub's poll of its server (every 30 s) and by the
+    # reconciliation after a restart: the records agree with the engines within two polls, not at once
+    wait_for("the records agreeing with the engines", disagreements, 90)
     recs = {r["id"]: r for r in chaos.records(hub)}
-    running = {i: r for i, r in recs.items() if r["state"] == "running"}
-    containers = {}
-    for node in run.cluster.nodes:
-        for c in node.client().containers.list(filters={"label": f"workspace.deployment={hub.deployment}"}):
-            containers[int(c.labels["workspace.execution"])] = node.name
-    orphans = {i: n for i, n in containers.items() if i not in running}
-    run.count("orphan containers", len(orphans))
-    assert not orphans, f"running containers without a running execution: {orphans} {[recs.get(i) for i in orphans]}"
-    missing = {i: r for i, r in running.items() if containers.get(i) != r["node"]}
-    assert not missing, f"running executions without their container on their node: {missing}"
-    run.count("running at the end of the faults", len(running))
+    run.count("running at the end of the faults", len([r for r in recs.values() if r["state"] == "running"]))
     services = run.cluster.manager.client().services.list(filters={"label": f"workspace.deployment={hub.deployment}"})
     stray = [
         s.name for s in services if recs[int(s.attrs["Spec"]["Labels"]["workspace.execution"])]["state"] not in ACTIVE
@@ -307,9 +314,11 @@ def everything_stopped(run: Run) -> None:
     wait_for("the services' removal", lambda: [s.name for s in manager.services.list(filters={"label": label})], 60)
     for node in run.cluster.nodes:
         assert not node.client().containers.list(filters={"label": label}), f"containers left running on {node.name}"
-    left = [n.name for n in manager.networks.list(filters={"label": [label, networks.LABEL]})]
-    run.count("orphan networks", len(left))
-    assert not left, f"owner networks left with no workspace of their owner: {left}"
+    # an owner's network goes once the swarm lets it go: a task on a node that died leaves the overlay only
+    # once the node is written off, and the stop goes on trying in the background (docker_spawner.py)
+    owner_networks = lambda: [n.name for n in manager.networks.list(filters={"label": [label, networks.LABEL]})]  # noqa: E731
+    run.count("orphan networks", len(owner_networks()))
+    wait_for("the owner networks' removal, none of their workspaces running", owner_networks, 90)
     routes_match_servers(run)
     recs = chaos.records(hub)
     assert not [r for r in recs if r["state"] == "queued"]

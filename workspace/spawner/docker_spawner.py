@@ -68,6 +68,10 @@ def guard_egress_at_hub_start(config, hub_api_url: str) -> None:
         client.close()
 
 
+NETWORK_RETRY_S = 180.0  # how long a stop goes on trying, in the background, to remove its owner's network
+_network_retries: set = set()
+
+
 class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
     """A workspace in a Docker container on this host."""
 
@@ -481,19 +485,35 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
 
     async def _drop_owner_network(self, wait: float = 0.0) -> None:
         """Remove the owner's network once none of their workspaces runs (a /27 each is finite); while it
-        is still in use, try again for `wait` seconds."""
-        if not self.owner_networks or any(sp is not self and sp.active for sp in self.user.spawners.values()):
-            return
+        is still in use, try again for `wait` seconds, then go on trying in the background (a swarm task on
+        a node that died leaves the overlay only once the swarm has written the node off)."""
+        if not await self._try_dropping_owner_network(wait):
+            later = self._try_dropping_owner_network(NETWORK_RETRY_S, every=5.0, later=True)
+            task = asyncio.ensure_future(later)
+            _network_retries.add(task)  # kept until done (the loop holds tasks only weakly)
+            task.add_done_callback(_network_retries.discard)
+
+    async def _try_dropping_owner_network(self, wait: float, every: float = 1.0, later: bool = False) -> bool:
+        """Whether the owner's network is gone, or is not this stop's to remove (another of their
+        workspaces is starting or running: it needs it; `later`: this one started again), within `wait`
+        seconds."""
         deadline = time.monotonic() + wait
         try:
-            while not await self.run_blocking(
-                networks.remove_if_unused, self.client_for_networks(), self.deployment, self.user.name
-            ):
+            while True:
+                if not self.owner_networks or any(sp is not self and sp.active for sp in self.user.spawners.values()):
+                    return True
+                if later and self.active:  # this server starts again: the network is its own again
+                    return True
+                if await self.run_blocking(
+                    networks.remove_if_unused, self.client_for_networks(), self.deployment, self.user.name
+                ):
+                    return True
                 if time.monotonic() >= deadline:
-                    return
-                await asyncio.sleep(1)
+                    return False
+                await asyncio.sleep(every)
         except docker.errors.DockerException as e:
             self.log.warning("Could not remove the network of %s: %s", self.user.name, e)
+            return True
 
     async def start_object(self):
         self.emit_progress(80, self.localized("Starting container {name}", name=self.container_name))

@@ -30,7 +30,6 @@ import time
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from multidict import CIMultiDict
 
-from workspace import i18n
 from workspace.i18n import N_
 from workspace.router import handoff
 from workspace.router.hosts import ELSEWHERE, HUB, ONE, OWNER
@@ -65,7 +64,7 @@ def without_platform_cookies(header: str, own: str) -> str:
     return "; ".join(f"{k}={v}" for k, v in COOKIE_PAIR.findall(header) if not platform_cookie(k, own))
 
 
-class Access(handoff.RouterAuth, HubOAuthenticated):
+class Access(handoff.RouterAuth, handoff.Refusal, HubOAuthenticated):
     """The part of a handler of `/serve/OWNER/NAME/…` that decides who asks and whether they may."""
 
     def initialize(self, table, counts, policy, wake, upstream, hosts, identities):
@@ -74,7 +73,8 @@ class Access(handoff.RouterAuth, HubOAuthenticated):
         self.place = ONE
 
     async def admit(self, owner: str, name: str):
-        """The route of `owner`'s deployment `name` if this request may use it, else None (answered)."""
+        """The route of `owner`'s deployment `name` if this request may use it now (woken and a ready replica
+        waited for, within the deployment's bound on requests in flight), else None (answered)."""
         self.place = self.hosts.place(self.request.host_name, owner)
         route = None
         if self.place == ELSEWHERE:  # another user's origin: only their own deployments are there
@@ -92,6 +92,13 @@ class Access(handoff.RouterAuth, HubOAuthenticated):
             )
         if route.status in ("stopped", "failed", "deleting"):
             return self.refuse(503, N_("The deployment {name} is stopped; its owner can start it again."), name=name)
+        if route.asleep or not route.replicas:
+            route = await self.until_ready(route)
+            if route is None:
+                return None
+        if self.counts.in_flight[route.id] >= self.policy.max_concurrent_requests:
+            self.set_header("Retry-After", "1")
+            return self.refuse(503, N_("The deployment {name} is busy; try again in a moment."), name=name)
         return route
 
     async def until_ready(self, route):
@@ -206,10 +213,3 @@ class Access(handoff.RouterAuth, HubOAuthenticated):
         return self.refuse(
             401, N_("Log in, or send a token or an API key of this deployment in the Authorization header.")
         )
-
-    def refuse(self, code: int, message: str, **params) -> None:
-        locale = i18n.of_request(self.request)
-        self.set_status(code)
-        self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.set_header("Cache-Control", "no-store")
-        self.finish(i18n.translate(locale, message, **params) + "\n")

@@ -58,13 +58,6 @@ class ServeHandler(Access, web.RequestHandler):
         route = await self.admit(owner, name)
         if route is None:
             return
-        if route.asleep or not route.replicas:
-            route = await self.until_ready(route)
-            if route is None:
-                return
-        if self.counts.in_flight[route.id] >= self.policy.max_concurrent_requests:
-            self.set_header("Retry-After", "1")
-            return self.refuse(503, N_("The deployment {name} is busy; try again in a moment."), name=name)
         failed = True
         self.counts.in_flight[route.id] += 1
         try:

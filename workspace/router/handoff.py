@@ -130,15 +130,18 @@ class CallbackHandler(RouterAuth, HubOAuthCallbackHandler):
     """`/serve/oauth_callback` on the hub's host: the end of the hub's OAuth login."""
 
 
-class Refusal(web.RequestHandler):
-    def refuse(self, code: int, message: str) -> None:
+class Refusal:
+    """The router's own answers (a refusal, a page that reloads itself): one sentence in the reader's
+    language, never cached."""
+
+    def refuse(self, code: int, message: str, **params) -> None:
         self.set_status(code)
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
-        self.finish(i18n.translate(i18n.of_request(self.request), message) + "\n")
+        self.finish(i18n.translate(i18n.of_request(self.request), message, **params) + "\n")
 
 
-class HandoffHandler(RouterAuth, HubOAuthenticated, Refusal):
+class HandoffHandler(RouterAuth, Refusal, HubOAuthenticated, web.RequestHandler):
     """`/serve/_handoff` on the hub's host: who the visitor is, handed to the owner's host in a ticket."""
 
     def initialize(self, hosts: Hosts, tickets: Tickets):
@@ -161,7 +164,7 @@ class HandoffHandler(RouterAuth, HubOAuthenticated, Refusal):
         self.redirect(f"{self.hosts.owner_origin(owner)}/serve/_login?{urlencode({'ticket': ticket})}")
 
 
-class LoginHandler(RouterAuth, Refusal):
+class LoginHandler(RouterAuth, Refusal, web.RequestHandler):
     """`/serve/_login?ticket=T` on an owner's host: the ticket taken, the router's session for this host."""
 
     def initialize(self, hosts: Hosts, tickets: Tickets):

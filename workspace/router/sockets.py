@@ -74,13 +74,6 @@ class SocketHandler(Access, WebSocketHandler):
         route = await self.admit(owner, name)
         if route is None:
             return
-        if route.asleep or not route.replicas:
-            route = await self.until_ready(route)  # woken, and a replica waited for
-            if route is None:
-                return
-        if self.counts.in_flight[route.id] >= self.policy.max_concurrent_requests:
-            self.set_header("Retry-After", "1")
-            return self.refuse(503, N_("The deployment {name} is busy; try again in a moment."), name=name)
         self.replica = await self.connect(route, path)
         self.counts.add(route.id, time.monotonic() - started, self.replica is None, utcnow())
         if self.replica is None:

@@ -67,6 +67,7 @@ class UploadHandler(UploadBase):
     _file = None
     _refusal = None
     _receiving = None  # the upload id while this PUT holds it (one PUT at a time per upload)
+    _storing = None  # the block being written and hashed in worker threads
 
     async def prepare(self):
         # A request refused here is answered only after its body is read (and
@@ -146,13 +147,25 @@ class UploadHandler(UploadBase):
 
     def _close(self, complete: bool = False):
         """The file closed and the upload let go; its running hash kept only after a chunk that ended
-        normally, every byte of it written (`complete`)."""
+        normally, every byte of it written (`complete`). While a block is still being written (a dropped
+        connection, a body longer than announced), that waits for it: a resumed chunk must not start on
+        the file's end before the last write has landed there (until then a resume is told 409)."""
+        storing = self._storing
+        if storing is not None and not storing.done():
+            self._closing = asyncio.ensure_future(self._close_after(storing))
+            return
+        if storing is not None and not storing.cancelled():
+            storing.exception()  # looked at: a failed write was raised where the chunk awaited it, if anywhere
         if self._file is not None:
             self._file.close()
             self._file = None
         if self._receiving is not None:
             self.receiving.end(self._receiving, self._stored, self._hash if complete else None)
             self._receiving = None
+
+    async def _close_after(self, storing) -> None:
+        await asyncio.wait([storing])
+        self._close()
 
     async def put(self, owner, name, upload_id):
         if self._refusal is not None:

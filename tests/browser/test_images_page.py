@@ -54,7 +54,7 @@ def test_build_an_image_from_a_dockerfile_and_its_folder_on_the_page(hub, chromi
     """#32: the Dockerfile form sends the text and the folder's tar archive (base64, the API's one shape); an
     instruction the builder does not take is refused naming its line, nothing built."""
     user = "dfivy"
-    hub.user_token(user)
+    token = hub.user_token(user)
     folder = tmp_path / "lab"
     folder.mkdir()
     marker = "made-from-the-folder-" + os.urandom(4).hex()
@@ -75,8 +75,18 @@ def test_build_an_image_from_a_dockerfile_and_its_folder_on_the_page(hub, chromi
     page.fill("#dockerfile-text", "FROM workspace-base:latest\nCOPY hello.txt /opt/hello.txt\nRUN cat /opt/hello.txt\n")
     page.set_input_files("#dockerfile-context", str(archive))
     page.click("#build-dockerfile")
-    page.wait_for_function(f"document.getElementById('build-log').textContent.includes('{marker}')", timeout=180_000)
+    shown = f"document.getElementById('build-log').textContent.includes('{marker}')"
+    try:
+        page.wait_for_function(shown, timeout=180_000)
+    except Exception:  # what the page and the API said, for a failure under CI's load to be read
+        state = hub.service_call("GET", f"/images/{user}/lab", token).text
+        log = hub.service_call("GET", f"/images/{user}/lab/log", token).text
+        result, on_page = page.inner_text("#dockerfile-result"), page.inner_text("#build-log")
+        raise AssertionError(f"page: {result!r}, log: {on_page[-2000:]!r}; API: {state}; log: {log[-3000:]!r}")
     page.wait_for_selector(f".user-image[data-name='{user}/lab'][data-state=ready]", timeout=300_000)
+    # the page reloaded at the build's end keeps the log just watched (a fast build's log was on the page for
+    # a moment only, then gone)
+    page.wait_for_function(shown)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "04-dockerfile-ready.png"), full_page=True)
     # the only error is the page's 400 for the refused line

@@ -30,7 +30,12 @@
       var reader = r.body.getReader(), decoder = new TextDecoder();
       function read() {
         return reader.read().then(function (step) {
-          if (step.done) { if (reloadAtEnd) location.reload(); return; }
+          if (step.done) {
+            // the reloaded page shows the image's state and opens this log again (#log=NAME), so the log
+            // just watched stays on the page
+            if (reloadAtEnd) { history.replaceState(null, "", "#log=" + encodeURIComponent(name)); location.reload(); }
+            return;
+          }
           var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
           pre.textContent += decoder.decode(step.value, { stream: true });
           if (atEnd) pre.scrollTop = pre.scrollHeight;
@@ -101,6 +106,7 @@
     var busy = row.dataset.state === "queued" || row.dataset.state === "building";
     var log = row.querySelector(".show-log");
     if (log) log.addEventListener("click", function () { follow(name, busy); });
+    if (location.hash === "#log=" + encodeURIComponent(name)) follow(name, busy);
     var del = row.querySelector(".delete-image");
     if (del) del.addEventListener("click", function () {
       if (!confirm(_("Delete the image {name}? Workspaces cannot start from it any more.", {name: name}))) return;

@@ -1,7 +1,7 @@
 """Benchmark of the SSH gateway (#16): scp throughput through it against scp to the container directly, and the
 gateway's memory with many sessions open.
 
-    .venv/bin/python benchmarks/ssh.py [--mb 1024] [--sessions 50]
+    .venv/bin/python benchmarks/ssh.py [--mb 1024] [--sessions 50] [--rounds 3]
 
 A real hub (the integration tests' Hub, homes on a loop-mounted btrfs), the real image, Debian's OpenSSH
 client. One workspace runs; a file of `--mb` MiB of random bytes is copied into it with `scp`:
@@ -14,7 +14,8 @@ Each copy is checked by its hash inside. Then `--sessions` sessions are opened t
 (each running `sleep`; half of them each by two users, as one user may hold 32 channels), and the gateway
 process's resident memory is read before and with them.
 
-The last line reads `ratio=<gateway MB/s / direct MB/s> gateway_mb_s=... direct_mb_s=... rss_idle_mb=...
+Each copy is made `--rounds` times, the two in turn, and the medians compared. The last line reads
+`ssh_ratio=<gateway MB/s / direct MB/s> gateway_mb_s=... direct_mb_s=... rss_idle_mb=...
 rss_sessions_mb=...`.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,7 +59,7 @@ def gateway_rss_mb(hub: Hub) -> float:
     raise RuntimeError("the gateway's process was not found")
 
 
-def run(base: Path, mb: int, sessions: int) -> None:
+def run(base: Path, mb: int, sessions: int, rounds: int) -> None:
     store = base / "store"
     mount_loop_btrfs(base / "store.img", store, size="20G")
     hub = Hub(base / "data", store_dir=store)
@@ -79,13 +81,20 @@ def run(base: Path, mb: int, sessions: int) -> None:
         known.write_text(scan.stdout)
         direct_args = ["-F", "/dev/null", "-o", f"UserKnownHostsFile={known}", "-o", "BatchMode=yes"]
         direct_args += ["-i", str(hub.data_dir / "gateway" / "client_key"), "-P", "2222"]
-        direct = scp(direct_args, data, f"jovyan@{address}:direct.bin")
-        through = scp([*ada.options(), "-P", ada.port], data, f"{ada.login('data')}:gateway.bin")
+        # rounds in turn, each after `sync`: a copy is not slowed by the last one's writeback; the median of
+        # each (one copy's figure moved by a fifth from one run to the next on this machine)
+        directs, throughs = [], []
+        for i in range(rounds):
+            subprocess.run(["sync"], check=True)
+            directs.append(scp(direct_args, data, f"jovyan@{address}:direct.bin"))
+            subprocess.run(["sync"], check=True)
+            throughs.append(scp([*ada.options(), "-P", ada.port], data, f"{ada.login('data')}:gateway.bin"))
+            print(f"round {i + 1}: direct {mb / directs[-1]:.0f} MiB/s, gateway {mb / throughs[-1]:.0f} MiB/s")
         sums = ada.ssh("data", "sha256sum direct.bin gateway.bin").stdout.split()
         assert sums[0] == sums[2] == digest, sums
-        direct_mb_s, gateway_mb_s = mb / direct, mb / through
-        print(f"direct:  {mb} MiB in {direct:.1f} s, {direct_mb_s:.0f} MiB/s")
-        print(f"gateway: {mb} MiB in {through:.1f} s, {gateway_mb_s:.0f} MiB/s")
+        direct_mb_s, gateway_mb_s = mb / statistics.median(directs), mb / statistics.median(throughs)
+        print(f"direct:  {mb} MiB, median {direct_mb_s:.0f} MiB/s")
+        print(f"gateway: {mb} MiB, median {gateway_mb_s:.0f} MiB/s")
 
         # the sessions: half of them each for two users, under the gateway's bound on one user's channels
         # (`max_channels_per_user`, 32); counted in each workspace (no session of their own)
@@ -116,7 +125,7 @@ def run(base: Path, mb: int, sessions: int) -> None:
         for p in procs:
             p.terminate()
         print(
-            f"ratio={gateway_mb_s / direct_mb_s:.3f} gateway_mb_s={gateway_mb_s:.0f} direct_mb_s={direct_mb_s:.0f} "
+            f"ssh_ratio={gateway_mb_s / direct_mb_s:.3f} gateway_mb_s={gateway_mb_s:.0f} direct_mb_s={direct_mb_s:.0f} "
             f"rss_idle_mb={idle:.0f} rss_sessions_mb={loaded:.0f} sessions={open_now}"
         )
     finally:
@@ -128,6 +137,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--mb", type=int, default=1024)
     p.add_argument("--sessions", type=int, default=50)
+    p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-ssh-") as tmp:
-        run(Path(tmp), args.mb, args.sessions)
+        run(Path(tmp), args.mb, args.sessions, args.rounds)

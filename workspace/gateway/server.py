@@ -40,7 +40,7 @@ from urllib.parse import quote
 import asyncssh
 from sqlalchemy import select, update
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from traitlets import Float, Int, Unicode
+from traitlets import Float, Int, List, Unicode
 
 from workspace import config, gateway_keys, i18n, ssh_identities
 from workspace.db import database
@@ -55,13 +55,14 @@ from workspace.ssh_keys import SshKey
 
 log = logging.getLogger("workspace.gateway")
 
-# AES-GCM first on both legs: one call into OpenSSL per packet, where asyncssh's chacha20-poly1305 (which
-# OpenSSH clients prefer) costs several; measured with benchmarks/ssh.py. CTR for older clients.
-CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "aes128-ctr", "aes256-ctr")
-# The client chooses among what the server offers, in ITS order: OpenSSH's puts aes128-ctr before GCM and
-# umac-64-etm first among MACs, which asyncssh computes through ctypes in several calls a packet. Offering
-# the SHA-2 HMACs only (one OpenSSL call) took a 1 GiB scp through the gateway from 107 to 163 MiB/s (#34,
-# benchmarks/ssh.py); a GCM-only offer was no faster, so CTR stays for clients without GCM.
+# The client chooses among what the server offers, in ITS order: OpenSSH's puts chacha20-poly1305 (which
+# asyncssh computes in several calls a packet) and aes128-ctr (with an HMAC, two) before AES-GCM (one call
+# into OpenSSL), and umac-64-etm first among MACs, which asyncssh computes through ctypes in several calls a
+# packet. Offering the SHA-2 HMACs only took a 1 GiB scp through the gateway from 107 to 163 MiB/s, and
+# offering AES-GCM only took a 2 GiB scp to /dev/null (no disk in the way) from 168 to 218 MiB/s, 4 rounds
+# each (#34, benchmarks/ssh.py): what a copy costs the gateway is its CPU. `SshGateway.ciphers` adds CTR back
+# for clients without GCM (PuTTY before 0.76). The workspace's leg, where the gateway is the client, is GCM.
+CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 MACS = ("hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com", "hmac-sha2-256", "hmac-sha2-512")
 # a larger window than asyncssh's 2 MiB keeps a copy flowing across the two legs' round trips
 WINDOW = 8 << 20
@@ -96,6 +97,15 @@ class SshGateway(config.HubService):
     )
     max_channels_per_user = Int(
         32, config=True, help="Channels one user may have open at once over all their connections."
+    )
+    ciphers = List(
+        Unicode(),
+        list(CIPHERS),
+        config=True,
+        help="""The ciphers offered to users' clients, the client choosing among them in its own order.
+        AES-GCM only by default, the cheapest for the gateway (OpenSSH since 6.2, PuTTY since 0.76, Paramiko,
+        Go's x/crypto/ssh); add "aes128-ctr" for older clients, which slows every OpenSSH client's copy by
+        about a quarter (OpenSSH prefers CTR to GCM).""",
     )
     aliases = {"hub-config": "SshGateway.hub_config"}
 
@@ -275,7 +285,7 @@ class SshGateway(config.HubService):
             x11_forwarding=False,
             allow_scp=False,
             encoding=None,
-            encryption_algs=CIPHERS,
+            encryption_algs=list(self.ciphers),
             mac_algs=MACS,
             line_editor=False,  # every byte is the workspace's sshd's to echo or edit: none passes asyncssh's editor
             window=WINDOW,

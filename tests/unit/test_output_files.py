@@ -316,6 +316,22 @@ def test_gzip_mixes_compressed_and_stored_blocks():
     assert len(out.data) < sum(map(len, parts))
 
 
+def test_a_files_start_is_the_trial_and_is_written_once():
+    """#34: a tar.gz compresses a file's first PROBE bytes into the stream to decide; text goes on compressed,
+    noise is stored from there; every byte is in the stream once."""
+    out = Collect()
+    g = archives.GzipStream(out)
+    text, noise = b"epoch 1 loss 0.5\n" * 20_000, os.urandom(300_000)
+    assert g.probe(text[: archives.PROBE]) is True
+    g.write(text[archives.PROBE :])
+    assert g.probe(noise[: archives.PROBE]) is False
+    g.plain(True)
+    g.write(noise[archives.PROBE :])
+    g.close()
+    assert gzip.decompress(out.data) == text + noise
+    assert len(out.data) < len(noise) + len(text) // 20  # the text compressed, the noise not grown
+
+
 def test_a_writer_stops_when_nobody_reads(output):
     w = archives.writer("tar.gz", lambda chunk: None)
     calls = []

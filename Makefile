@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # parallel test workers (pytest-xdist); 0 runs the suite in this process
 TEST_WORKERS ?= 3
 
-.PHONY: up upgrade down images test unit venv bench lint format cluster-up cluster-down messages
+.PHONY: up upgrade down images test unit venv bench lint format cluster-up cluster-down messages docs
 
 # The venv is (re)built when the package definition changes.
 $(STAMP): pyproject.toml
@@ -51,7 +51,7 @@ cluster-down: $(STAMP)
 	@$(PY) -m workspace.setup.cluster down $(if $(PURGE),--purge)
 
 ## make test: set up (engine, proxy, images) and run the whole suite
-test: $(STAMP) lint
+test: $(STAMP) lint docs
 	@$(PY) -m workspace.setup.deploy prepare
 	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
@@ -62,6 +62,12 @@ lint: $(STAMP)
 	  || { echo "error: ruff found the above; run \`make format\` (and fix what it cannot), then try again"; exit 1; }
 	@$(VENV)/bin/lint-imports --no-cache --no-logo \
 	  || { echo "error: an import crosses a wall between subsystems (above); docs/architecture.md says which layer owns what"; exit 1; }
+
+## make docs: the documentation site (docs/, Sphinx and MyST) into docs/_build/html, a warning (a broken
+## link between pages, a missing section) failing the build
+docs: $(STAMP)
+	@$(VENV)/bin/sphinx-build -q -n -W --keep-going -b html docs docs/_build/html \
+	  || { echo "error: the documentation site has the warnings above; fix them, then run \`make docs\` again"; exit 1; }
 
 format: $(STAMP)
 	@$(VENV)/bin/ruff check --fix . ; $(VENV)/bin/ruff format .

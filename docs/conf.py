@@ -1,0 +1,21 @@
+"""The documentation site (#35): Sphinx with MyST Markdown, built by `make docs` with warnings as errors.
+
+The pages are the Markdown files of this folder; `configuration.md` is generated from the options' help
+strings (`python -m workspace.setup.reference`). Chinese comes through Sphinx's gettext workflow
+(`locales/`, sphinx-intl), so a changed English sentence shows as untranslated, never silently stale.
+"""
+
+project = "workspace"
+author = "the workspace authors"
+extensions = ["myst_parser"]
+source_suffix = {".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "locales", "README.md"]
+myst_heading_anchors = 3  # `[...](ssh.md#measured)` links to a section, as on GitHub
+myst_enable_extensions = ["colon_fence"]
+language = "en"
+locale_dirs = ["locales/"]
+gettext_compact = False  # one catalogue a page, so a page's translators see its sentences only
+html_theme = "alabaster"
+html_title = "workspace"
+html_show_sourcelink = False

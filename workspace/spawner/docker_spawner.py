@@ -68,8 +68,14 @@ def guard_egress_at_hub_start(config, hub_api_url: str) -> None:
         client.close()
 
 
-NETWORK_RETRY_S = 180.0  # how long a stop goes on trying, in the background, to remove its owner's network
-_network_retries: set = set()
+# A stop that cannot remove its owner's network yet goes on trying in the background: every 5 s for
+# NETWORK_RETRY_S, then once a minute until it goes (a swarm lets go of a dead node's task only once it has
+# written the node off, which took longer than 3 min under the chaos test's faults: a retry that gave up
+# left the network, a /27 of a finite pool, for good). One retry per owner's network, kept until done (the
+# loop holds tasks only weakly).
+NETWORK_RETRY_S = 180.0
+NETWORK_RETRY_LATER_S = 60.0
+_network_retries: dict[str, asyncio.Task] = {}
 
 
 class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
@@ -487,33 +493,40 @@ class DockerWorkspaceSpawner(WorkspaceMixin, DockerSpawner):
         """Remove the owner's network once none of their workspaces runs (a /27 each is finite); while it
         is still in use, try again for `wait` seconds, then go on trying in the background (a swarm task on
         a node that died leaves the overlay only once the swarm has written the node off)."""
-        if not await self._try_dropping_owner_network(wait):
-            later = self._try_dropping_owner_network(NETWORK_RETRY_S, every=5.0, later=True)
-            task = asyncio.ensure_future(later)
-            _network_retries.add(task)  # kept until done (the loop holds tasks only weakly)
-            task.add_done_callback(_network_retries.discard)
+        if await self._try_dropping_owner_network(wait):
+            return
+        name = networks.name_for(self.deployment, self.user.name)
+        if name not in _network_retries:  # else one goes on already
+            _network_retries[name] = asyncio.ensure_future(self._retry_dropping_owner_network())
+            _network_retries[name].add_done_callback(lambda _: _network_retries.pop(name, None))
+
+    async def _retry_dropping_owner_network(self) -> None:
+        every = 5.0
+        while not await self._try_dropping_owner_network(NETWORK_RETRY_S, every=every, later=True):
+            every = NETWORK_RETRY_LATER_S
 
     async def _try_dropping_owner_network(self, wait: float, every: float = 1.0, later: bool = False) -> bool:
         """Whether the owner's network is gone, or is not this stop's to remove (another of their
         workspaces is starting or running: it needs it; `later`: this one started again), within `wait`
         seconds."""
         deadline = time.monotonic() + wait
-        try:
-            while True:
-                if not self.owner_networks or any(sp is not self and sp.active for sp in self.user.spawners.values()):
-                    return True
-                if later and self.active:  # this server starts again: the network is its own again
-                    return True
+        while True:
+            if not self.owner_networks or any(sp is not self and sp.active for sp in self.user.spawners.values()):
+                return True
+            if later and self.active:  # this server starts again: the network is its own again
+                return True
+            try:
                 if await self.run_blocking(
                     networks.remove_if_unused, self.client_for_networks(), self.deployment, self.user.name
                 ):
                     return True
-                if time.monotonic() >= deadline:
-                    return False
-                await asyncio.sleep(every)
-        except docker.errors.DockerException as e:
-            self.log.warning("Could not remove the network of %s: %s", self.user.name, e)
-            return True
+            except docker.errors.DockerException as e:
+                self.log.warning("Could not remove the network of %s: %s", self.user.name, e)
+                if not later:
+                    return False  # the stop goes on; the background retry tries again (the engine may be back)
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(every)
 
     async def start_object(self):
         self.emit_progress(80, self.localized("Starting container {name}", name=self.container_name))

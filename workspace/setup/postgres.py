@@ -24,6 +24,7 @@ whose data directory is gone: they go with the suite's data.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import pwd
@@ -138,11 +139,21 @@ def running(data_dir: Path) -> bool:
 
 
 def start(data_dir: Path) -> str:
-    """Create (once) and start the server of `data_dir`, or reuse it when it runs; its URL."""
+    """Create (once) and start the server of `data_dir`, or reuse it when it runs; its URL. One process
+    at a time (a lock file in the logs): the test workers of a run with no `make test` before it each
+    came to start it, and a second pg_ctl beside the first failed."""
     if running(data_dir):
         return url(data_dir)
     logs = Path(data_dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / "postgres-start.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if running(data_dir):  # started by whoever held the lock before
+            return url(data_dir)
+        return _start(data_dir, logs)
+
+
+def _start(data_dir: Path, logs: Path) -> str:
     b = ensure_installed(logs / "tools.log")
     d = home(data_dir)  # as root, in the server user's home: it exists once the package is installed
     log = d / "setup.log"

@@ -23,6 +23,7 @@ import hashlib
 import ipaddress
 import re
 import socket
+import time
 
 import docker
 
@@ -104,13 +105,31 @@ def ensure(client, deployment: str, owner: str, pool: str, prefix: int, driver: 
         except docker.errors.APIError as e:
             text = str(e).lower()
             # another start of the owner's made it meanwhile: Docker says "already exists", or (a second
-            # create racing the first) that the bridge name is taken; then a network of this name is there
-            if "already exists" in text or any(n["Name"] == name for n in api.networks(names=[name])):
+            # create racing the first) that the bridge name is taken, the bridge being named after the owner
+            # (then the first's network may be listed a moment later only: seen failing under load)
+            if "already exists" in text or "same bridge name" in text:
+                if _listed(api, name, RACE_WAIT_S):
+                    return name
+            elif _listed(api, name, 0):
                 return name
             if "overlap" not in text:
                 raise
             last_error = e
     raise RuntimeError(f"no free subnet for the network of {owner} in {pool}: {last_error}")
+
+
+RACE_WAIT_S = 10.0  # how long a start that lost the race to create its owner's network waits to see it
+
+
+def _listed(api, name: str, wait: float) -> bool:
+    """Whether the engine lists a network named `name`, asking again for up to `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        if any(n["Name"] == name for n in api.networks(names=[name])):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
 
 
 def gateway_address(client, name: str) -> str | None:

@@ -208,15 +208,13 @@ class TarGzWriter:
     def file(self, name: str, st: os.stat_result, blocks: Iterator[bytes]) -> None:
         size = st.st_size
         self._header(self._info(name, st, tarfile.REGTYPE, size))
-        first = True
+        first = size > PROBE  # (a smaller file is compressed, as its header left the stream)
         for block in blocks:
-            if first and size > PROBE:
+            if first:
                 # the start compressed, then the rest: compressed or stored as that start did
                 self.gz.plain(not self.gz.probe(memoryview(block)[:PROBE]))
                 block = memoryview(block)[PROBE:]
-            elif first:
-                self.gz.plain(False)
-            first = False
+                first = False
             self.gz.write(block)
         pad = -size % tarfile.BLOCKSIZE
         if pad:

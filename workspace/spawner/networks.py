@@ -77,7 +77,7 @@ def ensure(client, deployment: str, owner: str, pool: str, prefix: int, driver: 
     `overlay` (attachable, created through a swarm's manager) across nodes."""
     api = _client(client)
     name = name_for(deployment, owner)
-    if any(n["Name"] == name for n in api.networks(names=[name])):
+    if _listed(api, name, 0):
         return name
     subnets = list(ipaddress.ip_network(pool).subnets(new_prefix=prefix))
     start = int(hashlib.sha256(owner.encode()).hexdigest(), 16) % len(subnets)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -60,6 +61,7 @@ class Hub:
         self.url = self.settings.url
         self.log_path = data_dir / "logs" / "jupyterhub.log"
         self.proc: subprocess.Popen | None = None
+        self.killed = False  # the last stop needed SIGKILL
 
     # -- process ------------------------------------------------------------
 
@@ -76,6 +78,9 @@ class Hub:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                # as a shell's background job (`make up &`) starts it: SIGINT ignored, which its services
+                # inherit, so each must stop on the hub's signals by its own handlers
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -105,6 +110,7 @@ class Hub:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 print(f"JupyterHub {self.deployment} did not stop in 30 s after SIGTERM; killing it")
+                self.killed = True  # (its proxy is left running: only an orderly stop ends it)
                 self.proc.kill()
                 self.proc.wait(10)
         deploy.remove_containers(self.deployment)

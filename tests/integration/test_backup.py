@@ -486,6 +486,8 @@ def test_a_running_hub_s_deployment_backed_up_wiped_and_restored_starts_where_it
     hub.stop_workspace("ada", "thesis", token)  # its output is saved after the backup: not in it
 
     hub.stop()  # the machine is lost
+    # every service ended on the hub's signals (the SSH gateway once ignored SIGINT and held the stop 30 s)
+    assert not hub.killed, hub.log_tail()
     site.open().wipe()
     out = ok(site.admin("restore", dest, "--key", next(keys.iterdir())))
     assert "1 executions that were running ended" in out, out

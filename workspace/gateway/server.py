@@ -32,6 +32,7 @@ import collections
 import datetime as dt
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -291,6 +292,15 @@ class SshGateway(config.HubService):
             window=WINDOW,
         )
         log.info("SSH gateway on %s:%s, host key %s", self.ip, self.port, self.keys.host_public()[1])
+        # JupyterHub stops a service with SIGINT, then SIGTERM: a process started in the background by a
+        # shell inherits SIGINT ignored, so without these the hub waited out its timeouts on every stop
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("SSH gateway stopping")
+        server.close()
         await server.wait_closed()
 
 

@@ -20,7 +20,7 @@ import pytest
 from workspace.cli import outputs as cli_outputs
 from workspace.cli.main import CLIError
 from workspace.errors import UserError
-from workspace.outputs import archives
+from workspace.outputs import archives, deflate
 from workspace.outputs import files as output_files
 from workspace.store import paths
 
@@ -304,7 +304,7 @@ def test_the_root_a_file_or_a_link_alone(output):
 
 def test_gzip_mixes_compressed_and_stored_blocks():
     out = Collect()
-    g = archives.GzipStream(out)
+    g = deflate.GzipStream(out)
     parts = []
     for i in range(8):
         part = os.urandom(70_000 + i) if i % 2 else b"text %d\n" % i * 10_000
@@ -320,13 +320,13 @@ def test_a_files_start_is_the_trial_and_is_written_once():
     """#34: a tar.gz compresses a file's first PROBE bytes into the stream to decide; text goes on compressed,
     noise is stored from there; every byte is in the stream once."""
     out = Collect()
-    g = archives.GzipStream(out)
+    g = deflate.GzipStream(out)
     text, noise = b"epoch 1 loss 0.5\n" * 20_000, os.urandom(300_000)
-    assert g.probe(text[: archives.PROBE]) is True
-    g.write(text[archives.PROBE :])
-    assert g.probe(noise[: archives.PROBE]) is False
+    assert g.probe(text[: deflate.PROBE]) is True
+    g.write(text[deflate.PROBE :])
+    assert g.probe(noise[: deflate.PROBE]) is False
     g.plain(True)
-    g.write(noise[archives.PROBE :])
+    g.write(noise[deflate.PROBE :])
     g.close()
     assert gzip.decompress(out.data) == text + noise
     assert len(out.data) < len(noise) + len(text) // 20  # the text compressed, the noise not grown

@@ -27,6 +27,7 @@ deflate. A smaller file is compressed without trying first: trying would cost as
 it (measured: 2,000 CSV files of 25 kB, 34 MB/s with a trial, 48 MB/s without). In a tar.gz the trial
 is the file's own start, compressed into the stream (GzipStream.probe), so a text file is compressed
 once, not one and a half times (zip names a file's method before its data, so it still tries aside).
+A tar.gz's compressed stretches are deflated on several cores at once (deflate.py).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import datetime as dt
 import errno
 import os
 import stat
-import struct
 import tarfile
 import time
 import zipfile
@@ -45,12 +45,11 @@ from dataclasses import dataclass, field
 from isal import isal_zlib
 
 from workspace.i18n import N_
+from workspace.outputs.deflate import LEVEL, PROBE, GzipStream, compressible
 from workspace.store import paths
 
-CHUNK = 1 << 20  # what `out` receives at a time (the last chunk may be smaller)
-LEVEL = 1
-PROBE = 64 << 10  # a file's first bytes that decide; a file no larger is compressed without asking
-STORE_ABOVE = 0.9  # a sample compressing to more than this fraction of itself is stored
+CHUNK = 1 << 20  # what `out` receives at a time, at most (a file's block; gathered small writes)
+PASS = CHUNK // 4  # a write at least this large is not gathered (copying it would cost more than a chunk)
 FORMATS = ("tar.gz", "zip")
 CONTENT_TYPES = {"tar.gz": "application/gzip", "zip": "application/zip"}
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -60,17 +59,10 @@ class Cancelled(Exception):
     """Whoever receives the archive is gone; stop writing it."""
 
 
-def compressible(sample: bytes, size: int) -> bool:
-    """Whether deflate shrinks a file of `size` bytes starting with `sample` enough to be worth its time.
-    A small file is compressed without trying first (trying costs as much as doing it)."""
-    if size <= PROBE:
-        return True
-    c = isal_zlib.compressobj(LEVEL, isal_zlib.DEFLATED, -15)
-    return len(c.compress(sample)) + len(c.flush()) < STORE_ABOVE * len(sample)
-
-
 class Chunks:
-    """Collects small writes (headers) into chunks of CHUNK bytes for `out`; large ones pass through."""
+    """Collects small writes (headers, small files) into chunks of up to CHUNK bytes for `out`; a write of
+    PASS bytes or more (file data, a compressed piece) passes through as it is. Nothing is copied on
+    the way out: a gathered chunk is handed over (a bytearray) and a new one begun."""
 
     def __init__(self, out: Callable[[bytes], None]):
         self.out = out
@@ -80,7 +72,7 @@ class Chunks:
     def write(self, data) -> int:
         n = len(data)
         self.count += n
-        if n >= CHUNK:  # a block of file data: what is gathered goes first, then the block as it is (no copy)
+        if n >= PASS:  # what is gathered goes first, then this as it is (no copy)
             self.flush()
             self.out(data if isinstance(data, bytes) else bytes(data))
         else:
@@ -91,66 +83,8 @@ class Chunks:
 
     def flush(self) -> None:
         if self.buf:
-            self.out(bytes(self.buf))
-            self.buf.clear()
-
-
-class GzipStream:
-    """One gzip member (RFC 1952) whose deflate stream mixes compressed and stored blocks.
-
-    `plain(True)` ends the compressor's current block with a full flush (byte-aligned, and the
-    compressor's history is reset, so nothing after refers to what comes before), after which
-    data goes out as stored blocks; `plain(False)` compresses again. Every gzip reader reads it:
-    it is one ordinary member."""
-
-    def __init__(self, out: Callable[[bytes], None], level: int = LEVEL):
-        self.out = out
-        self.z = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)
-        self.crc = 0
-        self.size = 0
-        self.stored = False
-        # magic, deflate, no flags, no time, no extra flags, OS unknown
-        out(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff")
-
-    def plain(self, stored: bool) -> None:
-        if stored and not self.stored:
-            self._emit(self.z.flush(isal_zlib.Z_FULL_FLUSH))
-        self.stored = stored
-
-    def probe(self, sample) -> bool:
-        """Compress `sample` (a file's first bytes) into the stream and say whether it shrank below
-        STORE_ABOVE of itself: the trial is the file's own compressed start, done once (a sync flush
-        shows its size and keeps the history), not a compression thrown away."""
-        self.plain(False)
-        self.crc = isal_zlib.crc32(sample, self.crc)
-        self.size += len(sample)
-        done = self.z.compress(sample) + self.z.flush(isal_zlib.Z_SYNC_FLUSH)
-        self._emit(done)
-        return len(done) < STORE_ABOVE * len(sample)
-
-    def write(self, data) -> int:
-        self.crc = isal_zlib.crc32(data, self.crc)
-        self.size += len(data)
-        if not self.stored:
-            self._emit(self.z.compress(data))
-            return len(data)
-        view = memoryview(data)
-        parts = []
-        for start in range(0, len(view), 0xFFFF):
-            block = view[start : start + 0xFFFF]
-            # BFINAL 0, BTYPE 00 (stored), byte-aligned: one zero byte, LEN, NLEN, the bytes
-            parts.append(struct.pack("<BHH", 0, len(block), 0xFFFF ^ len(block)))
-            parts.append(block)
-        self.out(b"".join(parts))
-        return len(data)
-
-    def _emit(self, data: bytes) -> None:
-        if data:
-            self.out(data)
-
-    def close(self) -> None:
-        self._emit(self.z.flush(isal_zlib.Z_FINISH))
-        self.out(struct.pack("<II", self.crc & 0xFFFFFFFF, self.size & 0xFFFFFFFF))
+            chunk, self.buf = self.buf, bytearray()
+            self.out(chunk)
 
 
 def _mode(st: os.stat_result) -> int:
@@ -207,7 +141,14 @@ class TarGzWriter:
 
     def file(self, name: str, st: os.stat_result, blocks: Iterator[bytes]) -> None:
         size = st.st_size
-        self._header(self._info(name, st, tarfile.REGTYPE, size))
+        info = self._info(name, st, tarfile.REGTYPE, size)
+        if PROBE < size <= CHUNK:  # read in one block: trial, decision and deflate in the pool (deflate.py)
+            head = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+            self.gz.whole(head, b"".join(blocks), b"\0" * (-size % tarfile.BLOCKSIZE))
+            self.written.files += 1
+            self.written.bytes += size
+            return
+        self._header(info)
         first = size > PROBE  # (a smaller file is compressed, as its header left the stream)
         for block in blocks:
             if first:

@@ -146,7 +146,7 @@ class OutputsHandler(APIHandler):
         if self.own_chunks and self._headers_written:
             flushed = self.write_through([b"%x\r\n" % len(data), data, b"\r\n"])
         else:
-            self.write(data)
+            self.write(bytes(data))  # (a gathered chunk is a bytearray, which tornado's write refuses)
             flushed = self.flush()
         try:
             await asyncio.wait_for(asyncio.shield(flushed), STALL_SECONDS)

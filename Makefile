@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # parallel test workers (pytest-xdist); 0 runs the suite in this process
 TEST_WORKERS ?= 3
 
-.PHONY: up upgrade down images test unit venv bench lint format cluster-up cluster-down messages docs
+.PHONY: up upgrade down images test unit venv bench lint format cluster-up cluster-down messages docs translations
 
 # The venv is (re)built when the package definition changes.
 $(STAMP): pyproject.toml
@@ -21,6 +21,8 @@ venv: $(STAMP)
 
 ## make up: set everything up and run the hub on http://127.0.0.1:8000
 up: $(STAMP)
+	@$(PY) -m workspace.setup.manual build --no-check \
+	  || echo "warning: the manual (Help) was not built: the hub runs without it; \`make docs\` says why"
 	@$(PY) -m workspace.setup.deploy up
 
 ## make upgrade: after `git pull`, the deployment onto the new release in place, its running workspaces
@@ -54,6 +56,7 @@ cluster-down: $(STAMP)
 test: $(STAMP) lint docs
 	@$(PY) -m workspace.setup.deploy prepare
 	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	@$(PY) -m workspace.setup.manual build --no-check  # again, with the pictures the browser tests took
 
 ## make lint: ruff's linter and formatter check, then the walls between the subsystems (import-linter's
 ## contracts; both configured in pyproject.toml, the walls drawn in docs/architecture.md); `make format` fixes ruff's
@@ -63,11 +66,14 @@ lint: $(STAMP)
 	@$(VENV)/bin/lint-imports --no-cache --no-logo \
 	  || { echo "error: an import crosses a wall between subsystems (above); docs/architecture.md says which layer owns what"; exit 1; }
 
-## make docs: the documentation site (docs/, Sphinx and MyST) into docs/_build/html, a warning (a broken
-## link between pages, a missing section) failing the build
+## make docs: the manual (docs/, Sphinx and MyST) into docs/_build/html/<language>/, served at
+## /services/workspace/docs/; a warning (a broken link between pages, a missing section) fails it, and so
+## does a guide's sentence with no Chinese (make translations, then fill in docs/locales/zh_CN/)
 docs: $(STAMP)
-	@$(VENV)/bin/sphinx-build -q -n -W --keep-going -b html docs docs/_build/html \
-	  || { echo "error: the documentation site has the warnings above; fix them, then run \`make docs\` again"; exit 1; }
+	@$(PY) -m workspace.setup.manual build
+
+translations: $(STAMP)
+	@$(PY) -m workspace.setup.manual translations
 
 format: $(STAMP)
 	@$(VENV)/bin/ruff check --fix . ; $(VENV)/bin/ruff format .

@@ -4,7 +4,7 @@
 # become config first, this file adds the deployment's settings (ports, paths,
 # secrets: workspace/settings.py), and the site's
 # $WORKSPACE_DATA_DIR/jupyterhub_config.d/*.py come last and win (e.g. a
-# production authenticator, see README). The workspace service and the culler
+# production authenticator, see docs/admin/production.md). The workspace service and the culler
 # load this same file, so every option reaches every process that applies it.
 # The reference of every option: docs/configuration.md (`python -m workspace.setup.reference`).
 import faulthandler
@@ -131,7 +131,7 @@ c.DockerWorkspaceSpawner.http_timeout = 120
 
 # -- login: one shared password for users, one for the admin ------------------
 # Any user name logs in with the user password, so a class can try it at once.
-# For LDAP, OAuth or NativeAuthenticator, see README ("Authentication").
+# For LDAP, OAuth or NativeAuthenticator, see docs/admin/production.md (the manual, "Authentication").
 c.JupyterHub.authenticator_class = "shared-password"
 c.SharedPasswordAuthenticator.user_password = settings.secrets["WORKSPACE_USER_PASSWORD"] or None
 c.SharedPasswordAuthenticator.admin_password = settings.secrets["WORKSPACE_ADMIN_PASSWORD"] or None

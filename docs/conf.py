@@ -5,12 +5,18 @@ strings (`python -m workspace.setup.reference`). Chinese comes through Sphinx's 
 (`locales/`, sphinx-intl), so a changed English sentence shows as untranslated, never silently stale.
 """
 
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE / "_ext"), str(HERE.parent)]  # our extensions; the code they render
+
 project = "workspace"
 author = "the workspace authors"
-extensions = ["myst_parser"]
+extensions = ["myst_parser", "generated_pages", "screenshots"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "locales", "README.md"]
+exclude_patterns = ["_build", "_ext", "locales", "README.md"]
 myst_heading_anchors = 3  # `[...](ssh.md#measured)` links to a section, as on GitHub
 myst_enable_extensions = ["colon_fence"]
 language = "en"

@@ -60,7 +60,11 @@ def add_parsers(cmds) -> None:
     )
     r.add_argument("--type", dest="resource_type", help=translate(loc, "the resource type"))
     r.add_argument(
-        "--dataset", dest="datasets", action="append", metavar="REF", help=translate(loc, "OWNER/NAME[@VERSION]")
+        "--dataset",
+        dest="datasets",
+        action="append",
+        metavar="OWNER/NAME[:VERSION]",
+        help=translate(loc, "a dataset to mount read-only (/input0 …); repeat for up to five"),
     )
     r.add_argument("--image", help=translate(loc, "the image"))
     r.add_argument(

@@ -5,7 +5,7 @@ An image's CUDA runtime is the `cuda` of its `workspace.versions` label (the ver
 `nvidia-cuda-runtime` wheel its frameworks brought, images/versions.py). A node's driver, and the highest
 CUDA it supports, come from NVML on a single host (`nvmlSystemGetDriverVersion`,
 `nvmlSystemGetCudaDriverVersion_v2`) and from the labels `workspace.nvidia-driver` and `workspace.cuda` on a
-swarm's nodes (docs/swarm.md). A node that says nothing (no GPU, no NVML, no label) is not judged.
+swarm's nodes (docs/admin/resources.md, "GPUs"). A node that says nothing (no GPU, no NVML, no label) is not judged.
 
 The rule is CUDA's minor version compatibility: a runtime of major version M runs on any driver that
 supports CUDA M.0 or later (the driver's own CUDA at least M.0), so a CUDA 12.4 image runs where the

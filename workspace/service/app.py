@@ -23,6 +23,7 @@ import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
@@ -50,6 +51,7 @@ from workspace.service import (
     datasets_api,
     deployments_api,
     deployments_page,
+    docs_page,
     images_api,
     images_page,
     language_page,
@@ -120,6 +122,14 @@ class WorkspaceService(Application):
         read it (the figures name no user).""",
     )
 
+    docs_dir = Unicode(
+        "",
+        config=True,
+        help="""The built manual, served at /services/workspace/docs/ (a folder with one
+        build of the site per language: en/, zh_CN/). Empty: the repository's
+        docs/_build/html, which `make docs` (and `make up`) build.""",
+    )
+
     max_followers_per_user = Integer(
         streams.DEFAULT_LIMIT,
         min=1,
@@ -186,6 +196,7 @@ class WorkspaceService(Application):
             *pages.handlers(prefix),
             *workspaces_page.handlers(prefix),
             *language_page.handlers(prefix),
+            *docs_page.handlers(prefix, Path(self.docs_dir) if self.docs_dir else docs_page.DOCS_DIR),
             *outputs_page.handlers(prefix),
             *handlers(prefix),
             *datasets_api.handlers(prefix),

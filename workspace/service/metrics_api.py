@@ -43,7 +43,8 @@ class MetricsHandler(APIHandler):
                 raise UserError(
                     403,
                     "Reading the metrics needs a JupyterHub token with the “{scope}” scope: an "
-                    "administrator's API token, or a service's whose role has it (README, Metrics).",
+                    "administrator's API token, or a service's whose role has it "
+                    "(the manual: Administrators, Metrics).",
                     scope=SCOPE,
                 )
         body = await self.blocking(generate_latest, self.registry())

@@ -45,6 +45,7 @@ from workspace.images import cuda as image_cuda
 from workspace.images import user as user_images
 from workspace.limits import queue_views, quotas
 from workspace.outputs import saved as outputs
+from workspace.service import docs_page
 from workspace.service.api import READ_SCOPE, APIHandler
 from workspace.service.courses_api import CourseActions
 from workspace.spawner import form as spawnform
@@ -221,6 +222,7 @@ class PageHandler(APIHandler):
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None, None))[1]
         message = errors.sentence(exc, self.lang)
+        written = exc.template if isinstance(exc, UserError) else None
         self.finish(
             env.get_template("error.html").render(
                 locale=self.lang,
@@ -230,6 +232,7 @@ class PageHandler(APIHandler):
                 user=None,
                 status=status_code,
                 message=message,
+                help=docs_page.help_url(self.prefix, docs_page.section_for(written), self.lang),
             )
         )
 

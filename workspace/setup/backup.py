@@ -20,7 +20,7 @@ that change; a copying store's as plain files, unchanged files hard-linked to th
 output's content digest (`paths.digest`) is in the manifest: a restore checks each against it.
 
 The key that seals the database's secrets is never put in DEST: whoever holds both reads every student's
-SSH keys (README, SECURITY.md). `--key-dest DIR` copies it to a place apart, named by its fingerprint.
+SSH keys (docs/admin/security.md, SECURITY.md). `--key-dest DIR` copies it to a place apart, named by its fingerprint.
 
 DEST is root's alone (0700, files 0600) and must be apart from the data directory and the store. Nothing in
 an output is followed or run: streams are written by `btrfs send` and copies made through `paths.Tree`.

@@ -242,7 +242,7 @@ SHARED_PASSWORD_WARNING = """
   !!! with WORKSPACE_AUTH=native WORKSPACE_EMAIL_DOMAINS=<your domain> (sign-up
   !!! with the institution's e-mail, each account approved by an admin) or set
   !!! LDAP / OpenID Connect in data/jupyterhub_config.d/, and add TLS: see
-  !!! README, "Authentication for production", and SECURITY.md."""
+  !!! docs/admin/production.md (the manual, Help) and SECURITY.md."""
 
 
 def site_authenticator(settings: Settings) -> bool:

@@ -35,7 +35,7 @@ numpy, pandas, torch, CUDA ... where present), which the spawn form and the
 API show with its size.
 
 The `Dockerfile` builds the same image where a registry can be reached
-(see README); here only its image settings are read.
+(docs/images.md); here only its image settings are read.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ myst_enable_extensions = ["colon_fence"]
 language = "en"
 locale_dirs = ["locales/"]
 gettext_compact = False  # one catalogue a page, so a page's translators see its sentences only
+gettext_location = False  # no file:line comments in the catalogues: they would change with every edit of a page
 html_theme = "alabaster"
 html_title = "workspace"
 html_show_sourcelink = False

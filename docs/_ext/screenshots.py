@@ -2,9 +2,9 @@
 
 tests/browser/test_manual.py takes them into docs/_static/screenshots/<language>/NAME.png (not kept in
 git: every run of the tests takes them again, so they never show an old page). The directive shows the
-picture in the build's language, else the English one; before any test run, a line saying where it
-comes from, so the site builds (warnings are errors) on a fresh clone. Its content is the picture's
-text alternative, translated with the page.
+picture in the build's language, else the English one; before any test run, its text alternative in
+its place, so the site builds (warnings are errors) on a fresh clone. Its content is that text
+alternative, translated with the page either way.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ class Screenshot(SphinxDirective):
             if (Path(self.env.srcdir) / rel).is_file():
                 self.env.note_dependency(str(Path(self.env.srcdir) / rel))
                 return [nodes.image(uri="/" + rel, alt=alt, classes=["screenshot"])]
-        note = nodes.paragraph(classes=["screenshot-missing"], translatable=False)  # (not the page's text)
-        note += nodes.emphasis(text=f"[{alt}: a picture taken by the browser tests (make test)]")
+        # the text alternative alone, as a paragraph: the same sentence for the translators whether the
+        # picture is there or not (an image's alt is extracted for translation, so is this)
+        note = nodes.paragraph(text=alt, classes=["screenshot-missing"])
+        note.source, note.line = self.get_source_info()
         return [note]
 
 

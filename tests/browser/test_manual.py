@@ -29,6 +29,9 @@ def test_help_opens_the_manual_in_the_readers_language_and_the_pages_are_picture
     page = context.new_page()
     errors = watch_errors(page)
     user = "tao"
+    token = hub.user_token(user)
+    hub.start_workspace(user, "thesis", token)  # (the pictures show a workspace with a saved execution)
+    hub.stop_workspace(user, "thesis", token)
     try:
         login(page, hub, user, USER_PASSWORD)
         for language in ("en", "zh_CN"):
@@ -49,6 +52,7 @@ def test_help_opens_the_manual_in_the_readers_language_and_the_pages_are_picture
             page.click("#error-help")
             page.wait_for_url(f"**/services/workspace/docs/{language}/students/errors.html#errors")
             assert page.locator("#errors").count() == 1
-        assert not errors, errors
+        # (the page of an address that is not there answers 404, as it should: that line only)
+        assert not [e for e in errors if "/no-such-page: Failed to load resource" not in e], errors
     finally:
         context.close()

@@ -75,6 +75,11 @@ class DocsFiles(web.StaticFileHandler):
         super().initialize(path, default_filename)
         self.prefix = prefix
 
+    def get_content_type(self) -> str:
+        kind = super().get_content_type()
+        # the site is UTF-8 (Sphinx writes it so): said in the header, not only in each page's <meta>
+        return f"{kind}; charset=utf-8" if kind.startswith("text/") or kind.endswith("javascript") else kind
+
     def set_extra_headers(self, path):
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("X-Frame-Options", "SAMEORIGIN")

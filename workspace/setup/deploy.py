@@ -76,12 +76,19 @@ def build_images(settings: Settings, force: bool = False) -> list[str]:
 
 def ensure_tools(settings: Settings, tests: bool = False) -> None:
     """Debian tools the deployment uses: btrfs-progs (the home store), debootstrap (images);
-    for the tests also chromium (the browser tests, driven by Playwright) and rsync (the
-    baseline of benchmarks/homes.py)."""
+    for the tests also chromium (the browser tests, driven by Playwright), a Chinese font (the
+    manual's pictures of the pages in Chinese, which the browser tests take) and rsync (the
+    baseline of benchmarks/homes.py). A tool is a command, or a file (a font)."""
     tools = (("btrfs-progs", "mkfs.btrfs"), ("debootstrap", "debootstrap")) + (
-        (("chromium", "chromium"), ("rsync", "rsync")) if tests else ()
+        (
+            ("chromium", "chromium"),
+            ("fonts-wqy-microhei", "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"),
+            ("rsync", "rsync"),
+        )
+        if tests
+        else ()
     )
-    missing = [pkg for pkg, tool in tools if shutil.which(tool) is None]
+    missing = [pkg for pkg, tool in tools if not (os.path.exists(tool) if tool.startswith("/") else shutil.which(tool))]
     if missing and os.geteuid() == 0:
         with step(PREFIX, f"install {' '.join(missing)} (Debian)"):
             apt_install(

@@ -49,6 +49,7 @@ def test_login_lands_on_workspaces_and_every_page_shares_the_header(start_hub, c
         labels = [label for label, _ in ours["nav"]]
         assert labels[:6] == ["Workspaces", "Datasets", "Images", "Deployments", "Storage", "SSH"], labels
         assert "Admin" not in labels and "Course" not in labels, labels
+        assert labels[-1] == "Help" and ours["nav"][-1][1] == "/services/workspace/docs/", ours["nav"]  # the manual
         assert ours["toggle"] == 1 and ours["logout"] == 1
         active = page.locator(f"{NAV}.active")
         assert active.inner_text() == "Workspaces" and active.get_attribute("aria-current") == "page"
@@ -81,7 +82,7 @@ def test_login_lands_on_workspaces_and_every_page_shares_the_header(start_hub, c
         context.clear_cookies()
         login(page, hub, hub.settings.admin_user, ADMIN_PASSWORD)
         admin = header(page)
-        assert [label for label, _ in admin["nav"]][-3:] == ["Admin", "Users", "Token"], admin["nav"]
+        assert [label for label, _ in admin["nav"]][-4:] == ["Admin", "Users", "Token", "Help"], admin["nav"]
         page.goto(f"{hub.url}/hub/admin")
         assert header(page)["nav"] == admin["nav"]
     finally:

@@ -78,6 +78,8 @@ def arguments(ws: str) -> list[tuple[str, str]]:
         (r"/deployments/[^/]+/$", "stop"),  # stop|start: a POST only
         (r"/keys/$", "1"),
         (r"/language/$", "zh_CN"),
+        (r"/docs/(en|zh_CN)/$", "students/index.html"),  # the manual (#35): files, read-only
+        (r"/docs/$", "students/errors.html"),  # ... and the redirect to the reader's language
         (r"/static/$", "nothing.css"),
     ]
 

@@ -87,6 +87,10 @@ class Chunks:
             self.out(chunk)
 
 
+def _encoded(info: tarfile.TarInfo) -> bytes:
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
 def _mode(st: os.stat_result) -> int:
     return stat.S_IMODE(st.st_mode) & 0o777
 
@@ -113,7 +117,7 @@ class TarGzWriter:
 
     def _header(self, info: tarfile.TarInfo) -> None:
         self.gz.plain(False)
-        self.gz.write(info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"))
+        self.gz.write(_encoded(info))
 
     @staticmethod
     def _info(name: str, st: os.stat_result | None, kind: bytes, size: int = 0) -> tarfile.TarInfo:
@@ -142,24 +146,21 @@ class TarGzWriter:
     def file(self, name: str, st: os.stat_result, blocks: Iterator[bytes]) -> None:
         size = st.st_size
         info = self._info(name, st, tarfile.REGTYPE, size)
+        pad = b"\0" * (-size % tarfile.BLOCKSIZE)
         if PROBE < size <= CHUNK:  # read in one block: trial, decision and deflate in the pool (deflate.py)
-            head = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
-            self.gz.whole(head, b"".join(blocks), b"\0" * (-size % tarfile.BLOCKSIZE))
-            self.written.files += 1
-            self.written.bytes += size
-            return
-        self._header(info)
-        first = size > PROBE  # (a smaller file is compressed, as its header left the stream)
-        for block in blocks:
-            if first:
-                # the start compressed, then the rest: compressed or stored as that start did
-                self.gz.plain(not self.gz.probe(memoryview(block)[:PROBE]))
-                block = memoryview(block)[PROBE:]
-                first = False
-            self.gz.write(block)
-        pad = -size % tarfile.BLOCKSIZE
-        if pad:
-            self.gz.write(b"\0" * pad)
+            self.gz.whole(_encoded(info), b"".join(blocks), pad)
+        else:
+            self._header(info)
+            first = size > PROBE  # (a smaller file is compressed, as its header left the stream)
+            for block in blocks:
+                if first:
+                    # the start compressed, then the rest: compressed or stored as that start did
+                    self.gz.plain(not self.gz.probe(memoryview(block)[:PROBE]))
+                    block = memoryview(block)[PROBE:]
+                    first = False
+                self.gz.write(block)
+            if pad:
+                self.gz.write(pad)
         self.written.files += 1
         self.written.bytes += size
 

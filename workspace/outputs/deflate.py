@@ -44,7 +44,12 @@ _HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # magic, deflate, no flag
 def compressible(sample: bytes, size: int) -> bool:
     """Whether deflate shrinks a file of `size` bytes starting with `sample` enough to be worth its time.
     A small file is compressed without trying first (trying costs as much as doing it)."""
-    return size <= PROBE or len(piece(sample)) < STORE_ABOVE * len(sample)
+    return size <= PROBE or shrank(piece(sample), len(sample))
+
+
+def shrank(trial: bytes, size: int) -> bool:
+    """Whether `size` bytes deflated to `trial` shrank enough to go on compressing (else: stored)."""
+    return len(trial) < STORE_ABOVE * size
 
 
 def piece(*parts, level: int = LEVEL) -> bytes:
@@ -81,7 +86,7 @@ def whole_file(head: bytes, data: bytes, tail: bytes, level: int = LEVEL) -> byt
     compressed or stored as that start did (the trial is part of the output, not thrown away)."""
     trial = piece(memoryview(data)[:PROBE], level=level)
     rest = memoryview(data)[PROBE:]
-    if len(trial) < STORE_ABOVE * min(len(data), PROBE):
+    if shrank(trial, min(len(data), PROBE)):
         return b"".join((piece(head, level=level), trial, piece(rest, tail, level=level)))
     return b"".join((piece(head, level=level), trial, stored(bytes(rest) + tail)))
 
@@ -119,7 +124,7 @@ class GzipStream:
         done = piece(sample, level=self.level)
         self.ahead.append(done)
         self._drain(AHEAD)
-        return len(done) < STORE_ABOVE * len(sample)
+        return shrank(done, len(sample))
 
     def write(self, data) -> int:
         self._count(data)

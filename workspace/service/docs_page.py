@@ -19,7 +19,6 @@ from pathlib import Path
 from tornado import web
 
 from workspace import i18n
-from workspace.errors import UserError
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "_build" / "html"
 
@@ -61,8 +60,8 @@ class DocsIndex(web.RequestHandler):
         self.prefix = prefix
 
     def get(self, page: str = ""):
-        page = page.lstrip("/")
-        if "\\" in page or page.startswith("/"):
+        page = page.lstrip("/")  # (never "//host": the address stays below the prefix whatever follows)
+        if "\\" in page:
             page = ""
         query = f"?{self.request.query}" if self.request.query else ""
         self.redirect(help_url(self.prefix, page, i18n.of_request(self.request)) + query)
@@ -84,20 +83,15 @@ class DocsFiles(web.StaticFileHandler):
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("X-Frame-Options", "SAMEORIGIN")
 
-    async def get(self, path, include_body=True):
+    def write_error(self, status_code, **kwargs):
+        # (asked only when a file is missing, not at every request: a site not built at all says so)
+        locale = i18n.of_request(self.request)
         if not Path(self.root, "index.html").is_file():
-            raise UserError(
-                404,
+            message = i18n.translate(
+                locale,
                 "The manual is not built on this hub: an administrator builds it with `make docs` "
                 "(`make up` does too).",
             )
-        await super().get(path, include_body)
-
-    def write_error(self, status_code, **kwargs):
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        locale = i18n.of_request(self.request)
-        if isinstance(exc, UserError):
-            message = exc.in_locale(locale)
         else:
             message = i18n.translate(locale, "There is no such page in the manual; start from its first page.")
         self.set_header("Content-Type", "text/plain; charset=utf-8")

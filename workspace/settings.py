@@ -16,7 +16,7 @@ are in workspace/config.py and docs/configuration.md.)
 - `WORKSPACE_IMAGE`           single-user image (default `workspace-base:latest`)
 - `WORKSPACE_DEPLOYMENT`      name that labels this deployment's containers (default `workspace`)
 - `WORKSPACE_BUILD_IMAGES`    the image definitions (`images/*`) `make images`/`make up`/`make test` build,
-                              comma-separated (default `base,scientific`; `pytorch` adds 5 GB of CUDA)
+                              comma-separated (default `base,scientific,labelling`; `pytorch` adds 5 GB of CUDA)
 - `WORKSPACE_IMAGES`          images a user may choose, comma-separated (default: WORKSPACE_IMAGE and
                               the other built ones)
 - `WORKSPACE_STORE_DIR`       the home store (default `<data dir>/store`; a btrfs image is
@@ -128,7 +128,9 @@ class Settings:
             store_size=environ.get("WORKSPACE_STORE_SIZE", "200G"),
         )
         s.subdomain_host = environ.get("WORKSPACE_SUBDOMAIN_HOST", "").rstrip("/")
-        s.build_images = [i.strip() for i in environ.get("WORKSPACE_BUILD_IMAGES", "base,scientific").split(",")]
+        s.build_images = [
+            i.strip() for i in environ.get("WORKSPACE_BUILD_IMAGES", "base,scientific,labelling").split(",")
+        ]
         s.build_images = [i for i in s.build_images if i]
         built = [f"workspace-{name}:latest" for name in s.build_images]
         s.images = [i.strip() for i in environ.get("WORKSPACE_IMAGES", "").split(",") if i.strip()] or [

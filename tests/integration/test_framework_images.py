@@ -1,7 +1,7 @@
 """Framework images (#18): the scientific image in use (a notebook imports numpy, pandas and sklearn), the
 images' sizes and versions on the API and the spawn form, TensorBoard through the server's proxy; the
 pytorch, tensorflow and paddle images wherever they are built (a site builds them by choice; CI builds the
-default `base,scientific`, so these skip there: `WORKSPACE_BUILD_IMAGES=base,scientific,tensorflow,paddle make
+default `base,scientific,labelling`, so these skip there: `WORKSPACE_BUILD_IMAGES=base,scientific,tensorflow,paddle make
 images`, then `pytest tests/integration/test_framework_images.py -k framework`)."""
 
 from __future__ import annotations

@@ -110,3 +110,16 @@ def test_the_shipped_framework_images_extend_the_base():
     found = {d.name: d for d in definitions(ROOT / "images")}
     assert found["workspace-scientific"].parent.name == "workspace-base"
     assert found["workspace-pytorch"].parent.name == "workspace-scientific"
+    assert found["workspace-labelling"].parent.name == "workspace-base"
+
+
+def test_a_venv_of_its_own_has_its_requirements_in_the_stage_hash(tmp_path):
+    """The labelling image's Label Studio venv (#36): requirements-*.txt reach the chroot and the hash."""
+    d = make_definition(tmp_path)
+    before = d.stage_hash()
+    (d.path / "requirements-tool.txt").write_text("tool==1\n")
+    assert d.extra_requirements == [d.path / "requirements-tool.txt"]
+    assert d.stage_hash() != before
+    with_one = d.stage_hash()
+    (d.path / "requirements-tool.txt").write_text("tool==2\n")
+    assert d.stage_hash() != with_one, "a new pin rebuilds the venv"

@@ -6,7 +6,7 @@ so the runtime never imports the setup tooling.
 """
 
 VERSIONS = """
-import json, platform, importlib.metadata as m
+import glob, json, platform, importlib.metadata as m
 def v(name):
     try:
         return m.version(name)
@@ -17,6 +17,11 @@ for name in ("jupyterlab", "numpy", "pandas", "scikit-learn", "matplotlib", "tor
              "tensorflow", "paddlepaddle", "paddlepaddle-gpu"):
     if v(name):
         out[name] = v(name)
+# tools with a venv of their own (the labelling image's Label Studio, #36)
+for name, site in (("label-studio", "/opt/label-studio/lib"),):
+    found = [d.version for d in m.distributions(name=name, path=glob.glob(site + "/python3*/site-packages"))]
+    if found:
+        out[name] = found[0]
 cuda = v("nvidia-cuda-runtime") or v("nvidia-cuda-runtime-cu12") or v("nvidia-cuda-runtime-cu11")
 if cuda:
     out["cuda"] = cuda

@@ -111,6 +111,10 @@ async def start(
     await on_error(error=message, status=code if 400 <= code < 500 else 502)
 
 
+# (what the image's versions name, the button's title, its path under the server) of tools an image may hold
+WEB_TOOLS = (("label-studio", "Label Studio", "label-studio/"),)
+
+
 class WorkspacePage(SweepStarts, PageHandler):
     """One workspace's executions; with `?user=NAME` an instructor's (or an administrator's) read-only view
     of a student's workspace."""
@@ -137,6 +141,7 @@ class WorkspacePage(SweepStarts, PageHandler):
             if readonly
             else _state_of(server, latest["state"] if latest else None)
         )
+        server_url = origins.server_url(self.settings.get("subdomain_host"), me, name)
         self.set_status(status)
         self.render_page(
             "workspace.html",
@@ -148,7 +153,8 @@ class WorkspacePage(SweepStarts, PageHandler):
             error=error,
             message=message,
             state=state,
-            lab_url=origins.server_url(self.settings.get("subdomain_host"), me, name) + "lab",
+            lab_url=server_url + "lab",
+            tools=[] if readonly or state != "running" else await self.web_tools(latest, server_url),
             api=f"{self.prefix}api/workspaces/{quote(name, safe='')}",
             datasets_api=f"{self.prefix}api/datasets",
             query=f"?user={quote(owner, safe='')}" if readonly else "",
@@ -157,6 +163,17 @@ class WorkspacePage(SweepStarts, PageHandler):
             ssh=ssh,
             sweeps=await self.blocking(sweeps.listing, self.db, owner, name),
         )
+
+    async def web_tools(self, execution: dict | None, server_url: str) -> list[dict]:
+        """The running execution's web tools beside JupyterLab, as its image holds them (the labelling
+        image's Label Studio, #36): [{title, url, id}]."""
+        if not execution or not execution.get("image"):
+            return []
+        (info,) = await self.blocking(self.settings["describe_images"], [execution["image"]])
+        versions = info.get("versions") or {}
+        return [
+            {"title": title, "url": server_url + path, "id": key} for key, title, path in WEB_TOOLS if versions.get(key)
+        ]
 
     async def ssh_directions(self, owner: str, name: str) -> dict | None:
         """The command that connects to this workspace, its host key and the gateway's (None: no gateway)."""

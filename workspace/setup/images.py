@@ -5,6 +5,9 @@ An image definition is a folder under `images/`:
 - `packages.txt`      Debian bookworm packages (one per line, `#` comments)
 - `requirements.txt`  Python packages for `/opt/venv`; `jupyterhub` is pinned by
                       the builder to the hub's exact version
+- `requirements-*.txt` more requirement files, for a `setup.sh` that makes a venv
+                      of its own (the labelling image's Label Studio); copied to
+                      /tmp beside requirements.txt
 - `setup.sh`          runs inside the root filesystem (chroot) after debootstrap
                       (an image that extends another may leave it out: the
                       builder's `extends_setup.sh` adds its packages)
@@ -139,7 +142,14 @@ class ImageDefinition:
         h.update(self.requirements().encode())
         h.update(b"packages.txt\n" + (self.path / "packages.txt").read_bytes())
         h.update(b"setup.sh\n" + self.setup_script.read_bytes())
+        for extra in self.extra_requirements:
+            h.update(f"{extra.name}\n".encode() + extra.read_bytes())
         return h.hexdigest()[:12]
+
+    @property
+    def extra_requirements(self) -> list[Path]:
+        """Requirement files of venvs of the image's own (`requirements-*.txt`), which its setup.sh reads."""
+        return sorted(self.path.glob("requirements-*.txt"))
 
     @property
     def setup_script(self) -> Path:
@@ -340,6 +350,9 @@ class ImageBuilder:
         (rootfs / "tmp/requirements.txt").write_text(definition.requirements())
         (rootfs / "tmp/packages.txt").write_text("\n".join(definition.packages) + "\n")
         shutil.copy2(definition.setup_script, rootfs / "tmp/setup.sh")
+        extras = [f"tmp/{extra.name}" for extra in definition.extra_requirements]
+        for extra in definition.extra_requirements:
+            shutil.copy2(extra, rootfs / "tmp" / extra.name)
         for target, args in (("proc", ["-t", "proc", "proc"]), ("dev", ["--bind", "/dev"])):
             run_logged(["mount", *args, str(rootfs / target)], self.log, f"Mounting /{target} in the chroot failed")
         run_logged(
@@ -358,7 +371,13 @@ class ImageBuilder:
             "Installing the image's Python packages failed (is PyPI reachable?)",
         )
         self._unmount(rootfs)
-        for leftover in ("tmp/setup.sh", "tmp/ca-certificates.crt", "tmp/packages.txt", "tmp/requirements.txt"):
+        for leftover in (
+            "tmp/setup.sh",
+            "tmp/ca-certificates.crt",
+            "tmp/packages.txt",
+            "tmp/requirements.txt",
+            *extras,
+        ):
             (rootfs / leftover).unlink(missing_ok=True)
         # The containers get their DNS from Docker; do not ship the build host's.
         (rootfs / "etc/resolv.conf").write_text("")

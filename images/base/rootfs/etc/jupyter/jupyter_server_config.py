@@ -1,4 +1,7 @@
 # Server settings of the workspace base image (read by jupyterhub-singleuser).
+import glob
+import runpy
+
 c = get_config()  # noqa: F821
 
 # Terminals open bash as a login shell: /etc/profile sets PATH and enables
@@ -34,3 +37,7 @@ c.ServerProxy.servers = {
         "launcher_entry": {"title": "TensorBoard"},
     },
 }
+# An image that extends this one adds web tools of its own: each /etc/jupyter/web_tools/*.py defines
+# SERVERS, more entries of the proxy (the labelling image's Label Studio, #36).
+for _tool in sorted(glob.glob("/etc/jupyter/web_tools/*.py")):
+    c.ServerProxy.servers.update(runpy.run_path(_tool)["SERVERS"])

@@ -11,6 +11,7 @@ quotas.py reads the datasets' tables.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 
@@ -18,11 +19,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from workspace.caller import Caller
-from workspace.datasets import Dataset, DatasetRules, DatasetVersion, writable
+from workspace.datasets import Dataset, DatasetRules, DatasetVersion, find_dataset, writable
+from workspace.datasets import create as datasets_create
 from workspace.db import Database, utcnow
 from workspace.deployments import deployment
 from workspace.errors import UserError
 from workspace.executions import ACTIVE, Execution, execution_by_number, find_workspace
+from workspace.labelling import projects as labelling
 from workspace.limits import quotas
 from workspace.store.homes import HomeStoreError, PathEscapeError, StoreFullError
 
@@ -147,6 +150,41 @@ def add(
     return version
 
 
+def add_files(
+    db: Database,
+    store,
+    rules: DatasetRules,
+    dataset: tuple[str, str],
+    files: dict[str, bytes],
+    origin: str,
+    label: str,
+    caller: Caller,
+) -> dict:
+    """A new version of dataset (owner, name) holding `files` ({name: bytes}) that the platform made, like
+    a labelling project's export (blocking); the dataset is made first if the caller has none of that name."""
+    owner, name = dataset
+    with db.session() as s:
+        missing = find_dataset(s, owner, name) is None
+    if missing and owner == caller.name:
+        datasets_create(db, owner, name, "", "private")
+    with db.session() as s:
+        dataset_id = writable(s, owner, name, caller).id
+
+    def fill(path):
+        # readable by the workspaces' user that mounts it, whatever this process's umask (as an upload's)
+        os.chmod(path, 0o755)
+        for file, data in files.items():
+            fd = os.open(path / file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.chmod(path / file, 0o644)
+
+    build = lambda key, check: store.dataset_from_files(key, fill, check)  # noqa: E731
+    version = make(db, store, rules, dataset_id, build, origin, label, caller.name)
+    quotas.measure(db, store, owner)
+    return version
+
+
 def mounted_by(session: Session, version: DatasetVersion) -> Execution | None:
     """An execution that mounts the version now (one that has not stopped running), or None."""
     for ex in session.scalars(select(Execution).where(Execution.state.in_(ACTIVE))):
@@ -182,6 +220,16 @@ def delete(db: Database, store, owner: str, name: str, number: int, caller: Call
                 number=number,
                 dataset=ds.ref,
                 deployments=", ".join(served),
+            )
+        labelled = labelling.labelling_dataset_version(s, version.id)
+        if labelled:
+            raise UserError(
+                409,
+                "Version {number} of {dataset} is labelled in the labelling project {projects}; it stays while "
+                "the project does.",
+                number=number,
+                dataset=ds.ref,
+                projects=", ".join(labelled),
             )
         version.deleted = utcnow()
         key = version.key

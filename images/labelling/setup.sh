@@ -15,7 +15,7 @@ python3 -m venv /opt/label-studio
 # the schema alone: no user, no key (Label Studio makes its secret key in each home on its first start).
 mkdir -p /opt/label-studio/template
 env LABEL_STUDIO_BASE_DATA_DIR=/tmp/label-studio-template LABEL_STUDIO_SENTRY_DSN= LABEL_STUDIO_CI=false \
-  LABEL_STUDIO_COLLECT_ANALYTICS=false DJANGO_SETTINGS_MODULE=core.settings.label_studio \
+  LABEL_STUDIO_COLLECT_ANALYTICS=false LABEL_STUDIO_LATEST_VERSION_CHECK=false DJANGO_SETTINGS_MODULE=core.settings.label_studio \
   /opt/label-studio/bin/python /opt/label-studio/lib/python3.11/site-packages/label_studio/manage.py migrate -v0
 cp /tmp/label-studio-template/label_studio.sqlite3 /opt/label-studio/template/
 rm -rf /tmp/label-studio-template

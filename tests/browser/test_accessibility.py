@@ -26,6 +26,7 @@ STUDENT_PAGES = [
     "/services/workspace/images",
     "/services/workspace/deployments",
     "/services/workspace/deployments/demo",
+    "/services/workspace/labelling",
     "/services/workspace/storage",
     "/services/workspace/ssh",
     "/hub/token",

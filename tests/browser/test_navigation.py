@@ -47,7 +47,7 @@ def test_login_lands_on_workspaces_and_every_page_shares_the_header(start_hub, c
         login(page, hub, "ivy", USER_PASSWORD)  # waits for the workspaces page
         ours = header(page)
         labels = [label for label, _ in ours["nav"]]
-        assert labels[:6] == ["Workspaces", "Datasets", "Images", "Deployments", "Storage", "SSH"], labels
+        assert labels[:7] == ["Workspaces", "Datasets", "Images", "Deployments", "Labelling", "Storage", "SSH"], labels
         assert "Admin" not in labels and "Course" not in labels, labels
         assert labels[-1] == "Help" and ours["nav"][-1][1] == "/services/workspace/docs/", ours["nav"]  # the manual
         assert ours["toggle"] == 1 and ours["logout"] == 1

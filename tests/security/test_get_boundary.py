@@ -77,6 +77,8 @@ def arguments(ws: str) -> list[tuple[str, str]]:
         (r"/deployments/$", DEPLOYMENT),
         (r"/deployments/[^/]+/$", "stop"),  # stop|start: a POST only
         (r"/keys/$", "1"),
+        (r"/labelling/$", "0123456789ab"),  # a course's labelling project (#36): none of that key
+        (r"/labelling/[0-9a-f]{12}/$", "projects/"),  # ... its Label Studio, through the service's proxy
         (r"/language/$", "zh_CN"),
         (r"/docs/(en|zh_CN)/$", "students/index.html"),  # the manual (#35): files, read-only
         (r"/docs/$", "students/errors.html"),  # ... and the redirect to the reader's language

@@ -20,6 +20,7 @@ from workspace.executions import (
     plan_continuation,
     release_claim,
 )
+from workspace.labelling import projects as _labelling  # noqa: F401
 
 
 @pytest.fixture

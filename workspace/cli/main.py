@@ -8,6 +8,11 @@
     workspace courses                              instructors: each course's students, their workspaces
     workspace course-setup COURSE --roster FILE [--workspace W] [--type T] [--image I] [--dataset REF ...]
                            [--starter WORKSPACE:N]  set a course up from its roster in one step
+    workspace labelling COURSE                     a course's labelling projects (Label Studio), your role
+    workspace labelling-start COURSE TITLE --dataset REF --labels "a, b" [--reviewer NAME ...]
+                                                   instructors: a Label Studio for the course's team
+    workspace labelling-export COURSE KEY --dataset NAME [--format F] [--all]
+                                                   instructors: the accepted labels as a dataset version
     workspace types                                the resource types you may choose, what is free now
     workspace quota [--user U]                     your storage against your quota, what takes the space
     workspace cleanup [--keep N]                   delete old outputs, keeping the newest N per workspace
@@ -57,6 +62,7 @@ from workspace.cli import (
     datasets,
     deployments,
     images,
+    labelling,
     outputs,
     resource_types,
     ssh,
@@ -76,6 +82,7 @@ FAMILIES = (
     storage,
     accounting,
     courses,
+    labelling,
     datasets,
     ssh,
     outputs,

@@ -7,6 +7,7 @@ import workspace.datasets  # noqa: F401
 import workspace.deployments.records  # noqa: F401
 import workspace.executions  # noqa: F401
 import workspace.images.user  # noqa: F401
+import workspace.labelling.projects  # noqa: F401
 import workspace.limits.quotas  # noqa: F401
 import workspace.prewarm.assignment  # noqa: F401
 import workspace.ssh_identities  # noqa: F401

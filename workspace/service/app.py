@@ -40,6 +40,9 @@ from workspace.deployments.controller import Controller, Hub
 from workspace.deployments.policy import DeploymentPolicy
 from workspace.images import user as user_images
 from workspace.images.builds import ImageBuilder
+from workspace.labelling import projects as labelling_projects
+from workspace.labelling.policy import LabellingPolicy
+from workspace.labelling.team import Addresses, Team
 from workspace.limits import queue
 from workspace.limits.quotas import StorageQuota
 from workspace.prewarm.job import Prewarms
@@ -54,6 +57,9 @@ from workspace.service import (
     docs_page,
     images_api,
     images_page,
+    labelling_api,
+    labelling_page,
+    labelling_proxy,
     language_page,
     outputs_api,
     outputs_page,
@@ -73,7 +79,7 @@ from workspace.service import (
 )
 from workspace.service.api import handlers
 from workspace.service.metrics_api import handlers as metrics_handlers
-from workspace.spawner.docker_spawner import engine_client
+from workspace.spawner.docker_spawner import engine_client, engine_docker
 from workspace.spawner.options import SpawnerOptions
 from workspace.store.agent_store import read_token
 from workspace.store.homes import BtrfsHomeStore, HomeStore, store_for
@@ -89,7 +95,7 @@ log = logging.getLogger("workspace.service")
 class WorkspaceService(Application):
     name = "workspace-service"
     description = "The workspace service: the REST API and the pages of workspaces, datasets, storage and courses."
-    classes = [StorageQuota, DatasetRules, UploadPolicy, ImageBuilder, DeploymentPolicy]
+    classes = [StorageQuota, DatasetRules, UploadPolicy, ImageBuilder, DeploymentPolicy, LabellingPolicy]
     aliases = {"hub-config": "WorkspaceService.hub_config"}
 
     hub_config = Unicode(
@@ -146,6 +152,7 @@ class WorkspaceService(Application):
         self.dataset_rules = DatasetRules(parent=self)
         self.upload_policy = UploadPolicy(parent=self)
         self.deployment_policy = DeploymentPolicy(parent=self)
+        self.labelling_policy = LabellingPolicy(parent=self)
         self.image_builder = ImageBuilder(
             parent=self,
             deployment=self.spawner.deployment,
@@ -183,6 +190,7 @@ class WorkspaceService(Application):
             **self.start_settings(),
             **self.image_settings(),
             **self.course_settings(),
+            **self.labelling_settings(prefix),
             followers=streams.Followers(self.max_followers_per_user),  # the logs followed now, per user
             deployment_policy=self.deployment_policy,
             webhook_networks=webhooks.networks(self.spawner.webhook_networks),
@@ -218,6 +226,9 @@ class WorkspaceService(Application):
             *webhook_api.handlers(prefix),
             *deployments_api.handlers(prefix),
             *deployments_page.handlers(prefix),
+            *labelling_api.handlers(prefix),
+            *labelling_proxy.handlers(prefix),
+            *labelling_page.handlers(prefix),
             *metrics_handlers(prefix, self.authenticate_prometheus),
         ]
 
@@ -278,6 +289,19 @@ class WorkspaceService(Application):
                 functools.partial(engine_client, spawner),
             )
         return dict(courses=self.courses, prewarms=prewarms)
+
+    def labelling_settings(self, prefix: str) -> dict:
+        """The courses' labelling projects (#36): their Label Studios' containers and where they answer."""
+        # one client for the process (the proxy asks where a project answers every few seconds)
+        team = Team(
+            functools.cache(functools.partial(engine_docker, self.spawner)),
+            self.home_stores.central,
+            self.spawner.deployment,
+            self.labelling_policy.image,
+            prefix,
+            self.labelling_policy.limits(),
+        )
+        return dict(labelling_policy=self.labelling_policy, labelling_team=team, labelling_addresses=Addresses(team))
 
     def image_settings(self) -> dict:
         """The site's images, the users' images and their builder."""
@@ -396,6 +420,19 @@ async def build_images(builder: ImageBuilder, db, wake: asyncio.Event) -> None:
             await asyncio.sleep(60)
 
 
+def start_labelling(app: web.Application) -> None:
+    """Run the Label Studio of every labelling project that has none running (one made before the engine's
+    restart, or whose container was removed): its data is kept in the store, its container is remade."""
+    db, team = app.settings["workspace_db"], app.settings["labelling_team"]
+    with db.session() as s:
+        found = labelling_projects.all_projects(s)
+    for project in found:
+        try:
+            team.ensure(project)
+        except Exception as e:  # one project's failure stops no other, nor the service
+            log.warning("could not start the Label Studio of %s: %s", project.key, e)
+
+
 async def serve(service: WorkspaceService) -> None:
     app = service.make_app()
     url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:8082"))
@@ -417,6 +454,7 @@ async def serve(service: WorkspaceService) -> None:
         os.environ.get("JUPYTERHUB_API_TOKEN", ""),
     )
     controller = asyncio.ensure_future(Controller(app.settings["workspace_db"], service.deployment_policy, hub).run())
+    await loop.run_in_executor(None, start_labelling, app)
     builds = asyncio.ensure_future(
         build_images(app.settings["image_builder"], app.settings["workspace_db"], app.settings["image_build_wake"])
     )

@@ -20,6 +20,7 @@ def configurables() -> list[type]:
     from workspace.deployments.policy import DeploymentPolicy
     from workspace.egress import Egress
     from workspace.images.builds import ImageBuilder
+    from workspace.labelling.policy import LabellingPolicy
     from workspace.limits.quotas import StorageQuota
     from workspace.service.app import WorkspaceService
     from workspace.spawner import DockerWorkspaceSpawner, SwarmWorkspaceSpawner, WorkspaceMixin
@@ -36,6 +37,7 @@ def configurables() -> list[type]:
         UploadPolicy,
         ImageBuilder,
         DeploymentPolicy,
+        LabellingPolicy,
         Egress,
         WorkspaceService,
     ]

@@ -40,6 +40,11 @@ def engine_client(options) -> docker.APIClient:
     return docker.APIClient(**{"version": "auto", **kwargs_from_env(), **(options.client_kwargs or {})})
 
 
+def engine_docker(options) -> docker.DockerClient:
+    """The high-level client (containers, networks) to the same engine as `engine_client`."""
+    return docker.DockerClient(**{"version": "auto", **kwargs_from_env(), **(options.client_kwargs or {})})
+
+
 def guard_egress_at_hub_start(config, hub_api_url: str) -> None:
     """The workspaces' egress rules as the hub starts, from its config (no spawner exists yet); a failure is
     said in the hub's log and every start then fails with it (blocking)."""

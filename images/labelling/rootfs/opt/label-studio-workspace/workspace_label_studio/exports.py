@@ -5,6 +5,10 @@ snapshots, under cryptic names. In a workspace the labels are wanted where the w
 saved with it when the workspace stops, and made a dataset version from that execution's output in one
 step (the platform's "dataset from output"). The file is written beside the download as it streams, under
 a temporary name renamed at its end (a download cut short leaves nothing).
+
+Not in team mode (a course's shared Label Studio, settings.py does not install this): it has no home, the
+platform takes the manager's export itself (its dataset version is made from that download), and a copy
+beside Label Studio's own snapshot would only fill the project's size-limited data folder.
 """
 
 import os

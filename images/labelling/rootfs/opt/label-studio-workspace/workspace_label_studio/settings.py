@@ -5,9 +5,11 @@
   browser uses (a TLS proxy, per-user origins), so HOSTNAME here is the path alone
   (/user/ada/ws/label-studio): the links it stores in tasks (a dataset's images) then hold no origin and
   keep working whatever the hub's name; the pages' one absolute address is made per request (pages.py).
-- Sign-in: the owner only, on requests the proxy passed on (sign_in.py); no password, no sign-up.
+- Sign-in: the owner only, on requests the proxy passed on (sign_in.py); no password, no sign-up. In team
+  mode (a course's shared Label Studio, WORKSPACE_LABEL_STUDIO_MODE=team) the user and role the platform's
+  proxy names, and each role held to what it may do (roles.py).
 - Its cookies: named and scoped to its own path, so two workspaces' Label Studios never share a session.
-- Exports: each download is kept in the home too (exports.py).
+- Exports: each download is kept in the home too (exports.py); not in team mode.
 - Nothing leaves the container: no error reports, analytics or version checks (the launcher's
   environment turns them off; DEBUG off).
 """
@@ -25,12 +27,25 @@ with open(_own) as _file:
 PREFIX = os.environ["WORKSPACE_LABEL_STUDIO_PREFIX"].rstrip("/")
 HOSTNAME = FRONTEND_HOSTNAME = FORCE_SCRIPT_NAME = PREFIX
 
+TEAM = os.environ.get("WORKSPACE_LABEL_STUDIO_MODE", "owner") == "team"
+
+# Ours as an app: its management command (workspace_team_setup) makes the team's project; no models.
+INSTALLED_APPS = [*INSTALLED_APPS, "workspace_label_studio"]  # noqa: F821
 MIDDLEWARE = list(MIDDLEWARE)  # noqa: F821
-MIDDLEWARE.insert(
-    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
-    "workspace_label_studio.sign_in.ProxySignIn",
-)
-MIDDLEWARE.append("workspace_label_studio.exports.KeepExports")
+_signed_in = MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1
+MIDDLEWARE.insert(_signed_in, "workspace_label_studio.sign_in.ProxySignIn")
+if TEAM:
+    # what each role may do, decided as soon as the request has its user
+    MIDDLEWARE.insert(_signed_in + 1, "workspace_label_studio.roles.Roles")
+    # a class writes at once: readers never wait for a writer (WAL, on the platform's local store), and a
+    # writer waits its turn instead of failing at once ("database is locked")
+    if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F821
+        DATABASES["default"].setdefault("OPTIONS", {}).update(  # noqa: F821
+            timeout=20, init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+        )
+else:
+    # a student keeps their downloads in the home; a team's exports are the platform's (exports.py)
+    MIDDLEWARE.append("workspace_label_studio.exports.KeepExports")
 for _template in TEMPLATES:  # noqa: F821
     _processors = _template.get("OPTIONS", {}).get("context_processors", [])
     _processors[:] = [

@@ -64,6 +64,7 @@ def test_a_course_labels_reviews_and_exports_together(team_hub: Hub, labelling):
     assert new(prof, **{**good, "owner": "x"}).status_code == 400
     assert hub.service_call("GET", "/courses/vision/labelling", prof).json() == []
 
+    began = time.monotonic()
     r = new(prof, **good)
     assert r.status_code == 201, r.text
     project = r.json()
@@ -72,6 +73,7 @@ def test_a_course_labels_reviews_and_exports_together(team_hub: Hub, labelling):
 
     people = {name: as_user(hub, name) for name in ("prof", "ann", "ben", "rita", "oz")}
     wait_for(people["prof"], base + "api/projects/")
+    print(f"the course's Label Studio answered {time.monotonic() - began:.1f} s after the project was made")
     (ls_project,) = people["prof"].get(base + "api/projects/", timeout=60).json()["results"]
     pid = ls_project["id"]
     assert ls_project["title"] == "Pets"

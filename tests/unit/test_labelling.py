@@ -60,6 +60,15 @@ def test_an_export_is_one_file_named_here():
     assert "/" not in exports.file_name("a/b", "CSV")
 
 
+def test_an_export_request_names_a_dataset_a_format_and_whether_only_the_accepted():
+    assert exports.parse_request({"dataset": "pets-labels"}) == ("pets-labels", "JSON", True)
+    assert exports.parse_request({"dataset": "p", "format": "yolo", "accepted_only": False}) == ("p", "YOLO", False)
+    for bad in ({}, {"dataset": "../x"}, {"dataset": "p", "accepted_only": "no"}, {"dataset": "p", "owner": "x"}):
+        with pytest.raises(UserError) as e:
+            exports.parse_request(bad)
+        assert e.value.status_code == 400, bad
+
+
 def test_label_studio_sets_only_its_own_cookies_under_its_path():
     path = "/services/workspace/labelling/0123456789ab"
     assert _own_cookie(f"label_studio_session=x; Path={path}/; HttpOnly", path)

@@ -13,11 +13,28 @@ import json
 
 import aiohttp
 
+from workspace.datasets import check_slug
 from workspace.errors import UserError
 
 FORMATS = ("JSON", "JSON_MIN", "CSV", "COCO", "YOLO", "VOC")
 MAX_EXPORT = 1 << 30
 TIMEOUT = aiohttp.ClientTimeout(total=600, sock_connect=5)
+
+
+def parse_request(body: dict) -> tuple[str, str, bool]:
+    """An export's request: (the caller's dataset to make a version of, the format, accepted only); the
+    user's 400 otherwise."""
+    unknown = sorted(set(body) - {"dataset", "format", "accepted_only"})
+    if unknown:
+        raise UserError(
+            400,
+            "Unknown field(s) {fields}: an export takes dataset, format and accepted_only.",
+            fields=", ".join(unknown),
+        )
+    accepted_only = body.get("accepted_only", True)
+    if not isinstance(accepted_only, bool):
+        raise UserError(400, "“accepted_only” is true (the accepted labels, by default) or false (all).")
+    return check_slug(body.get("dataset")), parse_format(body.get("format")), accepted_only
 
 
 def parse_format(value) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 
 from workspace import dataset_versions
-from workspace.datasets import check_slug
 from workspace.errors import UserError
 from workspace.labelling import exports, projects
 from workspace.service.api import APIHandler
@@ -75,18 +74,7 @@ class LabellingActions(CourseActions):
             raise UserError(403, "Only the course's instructors export a labelling project's labels.")
         if body is None:
             body = self.body()
-        unknown = sorted(set(body) - {"dataset", "format", "accepted_only"})
-        if unknown:
-            raise UserError(
-                400,
-                "Unknown field(s) {fields}: an export takes dataset, format and accepted_only.",
-                fields=", ".join(unknown),
-            )
-        name = check_slug(body.get("dataset"))
-        fmt = exports.parse_format(body.get("format"))
-        accepted_only = body.get("accepted_only", True)
-        if not isinstance(accepted_only, bool):
-            raise UserError(400, "“accepted_only” is true (the accepted labels, by default) or false (all).")
+        name, fmt, accepted_only = exports.parse_request(body)
         address = await self.blocking(self.settings["labelling_addresses"].get, key)
         if address is None:
             raise UserError(

@@ -125,6 +125,20 @@ def test_a_course_labels_reviews_and_exports_together(team_hub: Hub, labelling):
     page = browser.get(base + "projects/", timeout=60)
     assert page.status_code == 200, page.text[-1500:]  # the same cookie reads its pages
 
+    # the Labelling page's forms: without the XSRF token nothing is posted; with it, a student starts and
+    # exports nothing
+    pages = f"{hub.url}/services/workspace/labelling"
+    assert browser.get(pages, timeout=60).status_code == 200
+    xsrf = browser.cookies.get("_xsrf", path="/services/workspace/")
+    start = {"action": "new", "course": "vision", "title": "Mine", "dataset": "prof/pets", "labels": "a"}
+    assert browser.post(pages, data=start, timeout=60).status_code == 403
+    r = browser.post(pages, data={**start, "_xsrf": xsrf}, timeout=60)
+    assert r.status_code == 403 and "can start a labelling project" in r.text, r.status_code
+    export = {"action": "export", "course": "vision", "key": key, "dataset": "stolen", "_xsrf": xsrf}
+    r = browser.post(pages, data=export, timeout=60)
+    assert r.status_code == 403 and "export a labelling project" in r.text, r.status_code
+    assert [p["title"] for p in hub.service_call("GET", "/courses/vision/labelling", prof).json()] == ["Pets"]
+
     # an export before anything is accepted says so
     r = hub.service_call("POST", f"/courses/vision/labelling/{key}/export", prof, json={"dataset": "pets-labels"})
     assert r.status_code == 409 and "accepted" in r.json()["message"], r.text

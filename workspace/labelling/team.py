@@ -24,6 +24,7 @@ log = logging.getLogger("workspace.labelling")
 PORT = 8080
 DATA = "/label-studio"
 SOURCE = "/inputs/input0"  # Label Studio serves files below its document root (/inputs), not the root
+NETWORK_LABEL = "workspace.labelling-network"
 UNREACHABLE = "Label Studio's engine did not answer; try again in a minute, or tell your administrator."
 
 
@@ -112,7 +113,7 @@ class Team:
                     self.network,
                     driver="bridge",
                     internal=True,
-                    labels={"workspace.deployment": self.deployment},
+                    labels={"workspace.deployment": self.deployment, NETWORK_LABEL: "1"},
                     check_duplicate=True,
                 )
             except docker.errors.APIError as e:
@@ -129,6 +130,18 @@ class Team:
             return None
         ip = (container.attrs["NetworkSettings"]["Networks"].get(self.network) or {}).get("IPAddress")
         return f"http://{ip}:{PORT}" if ip else None
+
+
+def remove_networks(client, deployment: str) -> int:
+    """The labelling network of a deployment, once no container uses it (`make down`, the tests' hubs)."""
+    gone = 0
+    for network in client.networks.list(filters={"label": [f"workspace.deployment={deployment}", NETWORK_LABEL]}):
+        try:
+            network.remove()
+            gone += 1
+        except docker.errors.APIError:
+            pass  # a container still on it
+    return gone
 
 
 class Addresses:

@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 from workspace import data_dir, egress
+from workspace.labelling import team as labelling_team
 from workspace.settings import Settings
 from workspace.setup import engine, images, postgres, proxy
 from workspace.setup.steps import (
@@ -332,6 +333,7 @@ def remove_containers(deployment: str) -> int:
     for container in found:
         container.remove(force=True)
     networks.remove_all(c, deployment)  # the owners' networks, now unused
+    labelling_team.remove_networks(c, deployment)  # and the courses' Label Studios' (#36)
     egress.remove_deployment(deployment)  # and the rules that guarded them
     return len(found)
 

@@ -163,6 +163,21 @@ def test_a_course_labels_reviews_and_exports_together(team_hub: Hub, labelling):
     r = hub.service_call("DELETE", "/datasets/prof/pets/versions/1", prof)
     assert r.status_code == 409 and "labelling project" in r.json()["message"], r.text
 
+    # a configuration Label Studio refuses: its managers are told why it does not start, its students not
+    refused = (
+        '<View><Image name="i" value="$image"/><Choices name="c" toName="none"><Choice value="a"/></Choices></View>'
+    )
+    broken = {"title": "Broken", "dataset": "prof/pets", "config": refused}
+    assert new(prof, **broken).status_code == 201
+    deadline, said = time.monotonic() + 180, None
+    while time.monotonic() < deadline and not said:
+        listed = {p["title"]: p for p in hub.service_call("GET", "/courses/vision/labelling", prof).json()}
+        said = listed["Broken"]["message"]
+        time.sleep(2)
+    assert said and said.startswith("Its Label Studio does not start: ") and 'toName="none"' in said, listed
+    seen = {p["title"]: p for p in hub.service_call("GET", "/courses/vision/labelling", hub.user_token("ann")).json()}
+    assert seen["Broken"]["message"] is None and seen["Broken"]["role"] == "annotator", seen
+
     # another course's student, and nobody, get nothing
     oz = people["oz"]
     assert oz.get(base + "api/projects/", timeout=60).status_code == 404

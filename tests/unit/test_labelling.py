@@ -8,7 +8,7 @@ import pytest
 
 from workspace.caller import Caller
 from workspace.errors import UserError
-from workspace.labelling import exports, labels
+from workspace.labelling import exports, labels, team
 from workspace.labelling.projects import LabellingProject, role_of
 from workspace.service.labelling_proxy import _own_cookie
 
@@ -76,3 +76,11 @@ def test_label_studio_sets_only_its_own_cookies_under_its_path():
     assert not _own_cookie("label_studio_session=x; Path=/", path)  # the whole origin
     assert not _own_cookie("label_studio_session=x", path)  # no path: the answering path's parent
     assert not _own_cookie("label_studio_session=x; Path=/services/workspace/labelling/0123456789ab0/", path)
+
+
+def test_a_label_studio_that_does_not_start_is_told_by_its_own_last_words():
+    log = "=> Database\nTraceback (most recent call last):\n  x\nCommandError: Label Studio refuses the project: bad\n"
+    assert team.reason_from(log) == "CommandError: Label Studio refuses the project: bad"
+    assert team.reason_from("one\n\nlast line  \n") == "last line"
+    assert team.reason_from("") == "(no output)"
+    assert len(team.reason_from("x" * 5000)) == 300

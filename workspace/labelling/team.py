@@ -120,6 +120,20 @@ class Team:
                 if e.status_code != 409:  # made by another start at the same time
                     raise
 
+    def trouble(self, key: str) -> str | None:
+        """Why the project's container does not run, from its own last words (a setup that fails, like a
+        configuration Label Studio refuses, restarts in a loop); None while it runs or starts (blocking)."""
+        try:
+            container = self.client_factory().containers.get(self.name(key))
+            state = container.attrs["State"]
+            if not (state.get("Restarting") or (state.get("Status") == "exited" and state.get("ExitCode"))):
+                return None
+            return reason_from(container.logs(tail=40).decode(errors="replace"))
+        except docker.errors.NotFound:
+            return "its container is missing; it is made again when the service starts"
+        except docker.errors.DockerException:
+            return None
+
     def address(self, key: str) -> str | None:
         """`http://IP:8080` of the project's running container, or None (blocking)."""
         try:
@@ -142,6 +156,14 @@ def remove_networks(client, deployment: str) -> int:
         except docker.errors.APIError:
             pass  # a container still on it
     return gone
+
+
+def reason_from(log: str) -> str:
+    """What a container that fails to start last said: the setup's own sentence (`CommandError: …`) if it
+    said one, else its last line; bounded."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith("CommandError:")]
+    return (said or lines or ["(no output)"])[-1][:300]
 
 
 class Addresses:

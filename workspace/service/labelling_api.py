@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from workspace import dataset_versions
+from workspace import dataset_versions, i18n
 from workspace.errors import UserError
 from workspace.labelling import exports, projects
 from workspace.service.api import APIHandler
@@ -27,12 +27,19 @@ class LabellingActions(CourseActions):
 
     def described(self, project, role: str | None, address: str | None = None) -> dict:
         team = self.settings["labelling_team"]
-        return {**project.as_dict(role), "url": team.path(project.key) + "/", "running": address is not None}
+        described = {**project.as_dict(role), "url": team.path(project.key) + "/", "running": address is not None}
+        return {**described, "message": i18n.said(self.lang, project.message)}
 
     async def course_projects(self, course: str) -> list[dict]:
         """The course's projects, each with the caller's role and its address; 404 for one not of the course."""
         found = await self.blocking(projects.listing, self.db, course, self.who(), self.may_manage(course))
         team = self.settings["labelling_team"]
+        for p in found:
+            if p["role"] == "manager":  # its managers are told why its Label Studio does not start
+                reason = await self.blocking(team.trouble, p["key"])
+                if reason:
+                    p["message"] = i18n.kept("Its Label Studio does not start: {reason}", reason=reason)
+            p["message"] = i18n.said(self.lang, p["message"])
         return [{**p, "url": team.path(p["key"]) + "/"} for p in found]
 
     async def new_project(self, course: str, body: dict) -> dict:

@@ -24,7 +24,6 @@ from workspace.vault import Sealed
 
 from .labels import config_of
 
-ROLES = ("manager", "reviewer", "annotator")
 FIELDS = {"title", "dataset", "labels", "config", "reviewers"}
 KEY = re.compile(r"^[0-9a-f]{12}$")
 

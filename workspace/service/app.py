@@ -454,7 +454,8 @@ async def serve(service: WorkspaceService) -> None:
         os.environ.get("JUPYTERHUB_API_TOKEN", ""),
     )
     controller = asyncio.ensure_future(Controller(app.settings["workspace_db"], service.deployment_policy, hub).run())
-    await loop.run_in_executor(None, start_labelling, app)
+    # in the background: the service answers while the engine remakes the courses' Label Studios
+    labelling = loop.run_in_executor(None, start_labelling, app)
     builds = asyncio.ensure_future(
         build_images(app.settings["image_builder"], app.settings["workspace_db"], app.settings["image_build_wake"])
     )
@@ -462,6 +463,7 @@ async def serve(service: WorkspaceService) -> None:
     log.info("workspace service stopping")
     retry.cancel()
     builds.cancel()
+    labelling.cancel()
     controller.cancel()
     # a build under way is stopped (its thread would hold the process up to the end of the build); the next
     # start records it as interrupted
